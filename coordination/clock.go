@@ -1,0 +1,147 @@
+package coordination
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is the source of the current time, and the source of every wait.
+//
+// The succession rules and the lease clock take an instant as a parameter,
+// so they need no clock at all. This interface is the seam for the code
+// around them that reads a real clock and that waits. A test supplies
+// *[ManualClock], drives time by hand, and sleeps for nothing.
+//
+// An implementation is safe for concurrent use: a leadership reads it from
+// its own goroutine.
+type Clock interface {
+	// NowMillis returns the current time, in milliseconds since the Unix
+	// epoch.
+	NowMillis() int64
+
+	// After returns a channel that receives one value after the extent
+	// passes. An extent at or below zero receives at once.
+	After(extent time.Duration) <-chan time.Time
+}
+
+// SystemClock reads the clock of the host. It is the clock that
+// [AcquireLeadership] takes by default. The zero value is ready, and it is
+// safe for concurrent use.
+type SystemClock struct{}
+
+// NowMillis returns the host time, in milliseconds since the Unix epoch.
+func (SystemClock) NowMillis() int64 { return time.Now().UnixMilli() }
+
+// After returns a channel that receives one value after the extent passes.
+// An extent at or below zero receives at once.
+func (SystemClock) After(extent time.Duration) <-chan time.Time {
+	if extent <= 0 {
+		ch := make(chan time.Time, 1)
+		ch <- time.Now()
+		return ch
+	}
+	return time.After(extent)
+}
+
+// ManualClock is a clock that a test moves by hand. A wait that
+// [ManualClock.After] returns receives when [ManualClock.Set] or
+// [ManualClock.Advance] moves the clock to the instant of the wait.
+//
+// The clock is safe for concurrent use, so a test shares one clock between a
+// holder and its challengers and moves them all together.
+// [ManualClock.BlockUntil] lets a test move the clock only after the code
+// under test has parked on it, so no test sleeps.
+type ManualClock struct {
+	mu      sync.Mutex
+	now     int64
+	waits   []manualWait
+	changed chan struct{} // closed and replaced whenever waits grows
+}
+
+type manualWait struct {
+	at int64
+	ch chan time.Time
+}
+
+// NewManualClock builds a clock that reads this instant, in milliseconds
+// since the Unix epoch.
+func NewManualClock(nowMillis int64) *ManualClock {
+	return &ManualClock{now: nowMillis, changed: make(chan struct{})}
+}
+
+// NowMillis returns the instant the clock reads now, in milliseconds since
+// the Unix epoch.
+func (c *ManualClock) NowMillis() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// After returns a channel that receives when the clock reaches the instant
+// this extent names, rounded up to a whole millisecond. A wait that is
+// already due receives at once.
+func (c *ManualClock) After(extent time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	at := addMillis(c.now, extent)
+	if at <= c.now {
+		ch <- time.UnixMilli(c.now)
+		return ch
+	}
+	c.waits = append(c.waits, manualWait{at: at, ch: ch})
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return ch
+}
+
+// Set moves the clock to this instant, in milliseconds since the Unix
+// epoch, and releases every wait that the move makes due. It moves the clock
+// backwards too, and a backwards move releases nothing.
+func (c *ManualClock) Set(nowMillis int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = nowMillis
+	kept := c.waits[:0]
+	for _, w := range c.waits {
+		if w.at <= nowMillis {
+			w.ch <- time.UnixMilli(nowMillis)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(c.waits[len(kept):])
+	c.waits = kept
+}
+
+// Advance moves the clock forward by this extent, rounded up to a whole
+// millisecond, and releases every wait that the move makes due.
+func (c *ManualClock) Advance(step time.Duration) {
+	c.mu.Lock()
+	next := addMillis(c.now, step)
+	c.mu.Unlock()
+	c.Set(next)
+}
+
+// Waiters returns the number of waits that are not due yet. A wait that its
+// caller abandoned still counts until the clock reaches it.
+func (c *ManualClock) Waiters() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waits)
+}
+
+// BlockUntil blocks until at least n waits are pending, so a test moves the
+// clock only after every goroutine it drives has parked on the clock. It
+// returns at once when n waits are already pending.
+func (c *ManualClock) BlockUntil(n int) {
+	for {
+		c.mu.Lock()
+		pending, changed := len(c.waits), c.changed
+		c.mu.Unlock()
+		if pending >= n {
+			return
+		}
+		<-changed
+	}
+}

@@ -1,0 +1,23 @@
+package coordination
+
+import "errors"
+
+// ErrFenced reports that the broker refused a write, because another member
+// holds the role now.
+//
+// This is the expected end of a leadership. A [LeaseWriter] wraps this error
+// for broker error code 47 INVALID_PRODUCER_EPOCH and for broker error code
+// 90 PRODUCER_FENCED. [KafkaTransport] also wraps it for 49
+// INVALID_PRODUCER_ID_MAPPING, and for a producer id or epoch that moved
+// under the transactional client. [AcquireLeadership] and [Leadership.Renew]
+// find it with [errors.Is].
+//
+// A deposed leader learns that it lost the role from this error, and from
+// nothing else. No clock takes part in the check. The epoch it held is
+// superseded, so the cluster already rejects every write it makes. The
+// caller stops the work of the role at once.
+var ErrFenced = errors.New("fenced: another member holds the role")
+
+// ErrNotHeld reports that a caller asked a *[Leadership] to act after the
+// leadership ended.
+var ErrNotHeld = errors.New("the member no longer holds the role")

@@ -1,0 +1,233 @@
+package coordination
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// DefaultPollInterval is the default gap between two reads of [StateTopic]
+// while a member waits for a role. It also bounds the retry of a renewal
+// that failed for a reason other than a fence.
+const DefaultPollInterval = time.Second
+
+// Option configures [AcquireLeadership], [DescribeRoleState], and
+// [RoleTopicPartition]. An option that gets a value out of range makes the
+// call return an error that names the option, before anything is read or
+// written.
+type Option func(*settings) error
+
+// settings is what the options build. The three lease timings stay apart
+// until every option has run, so WithLeaseDuration and WithRenewInterval
+// combine in any order.
+type settings struct {
+	topic            string
+	partitions       int
+	leaseDuration    time.Duration
+	renewInterval    time.Duration
+	challengeStagger time.Duration
+	pollInterval     time.Duration
+	clock            Clock
+	logger           *slog.Logger
+
+	lease LeaseConfig // built by newSettings
+}
+
+// newSettings applies the options over the defaults and checks the result.
+func newSettings(options []Option) (*settings, error) {
+	defaults := DefaultLeaseConfig()
+	s := &settings{
+		topic:            StateTopic,
+		partitions:       DefaultPartitions,
+		leaseDuration:    defaults.duration,
+		renewInterval:    defaults.renewInterval,
+		challengeStagger: defaults.challengeStagger,
+		pollInterval:     DefaultPollInterval,
+		clock:            SystemClock{},
+		logger:           slog.Default(),
+	}
+	for _, option := range options {
+		if option == nil {
+			return nil, errors.New("coordination: nil Option")
+		}
+		if err := option(s); err != nil {
+			return nil, err
+		}
+	}
+	lease, err := NewLeaseConfig(s.leaseDuration, s.renewInterval, s.challengeStagger)
+	if err != nil {
+		return nil, fmt.Errorf("%w (set by WithLeaseConfig, WithLeaseDuration, WithRenewInterval, WithChallengeStagger)", err)
+	}
+	s.lease = lease
+	return s, nil
+}
+
+// partition returns the partition of the role under these settings.
+func (s *settings) partition(role Role) (TopicPartition, error) {
+	p, err := RolePartition(role, s.partitions)
+	if err != nil {
+		return TopicPartition{}, err
+	}
+	return TopicPartition{Topic: s.topic, Partition: p}, nil
+}
+
+// positive rejects an extent at or below zero with the name of the option.
+func positive(option string, extent time.Duration) error {
+	if extent <= 0 {
+		return fmt.Errorf("coordination: %s(%v): want an extent above zero", option, extent)
+	}
+	return nil
+}
+
+// WithChallengeStagger sets the extra delay that one rank of succession
+// adds; the default is [DefaultChallengeStagger].
+func WithChallengeStagger(stagger time.Duration) Option {
+	return func(s *settings) error {
+		if err := positive("WithChallengeStagger", stagger); err != nil {
+			return err
+		}
+		s.challengeStagger = stagger
+		return nil
+	}
+}
+
+// WithClock reads the time from another clock than [SystemClock]. A test
+// passes [NewManualClock] and drives every wait by hand. It rejects a nil
+// clock.
+func WithClock(clock Clock) Option {
+	return func(s *settings) error {
+		if clock == nil {
+			return errors.New("coordination: WithClock(nil): want a clock, such as SystemClock{}")
+		}
+		s.clock = clock
+		return nil
+	}
+}
+
+// WithLeaseConfig takes a whole lease policy; the default is
+// [DefaultLeaseConfig]. It rejects the zero LeaseConfig. A later
+// WithLeaseDuration, WithRenewInterval, or WithChallengeStagger changes one
+// timing of it.
+func WithLeaseConfig(config LeaseConfig) Option {
+	return func(s *settings) error {
+		if config == (LeaseConfig{}) {
+			return errors.New("coordination: WithLeaseConfig(LeaseConfig{}): build the config with NewLeaseConfig or DefaultLeaseConfig")
+		}
+		s.leaseDuration, s.renewInterval, s.challengeStagger = config.duration, config.renewInterval, config.challengeStagger
+		return nil
+	}
+}
+
+// WithLeaseDuration sets the extent of a lease; the default is
+// [DefaultLeaseDuration].
+func WithLeaseDuration(duration time.Duration) Option {
+	return func(s *settings) error {
+		if err := positive("WithLeaseDuration", duration); err != nil {
+			return err
+		}
+		s.leaseDuration = duration
+		return nil
+	}
+}
+
+// WithLogger reports what a leadership does that no return value carries:
+// a record of the state topic that does not decode and that the loop
+// skipped, a renewal that failed and is retried, a resignation whose
+// tombstone did not land. The default is [slog.Default]. It rejects nil; pass
+// a logger over a discarding handler to silence it.
+func WithLogger(logger *slog.Logger) Option {
+	return func(s *settings) error {
+		if logger == nil {
+			return errors.New("coordination: WithLogger(nil): want a logger")
+		}
+		s.logger = logger
+		return nil
+	}
+}
+
+// WithPartitions sets the partition count of the coordination topic; the
+// default is [DefaultPartitions]. Every member of a cluster passes the count
+// that the cluster created the topic with, because the count picks the
+// partition of a role. It rejects a count below one.
+func WithPartitions(partitions int) Option {
+	return func(s *settings) error {
+		if partitions < 1 {
+			return fmt.Errorf("coordination: WithPartitions(%d): want at least 1 partition", partitions)
+		}
+		s.partitions = partitions
+		return nil
+	}
+}
+
+// WithPollInterval sets the longest gap between two reads of the
+// coordination topic while a member waits; the default is
+// [DefaultPollInterval]. A shorter gap finds a resigned holder sooner and
+// costs more fetches. A transport that implements [PartitionFollower] wakes
+// a waiting member on each new record, and the poll interval then only
+// bounds a missed wake-up.
+func WithPollInterval(interval time.Duration) Option {
+	return func(s *settings) error {
+		if err := positive("WithPollInterval", interval); err != nil {
+			return err
+		}
+		s.pollInterval = interval
+		return nil
+	}
+}
+
+// WithRenewInterval sets the gap between two renewals by the holder; the
+// default is [DefaultRenewInterval].
+func WithRenewInterval(interval time.Duration) Option {
+	return func(s *settings) error {
+		if err := positive("WithRenewInterval", interval); err != nil {
+			return err
+		}
+		s.renewInterval = interval
+		return nil
+	}
+}
+
+// WithTopic reads and writes another topic than [StateTopic]. It rejects a
+// name that Kafka rejects: empty, "." or "..", longer than 249 bytes, or
+// with a character outside [a-zA-Z0-9._-].
+func WithTopic(topic string) Option {
+	return func(s *settings) error {
+		if err := checkTopic(topic); err != nil {
+			return fmt.Errorf("coordination: WithTopic(%q): %w", topic, err)
+		}
+		s.topic = topic
+		return nil
+	}
+}
+
+// checkTopic applies Kafka's rules for a topic name (Topic.validate).
+func checkTopic(topic string) error {
+	switch {
+	case topic == "":
+		return errors.New("empty topic name")
+	case topic == "." || topic == "..":
+		return errors.New("topic name cannot be \".\" or \"..\"")
+	case len(topic) > 249:
+		return fmt.Errorf("topic name is %d bytes, the maximum is 249", len(topic))
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic name has %q at byte %d: Kafka allows [a-zA-Z0-9._-]", c, i)
+		}
+	}
+	return nil
+}
+
+// RoleTopicPartition returns the partition of the coordination topic that
+// holds every record of the role. Only [WithTopic] and [WithPartitions]
+// change the answer. It returns an error for an invalid option and for the
+// zero [Role].
+func RoleTopicPartition(role Role, options ...Option) (TopicPartition, error) {
+	s, err := newSettings(options)
+	if err != nil {
+		return TopicPartition{}, err
+	}
+	return s.partition(role)
+}

@@ -1,0 +1,233 @@
+package coordination
+
+import (
+	"fmt"
+	"slices"
+)
+
+// StateRecord is one record of [StateTopic] as it sits in the log. A
+// [StateReader] returns these, and [BuildRoleState] folds them.
+type StateRecord struct {
+	// Offset is the offset of the record in its partition. The succession
+	// rules rank candidates on the offset of a registration.
+	Offset int64
+
+	// Key is the encoded record key. [DecodeKey] reads it.
+	Key []byte
+
+	// Value is the encoded record value. An empty value is a tombstone. See
+	// [IsTombstone].
+	Value []byte
+}
+
+// RosterEntry is one member of the roster of a role.
+type RosterEntry struct {
+	// Member is the member that registered.
+	Member MemberID
+
+	// Offset is the offset of the registration record of the member in the
+	// partition of the role. The offset is the join sequence of the member,
+	// because log compaction keeps the offset of every record it retains.
+	Offset int64
+
+	// RegisteredAt is the time the member registered, in milliseconds since
+	// the Unix epoch.
+	RegisteredAt int64
+}
+
+// RoleState is the state that a reader folds out of the records of one
+// role. It is a plain value: the fold that built it does not change it
+// afterwards.
+type RoleState struct {
+	// Roster holds the candidates of the role in registration order, which is
+	// offset order.
+	Roster []RosterEntry
+
+	// Lease is the lease of the role, and nil when no member holds it.
+	Lease *Lease
+}
+
+// Entry returns the roster entry of a member, and it reports whether the
+// member registered.
+func (s RoleState) Entry(member MemberID) (RosterEntry, bool) {
+	for _, entry := range s.Roster {
+		if entry.Member == member {
+			return entry, true
+		}
+	}
+	return RosterEntry{}, false
+}
+
+// Holder returns the member that the lease names, and it reports whether the
+// role has a lease.
+//
+// The holder of an expired lease is still the holder. Ask
+// [LeaseTiming.LiveAt] whether the lease is live.
+func (s RoleState) Holder() (MemberID, bool) {
+	if s.Lease == nil {
+		return MemberID{}, false
+	}
+	return s.Lease.Member, true
+}
+
+// RankOf returns the challenge rank of a member, and it reports whether the
+// member registered.
+//
+// The rank is the index of the member in the roster after the removal of the
+// current holder, so the first standby takes rank 0. The holder itself keeps
+// rank 0. A holder reaches the rank test only after its own lease expired,
+// and it still owns the newest epoch at that point, so it reclaims the role
+// for less churn than a failover costs.
+func (s RoleState) RankOf(member MemberID) (int, bool) {
+	holder, hasHolder := s.Holder()
+	rank := 0
+	for _, entry := range s.Roster {
+		if entry.Member == member {
+			if hasHolder && holder == member {
+				return 0, true
+			}
+			return rank, true
+		}
+		if hasHolder && entry.Member == holder {
+			continue
+		}
+		rank++
+	}
+	return 0, false
+}
+
+// BuildRoleState folds the records of one partition into the state of one
+// role. It reports the first record that does not decode, with its offset,
+// and it still folds every record that does, so the state it returns next to
+// the error is the state of the well-formed records.
+//
+// The caller reads the partition of the role in offset order. The fold gives
+// the same answer for another order, because it keeps the record of the
+// highest offset for every key.
+func BuildRoleState(role Role, records []StateRecord) (RoleState, error) {
+	builder := NewRoleStateBuilder(role)
+	var first error
+	for _, record := range records {
+		if err := builder.Apply(record); err != nil && first == nil {
+			first = err
+		}
+	}
+	return builder.Build(), first
+}
+
+// RoleStateBuilder folds the records of one role into a [RoleState].
+//
+// The builder keeps the record of the highest offset for every key, which is
+// what log compaction keeps. A later registration for a member replaces the
+// earlier one and moves the member to the tail of the roster. A registration
+// tombstone removes the member. A lease tombstone clears the lease.
+//
+// The builder drops a record of another role, so a caller folds a partition
+// that holds several roles and needs no filter of its own. Its cost is one
+// decode a record and one map entry a member: a caller that applies only the
+// records it has not applied yet folds a growing log in time proportional to
+// the new records.
+//
+// A RoleStateBuilder is not safe for concurrent use.
+type RoleStateBuilder struct {
+	role          Role
+	registrations map[MemberID]foldedRegistration
+	lease         foldedLease
+	leaseSeen     bool
+}
+
+// foldedRegistration is the kept record of one registration key. A
+// tombstone is kept too, so that a lower offset applied later loses to it.
+type foldedRegistration struct {
+	offset       int64
+	tombstone    bool
+	registeredAt int64
+}
+
+type foldedLease struct {
+	offset    int64
+	tombstone bool
+	lease     Lease
+}
+
+// NewRoleStateBuilder builds an empty fold for one role.
+func NewRoleStateBuilder(role Role) *RoleStateBuilder {
+	return &RoleStateBuilder{role: role, registrations: make(map[MemberID]foldedRegistration)}
+}
+
+// Role returns the role that this fold collects.
+func (b *RoleStateBuilder) Role() Role { return b.role }
+
+// Apply applies one record of the coordination partition. It drops a record
+// of another role, and it reports a record that does not decode: the error
+// wraps a *[FormatError] and names the offset, and the fold stays as it was.
+//
+// The key carries the identity, because the key is the compaction key. The
+// builder takes the member and the record kind from the key, and it takes
+// neither from the value.
+func (b *RoleStateBuilder) Apply(record StateRecord) error {
+	key, err := DecodeKey(record.Key)
+	if err != nil {
+		return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
+	}
+	if key.Role != b.role {
+		return nil
+	}
+	tombstone := IsTombstone(record.Value)
+	switch key.Kind {
+	case KindRegistration:
+		if kept, ok := b.registrations[key.Member]; ok && kept.offset > record.Offset {
+			return nil
+		}
+		folded := foldedRegistration{offset: record.Offset, tombstone: tombstone}
+		if !tombstone {
+			registration, err := DecodeRegistration(record.Value)
+			if err != nil {
+				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
+			}
+			folded.registeredAt = registration.RegisteredAt
+		}
+		b.registrations[key.Member] = folded
+	case KindLease:
+		if b.leaseSeen && b.lease.offset > record.Offset {
+			return nil
+		}
+		folded := foldedLease{offset: record.Offset, tombstone: tombstone}
+		if !tombstone {
+			lease, err := DecodeLease(record.Value)
+			if err != nil {
+				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
+			}
+			folded.lease = lease
+		}
+		b.lease, b.leaseSeen = folded, true
+	}
+	return nil
+}
+
+// Build returns the role state, with the roster in offset order. The state
+// shares no memory with the builder, so the caller keeps it while the
+// builder folds more records.
+func (b *RoleStateBuilder) Build() RoleState {
+	var state RoleState
+	for member, folded := range b.registrations {
+		if folded.tombstone {
+			continue
+		}
+		state.Roster = append(state.Roster, RosterEntry{Member: member, Offset: folded.offset, RegisteredAt: folded.registeredAt})
+	}
+	slices.SortFunc(state.Roster, func(a, b RosterEntry) int {
+		switch {
+		case a.Offset < b.Offset:
+			return -1
+		case a.Offset > b.Offset:
+			return 1
+		}
+		return 0
+	})
+	if b.leaseSeen && !b.lease.tombstone {
+		lease := b.lease.lease
+		state.Lease = &lease
+	}
+	return state
+}

@@ -1,0 +1,109 @@
+package coordination
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FencingToken is the quorum-minted proof that one member holds a role.
+//
+// The transaction coordinator mints the pair when a member calls
+// InitProducerId for the transactional id of the role. The quorum picks the
+// values, the broker enforces them, and a write from an older pair fails with
+// a fenced error. A holder passes the token to every guarded write.
+//
+// The pair is load-bearing. [FencingToken.Compare] reads the producer id
+// first and the producer epoch second, so the order is lexicographic. A
+// producer epoch is an int16 and it wraps. Kafka then allocates a new
+// producer id and resets the epoch to zero. A comparison on the epoch alone
+// would rank that fresh token below the stale one, and the old leader would
+// keep the role. Never compare the epoch on its own.
+//
+// A FencingToken is a comparable immutable value: == tests two tokens for
+// equality, and a token is safe to share between goroutines.
+type FencingToken struct {
+	producerID    int64
+	producerEpoch int16
+}
+
+// NoEpoch is the token of a role that no member has ever taken. Kafka writes
+// -1 for "no producer", and that pair proves no leadership. NoEpoch ranks
+// below every minted token, because [NewFencingToken] rejects a negative
+// value. Treat NoEpoch as a constant.
+var NoEpoch = FencingToken{producerID: -1, producerEpoch: -1}
+
+// NewFencingToken builds a token from a minted producer id and producer
+// epoch. It rejects a negative value in either position, so only [NoEpoch]
+// carries Kafka's -1.
+func NewFencingToken(producerID int64, producerEpoch int16) (FencingToken, error) {
+	if producerID < 0 {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token: negative producer id %d", producerID)
+	}
+	if producerEpoch < 0 {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token: negative producer epoch %d", producerEpoch)
+	}
+	return FencingToken{producerID: producerID, producerEpoch: producerEpoch}, nil
+}
+
+// ParseFencingToken parses the producer_id:producer_epoch form that
+// [FencingToken.String] writes, such as "4242:7". It rejects another shape,
+// a value out of range, and a negative value, with an error that quotes the
+// text. It parses "-1:-1" as [NoEpoch], so the String form of every token
+// parses back.
+func ParseFencingToken(text string) (FencingToken, error) {
+	idText, epochText, found := strings.Cut(text, ":")
+	if !found {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: want producer_id:producer_epoch", text)
+	}
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: producer id: %w", text, err)
+	}
+	epoch, err := strconv.ParseInt(epochText, 10, 16)
+	if err != nil {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: producer epoch: %w", text, err)
+	}
+	if id == -1 && epoch == -1 {
+		return NoEpoch, nil
+	}
+	token, err := NewFencingToken(id, int16(epoch))
+	if err != nil {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: %w", text, err)
+	}
+	return token, nil
+}
+
+// ProducerID returns the producer id that the transaction coordinator
+// minted, or -1 for [NoEpoch].
+func (t FencingToken) ProducerID() int64 { return t.producerID }
+
+// ProducerEpoch returns the producer epoch that the transaction coordinator
+// minted, or -1 for [NoEpoch].
+func (t FencingToken) ProducerEpoch() int16 { return t.producerEpoch }
+
+// Compare orders two tokens lexicographically. It reads the producer id
+// first, and it reads the producer epoch only for two tokens of one producer
+// id. It returns a negative number when t ranks below other, zero for two
+// equal tokens, and a positive number when t supersedes other.
+//
+// The producer id leads, because Kafka allocates producer ids from a
+// monotonic block allocator and resets the epoch to zero at every new id.
+// The pair stays monotonic where the epoch alone does not.
+func (t FencingToken) Compare(other FencingToken) int {
+	if c := cmp.Compare(t.producerID, other.producerID); c != 0 {
+		return c
+	}
+	return cmp.Compare(t.producerEpoch, other.producerEpoch)
+}
+
+// Supersedes reports whether t ranks above other under
+// [FencingToken.Compare].
+func (t FencingToken) Supersedes(other FencingToken) bool { return t.Compare(other) > 0 }
+
+// String writes the producer_id:producer_epoch form, such as "4242:7".
+// [NoEpoch] writes "-1:-1".
+func (t FencingToken) String() string {
+	return strconv.FormatInt(t.producerID, 10) + ":" + strconv.FormatInt(int64(t.producerEpoch), 10)
+}

@@ -1,0 +1,148 @@
+package coordination
+
+import "context"
+
+// Coordinator mints and reports the leadership epoch of a role. An adapter
+// implements it over the transaction coordinator of a cluster.
+//
+// The two calls carry different weight. AcquireEpoch takes the role, and
+// DescribeEpoch only looks.
+type Coordinator interface {
+	// AcquireEpoch mints a new epoch for the role and fences the previous
+	// holder. The implementation calls InitProducerId with
+	// transactional.id = <role>, and it keeps the producer that the epoch
+	// binds, because [LeaseWriter.WriteLease] writes through that producer.
+	//
+	// The transaction coordinator picks the epoch, so the quorum mints the
+	// value and the value only grows. The implementation should pass the
+	// lease duration as transaction_timeout_ms, so the coordinator aborts the
+	// open transaction of a dead holder without a client.
+	AcquireEpoch(ctx context.Context, role Role) (FencingToken, error)
+
+	// DescribeEpoch reports the token that the transaction coordinator holds
+	// for the role. It reports false for a role that no member has ever
+	// taken. The implementation calls DescribeTransactions, which joins no
+	// group and takes no epoch.
+	DescribeEpoch(ctx context.Context, role Role) (FencingToken, bool, error)
+}
+
+// StateReader reads one partition of [StateTopic]. An adapter implements it
+// with a plain assign, seek, and poll loop over the partition.
+type StateReader interface {
+	// ReadPartition returns every committed record of the partition, oldest
+	// first. The read takes committed records only, so an aborted lease write
+	// stays invisible. The reader walks from the first offset of the
+	// partition to the last stable offset.
+	ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error)
+}
+
+// Registrar appends the registration record of one candidate.
+//
+// This call carries no authority. A candidate holds no epoch when it
+// announces itself, and it must take no epoch to do so, so the append sits
+// outside a transaction. The offset that the broker assigns is the join
+// sequence that the succession rules rank on.
+type Registrar interface {
+	// Append appends one record to the partition. The producer behind it
+	// pins the partition, and it applies no partitioner of its own. A nil
+	// value appends a tombstone.
+	Append(ctx context.Context, partition TopicPartition, key, value []byte) error
+}
+
+// LeaseWriter writes the lease record of a role in a transaction under the
+// epoch of the role.
+//
+// A lease record authenticates itself. The broker fences any writer that
+// does not hold the current epoch, so a lease record that reached the log is
+// proof that its author held the epoch.
+type LeaseWriter interface {
+	// WriteLease writes one record under the token, inside a transaction of
+	// the producer that minted the token. A nil value clears the lease. The
+	// producer pins the partition, and it applies no partitioner of its own.
+	//
+	// The implementation returns an error that wraps [ErrFenced] when the
+	// broker rejects the token. That rejection is how a deposed holder learns
+	// that it lost the role.
+	WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error
+}
+
+// Transport is every cluster operation that this package performs, and it
+// is nothing else. One adapter type satisfies all four interfaces.
+//
+// The library pins no Kafka client, so a caller writes the adapter over the
+// client it already runs. The adapter needs two producers for one role. The
+// transactional producer carries transactional.id = <role>, and it writes
+// the lease records of that role. A second, plain producer appends the
+// registration records, because Kafka puts every send of a transactional
+// producer inside a transaction, and a candidate holds no epoch to open one
+// with.
+//
+// One transport stands for one member: two members of one role need two
+// transports, because the second mint fences the producer of the first. A
+// transport is safe for concurrent use by the leaderships of several roles.
+//
+// A transport may also implement [GuardedWriter] and [PartitionFollower].
+// [KafkaTransport] and the in-memory transport of package coordinationtest
+// implement both.
+type Transport interface {
+	Coordinator
+	StateReader
+	Registrar
+	LeaseWriter
+}
+
+// GuardedRecord is one record of the caller's own, such as a command to a
+// device, that a holder writes under the epoch of its role with
+// [Leadership.Write].
+type GuardedRecord struct {
+	// Topic is the topic of the record. It is the caller's topic, never
+	// [StateTopic].
+	Topic string
+
+	// Partition is the partition of the record. The writer pins it and
+	// applies no partitioner, so the caller keeps its own order.
+	Partition int
+
+	// Key is the record key, and nil for none.
+	Key []byte
+
+	// Value is the record value.
+	Value []byte
+}
+
+// GuardedWriter writes the caller's own records under the epoch of a role.
+// It is the mechanism behind [Leadership.Write].
+type GuardedWriter interface {
+	// WriteGuarded writes the records in one transaction of the producer
+	// that minted token, and commits it, so they become visible to a
+	// read_committed reader together or not at all. It returns after the
+	// commit, when the records are durable under the topic's acks=all
+	// setting.
+	//
+	// The implementation returns an error that wraps [ErrFenced] when the
+	// broker rejects the token, and then no record of the call is visible.
+	WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error
+}
+
+// PartitionFollower is a [StateReader] that reads a partition incrementally
+// and wakes a waiting member when a record arrives. [AcquireLeadership]
+// uses it when the transport implements it: a waiting member then folds
+// only the new records, and a resignation's tombstone wakes the first
+// standby at once instead of at the next poll.
+type PartitionFollower interface {
+	// ReadPartitionFrom returns the committed records of the partition at
+	// offsets from `from` on, oldest first, and the offset to pass on the
+	// next call. It reads to the last stable offset, as ReadPartition does.
+	// It may return records below `from` too, and always does when log
+	// compaction or the transport's own memory no longer covers `from`:
+	// a fold that keeps the record of the highest offset for every key, as
+	// [RoleStateBuilder] does, takes them without harm.
+	ReadPartitionFrom(ctx context.Context, partition TopicPartition, from int64) (records []StateRecord, next int64, err error)
+
+	// WatchPartition subscribes to the partition. The channel receives
+	// after committed records past the last ReadPartitionFrom reached the
+	// transport; it holds at most one pending value, so a record that lands
+	// between a read and the wait is not missed. stop ends the subscription;
+	// the caller calls it exactly once.
+	WatchPartition(partition TopicPartition) (changed <-chan struct{}, stop func())
+}

@@ -1,0 +1,3 @@
+module github.com/krabka-io/krabka-streams-go
+
+go 1.26

@@ -1,0 +1,103 @@
+# shellcheck shell=bash
+# scripts/kafka-env.sh — shared by kafka-start.sh, kafka-stop.sh and murmur2-vectors.sh.
+# Source it; do not run it. It defines settings and one function:
+#
+#   krabka_kafka_ensure_libs   make sure $KRABKA_KAFKA_LIBS holds the broker jars,
+#                              resolving them with Maven (scripts/kafka/pom.xml) if not.
+#
+# Environment (all optional):
+#   KRABKA_KAFKA_VERSION   Kafka release to resolve (default 4.4.0, the newest 4.4.x
+#                          on Maven Central when this was written)
+#   KRABKA_CACHE_DIR       jar cache root (default $HOME/.cache/krabka-coord); the jars
+#                          land in $KRABKA_CACHE_DIR/kafka-<version>/libs. ~/.m2 is used
+#                          as usual by Maven, so a wiped cache re-resolves offline-fast.
+#   KRABKA_KAFKA_DIR       broker run dir: config, log, pid file, data (default /tmp/krabka-kafka)
+#   KRABKA_KAFKA_PORT      PLAINTEXT listener port       (default 39092)
+#   KRABKA_KAFKA_SASL_PORT SASL_PLAINTEXT (SCRAM-SHA-256) (default 39093)
+#   KRABKA_KAFKA_CONTROLLER_PORT  KRaft controller port  (default 39094)
+#   KRABKA_KAFKA_HEAP      JVM heap flags (default "-Xms256m -Xmx768m")
+#
+# Everything the scripts print for humans goes to stderr; stdout is reserved for
+# the KEY=value lines of kafka-start.sh and the JSON of murmur2-vectors.sh.
+
+KRABKA_SCRIPTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+KRABKA_KAFKA_VERSION="${KRABKA_KAFKA_VERSION:-4.4.0}"
+KRABKA_KAFKA_POM="$KRABKA_SCRIPTS_DIR/kafka/pom.xml"
+KRABKA_KAFKA_CACHE="${KRABKA_CACHE_DIR:-$HOME/.cache/krabka-coord}/kafka-$KRABKA_KAFKA_VERSION"
+KRABKA_KAFKA_LIBS="$KRABKA_KAFKA_CACHE/libs"
+KRABKA_KAFKA_DIR="${KRABKA_KAFKA_DIR:-/tmp/krabka-kafka}"
+KRABKA_KAFKA_PORT="${KRABKA_KAFKA_PORT:-39092}"
+KRABKA_KAFKA_SASL_PORT="${KRABKA_KAFKA_SASL_PORT:-39093}"
+KRABKA_KAFKA_CONTROLLER_PORT="${KRABKA_KAFKA_CONTROLLER_PORT:-39094}"
+KRABKA_KAFKA_HEAP="${KRABKA_KAFKA_HEAP:--Xms256m -Xmx768m}"
+KRABKA_KAFKA_PIDFILE="$KRABKA_KAFKA_DIR/broker.pid"
+KRABKA_KAFKA_LOG="$KRABKA_KAFKA_DIR/broker.log"
+# Marker proving that $KRABKA_KAFKA_DIR was made by these scripts (so only such a
+# directory is ever rm -rf'ed).
+KRABKA_KAFKA_MARKER="$KRABKA_KAFKA_DIR/.krabka-kafka"
+
+krabka_log() { printf '[krabka-kafka] %s\n' "$*" >&2; }
+
+# The stamp ties libs/ to the exact pom and version that produced it: a changed pom
+# (or version) re-resolves. libs/ is "complete" only when its stamp matches.
+krabka_kafka_libs_stamp() {
+  printf 'version=%s pom=%s\n' "$KRABKA_KAFKA_VERSION" \
+    "$(sha256sum "$KRABKA_KAFKA_POM" | cut -d' ' -f1)"
+}
+
+krabka_kafka_ensure_libs() {
+  local stamp
+  stamp="$(krabka_kafka_libs_stamp)"
+  if [[ -f "$KRABKA_KAFKA_LIBS/.complete" && "$(cat "$KRABKA_KAFKA_LIBS/.complete")" == "$stamp" ]]; then
+    return 0
+  fi
+  command -v java >/dev/null || { krabka_log "java not found (Java 17+ needed)"; return 1; }
+  command -v mvn >/dev/null || { krabka_log "mvn not found (apt-get install -y maven)"; return 1; }
+  mkdir -p "$KRABKA_KAFKA_CACHE"
+  (
+    # One resolver at a time per cache dir; a second caller waits, then finds libs/ done.
+    flock -w 900 9 || { krabka_log "timed out waiting for $KRABKA_KAFKA_CACHE/.lock"; exit 1; }
+    if [[ -f "$KRABKA_KAFKA_LIBS/.complete" && "$(cat "$KRABKA_KAFKA_LIBS/.complete")" == "$stamp" ]]; then
+      exit 0
+    fi
+    local tmp="$KRABKA_KAFKA_CACHE/libs.tmp.$$"
+    rm -rf "$tmp"
+    krabka_log "resolving Apache Kafka $KRABKA_KAFKA_VERSION jars into $KRABKA_KAFKA_LIBS (Maven)"
+    local t0=$SECONDS
+    if ! mvn -q -B --no-transfer-progress -f "$KRABKA_KAFKA_POM" \
+        -Dkafka.version="$KRABKA_KAFKA_VERSION" \
+        dependency:copy-dependencies -DoutputDirectory="$tmp" >&2; then
+      rm -rf "$tmp"
+      krabka_log "mvn dependency:copy-dependencies failed"
+      exit 1
+    fi
+    # Sanity: the jars every caller needs must be there.
+    local j
+    for j in "kafka_2.13-$KRABKA_KAFKA_VERSION.jar" "kafka-clients-$KRABKA_KAFKA_VERSION.jar" \
+             "kafka-server-$KRABKA_KAFKA_VERSION.jar" "kafka-metadata-$KRABKA_KAFKA_VERSION.jar" \
+             "kafka-tools-$KRABKA_KAFKA_VERSION.jar"; do
+      [[ -f "$tmp/$j" ]] || { krabka_log "resolution incomplete: $j missing"; rm -rf "$tmp"; exit 1; }
+    done
+    printf '%s\n' "$stamp" >"$tmp/.complete"
+    rm -rf "$KRABKA_KAFKA_LIBS"
+    mv "$tmp" "$KRABKA_KAFKA_LIBS"
+    krabka_log "resolved $(find "$KRABKA_KAFKA_LIBS" -name '*.jar' | wc -l) jars in $((SECONDS - t0)) s"
+  ) 9>"$KRABKA_KAFKA_CACHE/.lock"
+}
+
+# krabka_kafka_pid: print the pid of the broker this script set started, if it is
+# alive and really is our kafka.Kafka (guards against pid reuse); else fail.
+krabka_kafka_pid() {
+  local pid
+  [[ -f "$KRABKA_KAFKA_PIDFILE" ]] || return 1
+  pid="$(cat "$KRABKA_KAFKA_PIDFILE" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "kafka.Kafka $KRABKA_KAFKA_DIR/server.properties" || return 1
+  printf '%s\n' "$pid"
+}
+
+# krabka_port_open PORT: true when something accepts TCP connections on 127.0.0.1:PORT.
+krabka_port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
