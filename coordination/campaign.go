@@ -1,0 +1,273 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// AcquireLeadership competes for a role, and it returns when this member
+// holds the role.
+//
+// The call registers the member, waits for its turn under the succession
+// rules, mints the epoch of the role, and writes the first lease record. It
+// returns a *[Leadership] that renews the lease in the background. Every
+// write that the caller guards with [Leadership.Token] is fenced by the
+// broker.
+//
+// The call reads the coordination topic in a loop, so the caller bounds the
+// wait with the context. It returns the context error when the deadline
+// passes before this member wins the role, and it then deregisters the
+// member (a tombstone on its registration key, under a short context of its
+// own) so that no standby ranks behind a member that left. The context
+// bounds only the wait: the leadership it returns outlives it, and ends only
+// on a fence or [Leadership.Resign].
+//
+// A role state that names this member takes the same path as a challenge.
+// The record came from an earlier incarnation of the member, because this
+// call holds no epoch yet. The new epoch fences that earlier incarnation, and
+// it costs one epoch.
+//
+// The loop in detail:
+//   - It appends one registration and ranks on that record only: while the
+//     roster still shows an older registration of this member, or none, it
+//     reads again instead of appending again. A registration that stays
+//     invisible for two lease durations is appended once more, and logged.
+//   - It waits until [Decision.WaitUntil], or one poll interval, whichever
+//     comes first. A transport that implements [PartitionFollower] wakes it
+//     on every new record too, and it then folds only the new records.
+//   - A fence on the first lease write is not a win: another member minted
+//     after this one. The call goes back to waiting, and it challenges
+//     again no sooner than one poll interval later, so two challengers do
+//     not fence each other in turn while the winner writes its lease.
+//   - A first lease write that fails for another reason is retried under
+//     the same epoch; the call mints again only when the role state asks for
+//     a challenge after another member minted.
+//   - A record that does not decode is skipped and logged, once for each
+//     offset: safety rests on the epoch, so a skipped record can make a
+//     challenge early, never a second writer.
+//
+// It returns an error, before anything is written, for a nil transport, the
+// zero [Role] or [MemberID], and an invalid option.
+func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
+	if transport == nil {
+		return nil, errors.New("coordination: AcquireLeadership: nil Transport")
+	}
+	if role.IsZero() {
+		return nil, errors.New("coordination: AcquireLeadership: the zero Role: build the role with NewRole")
+	}
+	if member.IsZero() {
+		return nil, errors.New("coordination: AcquireLeadership: the zero MemberID: build the member with NewMemberID")
+	}
+	s, err := newSettings(options)
+	if err != nil {
+		return nil, err
+	}
+	partition, err := s.partition(role)
+	if err != nil {
+		return nil, err
+	}
+	c := &campaign{
+		transport: transport,
+		role:      role,
+		member:    member,
+		partition: partition,
+		settings:  s,
+		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
+		skipped:   make(map[int64]bool),
+	}
+	return c.run(ctx)
+}
+
+// campaign is the state of one AcquireLeadership call. It lives on the
+// caller's goroutine and starts none of its own.
+type campaign struct {
+	transport Transport
+	role      Role
+	member    MemberID
+	partition TopicPartition
+	settings  *settings
+	logger    *slog.Logger
+
+	follower PartitionFollower // nil for a poll-only transport
+	changed  <-chan struct{}   // wake-ups from the follower
+	builder  *RoleStateBuilder
+	next     int64          // the offset the follower reads from next
+	skipped  map[int64]bool // offsets of malformed records already logged
+
+	registeredAt int64 // the RegisteredAt of this call's registration
+	registered   bool  // the append of that registration succeeded
+	appendedAt   int64 // when it succeeded, in ms since the Unix epoch
+	minted       *FencingToken
+	notBefore    int64 // no challenge before this instant, in ms
+}
+
+func (c *campaign) run(ctx context.Context) (*Leadership, error) {
+	clock := c.settings.clock
+	if follower, ok := c.transport.(PartitionFollower); ok {
+		changed, stop := follower.WatchPartition(c.partition)
+		defer stop()
+		c.follower, c.changed = follower, changed
+	}
+	c.builder = NewRoleStateBuilder(c.role)
+	c.registeredAt = clock.NowMillis()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, c.abandon(ctx, err)
+		}
+		if !c.registered {
+			if err := c.register(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil, c.abandon(ctx, ctx.Err())
+				}
+				c.logger.Warn("coordination: registration failed; retrying", slog.Any("error", err))
+				c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
+				continue
+			}
+		}
+		state, err := c.read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, c.abandon(ctx, ctx.Err())
+			}
+			c.logger.Warn("coordination: read of the state partition failed; retrying", slog.Any("error", err))
+			c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
+			continue
+		}
+		now := clock.NowMillis()
+		if entry, ok := state.Entry(c.member); !ok || entry.RegisteredAt != c.registeredAt {
+			// This call's own registration is not visible yet; an older one
+			// would rank the member where it no longer stands.
+			if now-c.appendedAt >= 2*c.settings.lease.duration.Milliseconds() {
+				c.logger.Warn("coordination: own registration still not visible; appending it again",
+					slog.Duration("waited", time.Duration(now-c.appendedAt)*time.Millisecond))
+				c.registered = false
+				continue
+			}
+			c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
+			continue
+		}
+		decision := Evaluate(state, c.member, now, c.settings.lease)
+		switch decision.Action {
+		case ActionWait:
+			c.wait(ctx, decision.WaitUntil)
+			continue
+		case ActionHold, ActionChallenge:
+			if now < c.notBefore {
+				c.wait(ctx, c.notBefore)
+				continue
+			}
+		default:
+			c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
+			continue
+		}
+		leadership, err := c.challenge(ctx)
+		if leadership != nil {
+			return leadership, nil
+		}
+		if ctx.Err() != nil {
+			return nil, c.abandon(ctx, ctx.Err())
+		}
+		if errors.Is(err, ErrFenced) {
+			c.logger.Info("coordination: challenge lost to a newer epoch; waiting", slog.Any("error", err))
+			c.notBefore = clock.NowMillis() + c.settings.pollInterval.Milliseconds()
+			continue
+		}
+		c.logger.Warn("coordination: challenge failed; retrying", slog.Any("error", err))
+		c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
+	}
+}
+
+// register appends this call's registration record.
+func (c *campaign) register(ctx context.Context) error {
+	value := EncodeRegistration(Registration{Member: c.member, RegisteredAt: c.registeredAt})
+	if err := c.transport.Append(ctx, c.partition, EncodeKey(RegistrationKey(c.role, c.member)), value); err != nil {
+		return fmt.Errorf("coordination: register member %s for role %s on %s: %w", c.member, c.role, c.partition, err)
+	}
+	c.registered = true
+	c.appendedAt = c.settings.clock.NowMillis()
+	return nil
+}
+
+// read brings the fold up to date and returns the role state.
+func (c *campaign) read(ctx context.Context) (RoleState, error) {
+	var records []StateRecord
+	if c.follower != nil {
+		got, next, err := c.follower.ReadPartitionFrom(ctx, c.partition, c.next)
+		if err != nil {
+			return RoleState{}, err
+		}
+		records, c.next = got, next
+	} else {
+		got, err := c.transport.ReadPartition(ctx, c.partition)
+		if err != nil {
+			return RoleState{}, err
+		}
+		records = got
+		c.builder = NewRoleStateBuilder(c.role)
+	}
+	for _, record := range records {
+		if err := c.builder.Apply(record); err != nil && !c.skipped[record.Offset] {
+			c.skipped[record.Offset] = true
+			c.logger.Warn("coordination: skipped a record of the state partition that does not decode", slog.Any("error", err))
+		}
+	}
+	return c.builder.Build(), nil
+}
+
+// challenge mints an epoch, unless an earlier challenge of this call holds
+// one already, and writes the first lease under it. It returns the
+// leadership on success, and otherwise the error; a fenced write drops the
+// minted epoch.
+func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
+	if c.minted == nil {
+		token, err := c.transport.AcquireEpoch(ctx, c.role)
+		if err != nil {
+			return nil, fmt.Errorf("coordination: mint the epoch of role %s: %w", c.role, err)
+		}
+		c.minted = &token
+	}
+	token := *c.minted
+	lease := c.settings.lease.Grant(c.member, token, c.settings.clock.NowMillis())
+	if err := c.transport.WriteLease(ctx, c.partition, token, EncodeKey(LeaseKey(c.role)), EncodeLease(lease)); err != nil {
+		if errors.Is(err, ErrFenced) {
+			c.minted = nil
+		}
+		return nil, fmt.Errorf("coordination: write the first lease of role %s under %s: %w", c.role, token, err)
+	}
+	return startLeadership(c, lease), nil
+}
+
+// wait parks until the instant untilMillis, one poll interval, a wake-up
+// from the follower, or the end of ctx, whichever comes first.
+func (c *campaign) wait(ctx context.Context, untilMillis int64) {
+	clock := c.settings.clock
+	extent := time.Duration(untilMillis-clock.NowMillis()) * time.Millisecond
+	extent = min(extent, c.settings.pollInterval)
+	select {
+	case <-ctx.Done():
+	case <-clock.After(extent):
+	case <-c.changed:
+	}
+}
+
+// abandon deregisters the member after the caller gave up the wait, and
+// returns cause.
+func (c *campaign) abandon(ctx context.Context, cause error) error {
+	if c.registered {
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(c.settings))
+		defer cancel()
+		if err := c.transport.Append(cleanup, c.partition, EncodeKey(RegistrationKey(c.role, c.member)), nil); err != nil {
+			c.logger.Warn("coordination: deregistration after a cancelled wait failed", slog.Any("error", err))
+		}
+	}
+	return cause
+}
+
+// cleanupTimeout bounds a write that the package makes after the caller's
+// context ended: a resignation's tombstone, a deregistration.
+func cleanupTimeout(s *settings) time.Duration {
+	return min(max(s.lease.renewInterval, time.Second), 5*time.Second)
+}

@@ -1,0 +1,312 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Leadership is the live leadership of one member over one role.
+//
+// The handle carries the epoch that the transaction coordinator minted, and
+// the caller passes that epoch to every guarded write. The broker fences a
+// write of an older epoch, so the caller proves its authority with the write
+// itself and asks no question first.
+//
+// The handle renews the lease in the background. The renewal keeps the
+// standbys from a challenge, and it adds no safety. [Leadership.Done] closes
+// when the leadership ends, and [Leadership.Err] then says why. A caller
+// watches Done and stops the work of the role at once.
+//
+// The background renewal is a goroutine that the handle owns: it starts in
+// [AcquireLeadership] and ends when the leadership ends. Every write of the
+// handle (a renewal, [Leadership.Write], the resignation's tombstone) runs
+// under one lock, because they share the role's transactional producer, and
+// none starts after Done closes.
+//
+// A Leadership is safe for concurrent use.
+type Leadership struct {
+	transport Transport
+	role      Role
+	member    MemberID
+	partition TopicPartition
+	token     FencingToken
+	settings  *settings
+	logger    *slog.Logger
+
+	writeMu sync.Mutex // held for every write; end runs under it
+
+	mu    sync.Mutex // guards lease and err
+	lease Lease
+	err   error
+
+	done     chan struct{} // closed by end, once
+	stop     chan struct{} // closed by Resign to stop the renewal loop
+	stopOnce sync.Once
+	stopLoop context.CancelFunc // cancels a renewal in flight
+	loopDone chan struct{}      // closed when the renewal loop returns
+}
+
+// startLeadership builds the handle after the first lease write and starts
+// its renewal loop.
+func startLeadership(c *campaign, lease Lease) *Leadership {
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	l := &Leadership{
+		transport: c.transport,
+		role:      c.role,
+		member:    c.member,
+		partition: c.partition,
+		token:     lease.Token,
+		settings:  c.settings,
+		logger:    c.logger.With(slog.String("token", lease.Token.String())),
+		lease:     lease,
+		done:      make(chan struct{}),
+		stop:      make(chan struct{}),
+		stopLoop:  stopLoop,
+		loopDone:  make(chan struct{}),
+	}
+	go l.renewLoop(loopCtx)
+	return l
+}
+
+// Role returns the role that this member holds.
+func (l *Leadership) Role() Role { return l.role }
+
+// Member returns the member that holds the role.
+func (l *Leadership) Member() MemberID { return l.member }
+
+// Partition returns the partition of the coordination topic that holds every
+// record of the role.
+func (l *Leadership) Partition() TopicPartition { return l.partition }
+
+// Token returns the quorum-minted proof of this leadership. The caller
+// passes it to every guarded write. It never changes: a leadership is one
+// epoch, and a new epoch is a new leadership.
+func (l *Leadership) Token() FencingToken { return l.token }
+
+// Lease returns the lease record that this member wrote last. Its Deadline,
+// in milliseconds since the Unix epoch, tells how long the standbys wait
+// before they challenge, and nothing about authority.
+func (l *Leadership) Lease() Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
+// Done returns a channel that closes when the leadership ends. A fence
+// closes it, and [Leadership.Resign] closes it. [Leadership.Err] says which.
+// It closes exactly once.
+func (l *Leadership) Done() <-chan struct{} { return l.done }
+
+// Err returns the reason the leadership ended, and nil while it holds. The
+// error of a fence wraps [ErrFenced], and the error of a resignation wraps
+// [ErrNotHeld]. Once set, it never changes.
+func (l *Leadership) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Renew writes a fresh lease record under the same epoch. The background
+// loop calls it at every renew interval, and a caller that drives its own
+// schedule calls it too. It returns when the transport's write returns; ctx
+// bounds the write.
+//
+// A renewal that the broker fences ends the leadership. Renew then returns
+// an error that wraps [ErrFenced], and [Leadership.Done] closes. A renewal
+// that fails for another reason leaves the leadership as it is and returns
+// the transport's error. Renew on an ended leadership writes nothing and
+// returns an error that wraps [ErrNotHeld], and the fence too if a fence
+// ended it.
+func (l *Leadership) Renew(ctx context.Context) error {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.endedErr("renew"); err != nil {
+		return err
+	}
+	lease := l.settings.lease.Grant(l.member, l.token, l.settings.clock.NowMillis())
+	err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(lease))
+	if err != nil {
+		return l.writeFailed("renewal", err)
+	}
+	l.mu.Lock()
+	l.lease = lease
+	l.mu.Unlock()
+	return nil
+}
+
+// Write writes the caller's own records, such as commands to devices, in
+// one transaction under the epoch of this leadership, and returns after the
+// commit. It is the guarded write: the broker refuses it once another member
+// minted a newer epoch, so a deposed leader's records never become visible
+// to a read_committed reader after its successor's first write.
+//
+// The transport must implement [GuardedWriter]; [KafkaTransport] does. Write
+// runs under the same lock as the renewals, so it is safe to call from many
+// goroutines and concurrently with the background renewal; each call is one
+// transaction.
+//
+// A fenced write ends the leadership and returns an error that wraps
+// [ErrFenced]. Write on an ended leadership writes nothing and returns an
+// error that wraps [ErrNotHeld]. It rejects an empty list, a record without
+// a topic or with a negative partition, and a record for the coordination
+// topic, before anything is written.
+func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error {
+	writer, ok := l.transport.(GuardedWriter)
+	if !ok {
+		return fmt.Errorf("coordination: transport %T does not implement GuardedWriter", l.transport)
+	}
+	if len(records) == 0 {
+		return errors.New("coordination: Write: no records")
+	}
+	for i, record := range records {
+		switch {
+		case record.Topic == "":
+			return fmt.Errorf("coordination: Write: record %d has no topic", i)
+		case record.Topic == l.partition.Topic:
+			return fmt.Errorf("coordination: Write: record %d is for the coordination topic %s, which holds only registrations and leases", i, record.Topic)
+		case record.Partition < 0:
+			return fmt.Errorf("coordination: Write: record %d has partition %d", i, record.Partition)
+		}
+	}
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.endedErr("write"); err != nil {
+		return err
+	}
+	if err := writer.WriteGuarded(ctx, l.token, records); err != nil {
+		return l.writeFailed("guarded write", err)
+	}
+	return nil
+}
+
+// Resign gives the role up. It stops the renewal loop and writes a tombstone
+// on the lease key, so the first standby challenges at once instead of at
+// the deadline. It then writes a tombstone on the member's registration key,
+// so the member leaves the roster: a later [AcquireLeadership] of the same
+// member joins at the tail. It ends the leadership, whatever the writes do,
+// and it returns their error.
+//
+// A ctx that has already ended does not stop the tombstones: Resign then
+// writes them under a short context of its own, bounded by the renew
+// interval (between one and five seconds). Resign is safe to call twice and
+// concurrently with [Leadership.Renew] and [Leadership.Write]: a second call
+// writes nothing, and returns nil when a resignation ended the leadership,
+// or an error that wraps [ErrNotHeld] and [ErrFenced] when a fence did.
+//
+// Resign takes no epoch back. The member keeps the epoch it minted until
+// another member mints a newer one, and the broker still accepts a write of
+// the resigned member until then. A caller that resigns stops its own
+// guarded writes.
+func (l *Leadership) Resign(ctx context.Context) error {
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		l.stopLoop()
+	})
+	defer func() { <-l.loopDone }()
+
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err := l.Err(); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return fmt.Errorf("coordination: resign role %s: %w: %w", l.role, ErrNotHeld, err)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(l.settings))
+		defer cancel()
+	}
+	leaseErr := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
+	registrationErr := l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
+	if leaseErr != nil && errors.Is(leaseErr, ErrFenced) {
+		err := fmt.Errorf("coordination: resignation of role %s by %s under %s: %w", l.role, l.member, l.token, leaseErr)
+		l.end(err)
+		return err
+	}
+	l.end(fmt.Errorf("coordination: member %s resigned role %s: %w", l.member, l.role, ErrNotHeld))
+	if err := errors.Join(leaseErr, registrationErr); err != nil {
+		l.logger.Warn("coordination: resignation tombstone failed; standbys wait for the deadline", slog.Any("error", err))
+		return fmt.Errorf("coordination: resign role %s: %w", l.role, err)
+	}
+	return nil
+}
+
+// renewLoop renews at every renew interval, and at most one poll interval
+// after a renewal that failed for a reason other than a fence. It returns
+// when the leadership ends or Resign stops it.
+func (l *Leadership) renewLoop(ctx context.Context) {
+	defer close(l.loopDone)
+	clock := l.settings.clock
+	retryAt := int64(0) // after a failure: the instant of the retry
+	for {
+		at := l.settings.lease.Timing(l.Lease()).RenewAt()
+		if retryAt != 0 {
+			at = retryAt
+		}
+		select {
+		case <-l.stop:
+			return
+		case <-l.done:
+			return
+		case <-clock.After(time.Duration(at-clock.NowMillis()) * time.Millisecond):
+		}
+		attempt, cancel := context.WithTimeout(ctx, l.settings.lease.renewInterval)
+		err := l.Renew(attempt)
+		cancel()
+		switch {
+		case err == nil:
+			retryAt = 0
+		case errors.Is(err, ErrFenced), errors.Is(err, ErrNotHeld):
+			return
+		default:
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			l.logger.Warn("coordination: renewal failed; retrying", slog.Any("error", err),
+				slog.Duration("retry_in", l.settings.pollInterval))
+			retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
+		}
+	}
+}
+
+// writeFailed classifies the error of a write: a fence ends the leadership.
+// The caller holds writeMu.
+func (l *Leadership) writeFailed(what string, err error) error {
+	err = fmt.Errorf("coordination: %s of role %s by %s under %s: %w", what, l.role, l.member, l.token, err)
+	if errors.Is(err, ErrFenced) {
+		l.end(err)
+	}
+	return err
+}
+
+// endedErr returns the error of an operation on an ended leadership, and nil
+// while it holds.
+func (l *Leadership) endedErr(operation string) error {
+	err := l.Err()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrNotHeld) {
+		return fmt.Errorf("coordination: %s role %s: %w", operation, l.role, err)
+	}
+	return fmt.Errorf("coordination: %s role %s: %w: %w", operation, l.role, ErrNotHeld, err)
+}
+
+// end records why the leadership ended and closes Done, the first time
+// only. The caller holds writeMu, so no write starts after Done closes.
+func (l *Leadership) end(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	close(l.done)
+}
