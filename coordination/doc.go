@@ -1,0 +1,117 @@
+// Package coordination elects one leader per role, and it proves that
+// leadership on every guarded write.
+//
+// A control plane that dispatches commands to external devices needs two
+// properties from its log. A command is durable in a quorum before the
+// dispatch, and a deposed leader cannot dispatch at all. The second property
+// is the hard one. A leader that loses its lease does not know that it lost
+// the lease, so it cannot fence itself. Something outside the leader must
+// refuse its writes.
+//
+// # The epoch is the safety mechanism and the lease is not
+//
+// The leadership epoch is the producer epoch that Kafka's transaction
+// coordinator mints for the transactional id of a role. That one decision
+// supplies every property this package promises: the quorum mints the value,
+// the value only grows, a new mint fences every older producer of the role,
+// and the broker refuses a fenced producer's writes without asking any clock.
+//
+// The lease adds no safety of its own. It is a liveness and anti-flap
+// device. It tells a standby when to stop waiting for a quiet holder. A wrong
+// lease makes a failover early or late. A wrong lease never makes two writers
+// authoritative. Read that inversion against a hand-rolled design, where the
+// lease deadline decides who may write. This package never asks the lease
+// that question.
+//
+// # The fencing token is a pair
+//
+// The producer epoch is an int16 and it wraps. Kafka handles the exhaustion
+// with a fresh producer id and an epoch of zero. An implementation that
+// compares the epoch alone accepts a stale writer after about 32000
+// leadership changes. [FencingToken] holds the pair, and
+// [FencingToken.Compare] reads the producer id first. See [NoEpoch] for the
+// token of a role that no member has taken.
+//
+// # Rank comes from the log
+//
+// A candidate appends a registration record to [StateTopic]. The offset of
+// that record in the partition is the join sequence of the candidate. Log
+// compaction keeps the offset of every record it retains, so a reader that
+// walks the partition in offset order sees the registrations in registration
+// order. [BuildRoleState] folds that walk into a [RoleState], and the roster
+// it builds is in offset order.
+//
+// A recovered node registers again. The new record takes a higher offset, so
+// the node lands at the tail of the roster and takes the last rank. That is
+// the no-failback rule, and it needs no counter and no coordinator. A rank
+// from a configuration file would put the recovered node at the front, and
+// the node would then preempt the member that replaced it. The cluster would
+// pay for a second failover that it does not need.
+//
+// # The stagger is an optimisation
+//
+// A challenger of rank n waits n challenge staggers past the deadline of the
+// lease. This saves epoch churn, and it does nothing else. InitProducerId is
+// atomic at the coordinator, so a simultaneous challenge by every standby
+// still leaves exactly one member with the newest epoch. The losers keep an
+// older epoch, and each one learns that it lost on its first guarded write.
+// Set the stagger to make that outcome rare. Do not set it to make the
+// outcome safe, because the outcome is already safe.
+//
+// # This package pins no Kafka client
+//
+// The core of this package reaches a broker through the small interfaces in
+// [Transport]. An adapter over another client, such as confluent-kafka-go, is
+// a few dozen lines of glue, and it is the same boundary that the columnar
+// group runner draws. [KafkaTransport] is the adapter over franz-go, and it
+// is the only file of the package that imports a Kafka client. Everything
+// else is here: the record codec, the roster and the rank logic, the
+// challenge timing, the lease clock, the renewal loop, [AcquireLeadership],
+// and [DescribeLeadership]. Package coordinationtest holds an in-memory
+// transport, with fault injection, for tests driven by a [ManualClock].
+//
+// # Clock assumptions
+//
+// The lease deadline is a wall-clock instant. The holder writes it, and a
+// challenger compares it against the clock of the challenger. Skew between
+// the two clocks moves the failover time by the size of the skew. Skew does
+// not affect safety, for the reason the first section gives. An operator
+// that needs a bound on the failover time needs a bound on the skew.
+//
+// # The record layout
+//
+// The layout of the records of [StateTopic] is frozen, because the Rust and
+// Java ports read and write the same topic. It follows Kafka's own wire
+// conventions: every integer is big-endian, every key and every value starts
+// with an int16 version (0 today), and a string is an int16 byte length
+// followed by that many bytes of UTF-8. Instants are int64 milliseconds since
+// the Unix epoch.
+//
+//	key                 version int16 | kind int16 (0 registration, 1 lease) |
+//	                    role string | member string (empty for a lease key)
+//	registration value  version int16 | member string | registered_at int64
+//	lease value         version int16 | member string | producer_id int64 |
+//	                    producer_epoch int16 | granted_at int64 | deadline int64
+//
+// A tombstone is a null value. The file testdata/vectors.json holds keys,
+// values, malformed inputs and role partitions as hex, for a port to replay
+// byte for byte. A decoder rejects a malformed record with a *[FormatError]
+// and never panics; the fold of the role state skips such a record and says
+// so.
+//
+// # What this package chose where the contract is silent
+//
+//   - [Leadership.Resign] also deregisters the member (a tombstone on its
+//     registration key), and so does an [AcquireLeadership] whose context
+//     ends before it wins. A member that left ranks nobody behind it, and a
+//     member that comes back joins at the tail, as the no-failback rule
+//     wants.
+//   - A loser of a simultaneous challenge waits one poll interval before it
+//     challenges again, so two challengers never fence each other in turn
+//     while the winner writes its first lease.
+//   - [Leadership.Write] is the guarded write of the caller's own records,
+//     through the optional [GuardedWriter] interface of a transport.
+//   - A transport may implement [PartitionFollower]; a waiting member then
+//     folds only new records, and wakes on each one instead of at the next
+//     poll.
+package coordination
