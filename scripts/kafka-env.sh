@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # variables are used by the scripts that source this
 # scripts/kafka-env.sh — shared by kafka-start.sh, kafka-stop.sh and murmur2-vectors.sh.
 # Source it; do not run it. It defines settings and one function:
 #
@@ -64,11 +64,15 @@ krabka_kafka_ensure_libs() {
     rm -rf "$tmp"
     krabka_log "resolving Apache Kafka $KRABKA_KAFKA_VERSION jars into $KRABKA_KAFKA_LIBS (Maven)"
     local t0=$SECONDS
+    # Maven's output goes to mvn.log (Maven 3.8 with -q still emits stray ANSI resets);
+    # it is shown, without escape codes, only when resolution fails.
     if ! mvn -q -B --no-transfer-progress -f "$KRABKA_KAFKA_POM" \
         -Dkafka.version="$KRABKA_KAFKA_VERSION" \
-        dependency:copy-dependencies -DoutputDirectory="$tmp" >&2; then
+        dependency:copy-dependencies -DoutputDirectory="$tmp" \
+        </dev/null >"$KRABKA_KAFKA_CACHE/mvn.log" 2>&1; then
+      sed 's/\x1b\[[0-9;]*m//g' "$KRABKA_KAFKA_CACHE/mvn.log" >&2
       rm -rf "$tmp"
-      krabka_log "mvn dependency:copy-dependencies failed"
+      krabka_log "mvn dependency:copy-dependencies failed (full output: $KRABKA_KAFKA_CACHE/mvn.log)"
       exit 1
     fi
     # Sanity: the jars every caller needs must be there.

@@ -144,6 +144,9 @@ EOF
   cat >"$KRABKA_KAFKA_DIR/log4j2.properties" <<EOF
 # Log4j 2 config for the test broker: everything to stdout (-> broker.log).
 status = warn
+# Keep logging through the broker's own shutdown hook (Log4j's hook would stop the
+# logger first and the controlled-shutdown lines would be lost).
+shutdownHook = disable
 appender.out.type = Console
 appender.out.name = OUT
 appender.out.layout.type = PatternLayout
@@ -191,6 +194,10 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# After a SIGKILL the restarted node cannot register until the controller fences its
+# old registration (session timeout, default 9 s): keep that short for fault tests.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 transaction.remove.expired.transaction.cleanup.interval.ms=5000
 log.cleaner.backoff.ms=1000
