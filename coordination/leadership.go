@@ -23,9 +23,10 @@ import (
 //
 // The background renewal is a goroutine that the handle owns: it starts in
 // [AcquireLeadership] and ends when the leadership ends. Every write of the
-// handle (a renewal, [Leadership.Write], the resignation's tombstone) runs
-// under one lock, because they share the role's transactional producer, and
-// none starts after Done closes.
+// handle (a renewal, [Leadership.Write], the resignation's tombstone) takes
+// one write slot, because they share the role's transactional producer; a
+// caller waits for the slot no longer than its context allows. No write
+// starts after Done closes.
 //
 // A Leadership is safe for concurrent use.
 type Leadership struct {
@@ -37,7 +38,10 @@ type Leadership struct {
 	settings  *settings
 	logger    *slog.Logger
 
-	writeMu sync.Mutex // held for every write; end runs under it
+	// slot is held for every write: the writes share the role's
+	// transactional producer. It is a channel, not a mutex, so a caller
+	// waiting for it gives up when its context ends.
+	slot chan struct{}
 
 	mu    sync.Mutex // guards lease and err
 	lease Lease
@@ -63,6 +67,7 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		settings:  c.settings,
 		logger:    c.logger.With(slog.String("token", lease.Token.String())),
 		lease:     lease,
+		slot:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		stop:      make(chan struct{}),
 		stopLoop:  stopLoop,
@@ -113,7 +118,8 @@ func (l *Leadership) Err() error {
 // Renew writes a fresh lease record under the same epoch. The background
 // loop calls it at every renew interval, and a caller that drives its own
 // schedule calls it too. It returns when the transport's write returns; ctx
-// bounds the write.
+// bounds the write, and the wait for a write in flight of the same
+// leadership.
 //
 // A renewal that the broker fences ends the leadership. Renew then returns
 // an error that wraps [ErrFenced], and [Leadership.Done] closes. A renewal
@@ -122,8 +128,10 @@ func (l *Leadership) Err() error {
 // returns an error that wraps [ErrNotHeld], and the fence too if a fence
 // ended it.
 func (l *Leadership) Renew(ctx context.Context) error {
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
+	if err := l.lock(ctx, "renew"); err != nil {
+		return err
+	}
+	defer l.unlock()
 	if err := l.endedErr("renew"); err != nil {
 		return err
 	}
@@ -172,8 +180,10 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 			return fmt.Errorf("coordination: Write: record %d has partition %d", i, record.Partition)
 		}
 	}
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
+	if err := l.lock(ctx, "write"); err != nil {
+		return err
+	}
+	defer l.unlock()
 	if err := l.endedErr("write"); err != nil {
 		return err
 	}
@@ -197,6 +207,11 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 // writes nothing, and returns nil when a resignation ended the leadership,
 // or an error that wraps [ErrNotHeld] and [ErrFenced] when a fence did.
 //
+// Resign waits for a write in flight, such as a renewal, because the
+// tombstone goes through the same producer. When the context ends first it
+// ends the leadership without a tombstone, and the standbys wait for the
+// deadline.
+//
 // Resign takes no epoch back. The member keeps the epoch it minted until
 // another member mints a newer one, and the broker still accepts a write of
 // the resigned member until then. A caller that resigns stops its own
@@ -208,18 +223,23 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	})
 	defer func() { <-l.loopDone }()
 
-	l.writeMu.Lock()
-	defer l.writeMu.Unlock()
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(l.settings))
+		defer cancel()
+	}
+	if err := l.lock(ctx, "resign"); err != nil {
+		if l.Err() == nil {
+			l.end(fmt.Errorf("coordination: member %s resigned role %s without a tombstone: %w", l.member, l.role, ErrNotHeld))
+		}
+		return err
+	}
+	defer l.unlock()
 	if err := l.Err(); err != nil {
 		if errors.Is(err, ErrFenced) {
 			return fmt.Errorf("coordination: resign role %s: %w: %w", l.role, ErrNotHeld, err)
 		}
 		return nil
-	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(l.settings))
-		defer cancel()
 	}
 	leaseErr := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
 	registrationErr := l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
@@ -276,8 +296,21 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 	}
 }
 
+// lock takes the write slot, or gives up when ctx ends first.
+func (l *Leadership) lock(ctx context.Context, operation string) error {
+	select {
+	case l.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("coordination: %s role %s: waiting for the write in flight: %w", operation, l.role, ctx.Err())
+	}
+}
+
+// unlock gives the write slot back.
+func (l *Leadership) unlock() { <-l.slot }
+
 // writeFailed classifies the error of a write: a fence ends the leadership.
-// The caller holds writeMu.
+// The caller holds the write slot.
 func (l *Leadership) writeFailed(what string, err error) error {
 	err = fmt.Errorf("coordination: %s of role %s by %s under %s: %w", what, l.role, l.member, l.token, err)
 	if errors.Is(err, ErrFenced) {
@@ -300,7 +333,8 @@ func (l *Leadership) endedErr(operation string) error {
 }
 
 // end records why the leadership ended and closes Done, the first time
-// only. The caller holds writeMu, so no write starts after Done closes.
+// only. Every write checks Err after it takes the write slot, so no write
+// starts after Done closes.
 func (l *Leadership) end(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
