@@ -37,3 +37,6 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -timeout 20m ./...
+# The deterministic simulation at full size: 10 000 seeds, without the race
+# detector (the -race run above plays 300 of them).
+go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
