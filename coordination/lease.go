@@ -162,7 +162,7 @@ func (t LeaseTiming) RemainingAt(nowMillis int64) time.Duration {
 		return 0
 	}
 	left := t.lease.Deadline - nowMillis
-	if left > math.MaxInt64/int64(time.Millisecond) {
+	if left < 0 || left > math.MaxInt64/int64(time.Millisecond) { // left < 0: the difference wrapped
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(left) * time.Millisecond

@@ -1,6 +1,9 @@
 package coordination
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 const (
 	// MaxRoleLen is the maximum length of a [Role], in bytes.
@@ -25,8 +28,10 @@ type Role struct {
 }
 
 // NewRole parses a role name. It rejects an empty name and a name longer
-// than [MaxRoleLen] bytes. The name is kept byte for byte: any UTF-8 text
-// within the bound is a role, because Kafka accepts any transactional.id.
+// than [MaxRoleLen] bytes. It also rejects a name that is not UTF-8, because
+// the record layout and the partition rule read the name as UTF-8, and the
+// Java and Rust ports could not hash it the same way. Any UTF-8 text within
+// the bound is a role, because Kafka accepts any transactional.id.
 func NewRole(name string) (Role, error) {
 	if err := checkName("role", name, MaxRoleLen); err != nil {
 		return Role{}, err
@@ -53,8 +58,8 @@ type MemberID struct {
 	name string
 }
 
-// NewMemberID parses a member id. It rejects an empty id and an id longer
-// than [MaxMemberIDLen] bytes.
+// NewMemberID parses a member id. It rejects an empty id, an id longer than
+// [MaxMemberIDLen] bytes, and an id that is not UTF-8.
 func NewMemberID(name string) (MemberID, error) {
 	if err := checkName("member id", name, MaxMemberIDLen); err != nil {
 		return MemberID{}, err
@@ -75,6 +80,8 @@ func checkName(what, name string, limit int) error {
 		return fmt.Errorf("coordination: invalid %s: empty", what)
 	case len(name) > limit:
 		return fmt.Errorf("coordination: invalid %s: %d bytes, the maximum is %d", what, len(name), limit)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("coordination: invalid %s %q: not UTF-8", what, name)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package coordination
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // StateRecord is one record of [StateTopic] as it sits in the log. A
@@ -174,11 +175,10 @@ func (b *RoleStateBuilder) Apply(record StateRecord) error {
 		return nil
 	}
 	tombstone := IsTombstone(record.Value)
+	// The value decodes before the offset test, so a malformed record is
+	// reported whatever order the records come in.
 	switch key.Kind {
 	case KindRegistration:
-		if kept, ok := b.registrations[key.Member]; ok && kept.offset > record.Offset {
-			return nil
-		}
 		folded := foldedRegistration{offset: record.Offset, tombstone: tombstone}
 		if !tombstone {
 			registration, err := DecodeRegistration(record.Value)
@@ -187,11 +187,11 @@ func (b *RoleStateBuilder) Apply(record StateRecord) error {
 			}
 			folded.registeredAt = registration.RegisteredAt
 		}
-		b.registrations[key.Member] = folded
-	case KindLease:
-		if b.leaseSeen && b.lease.offset > record.Offset {
+		if kept, ok := b.registrations[key.Member]; ok && kept.offset > record.Offset {
 			return nil
 		}
+		b.registrations[key.Member] = folded
+	case KindLease:
 		folded := foldedLease{offset: record.Offset, tombstone: tombstone}
 		if !tombstone {
 			lease, err := DecodeLease(record.Value)
@@ -199,6 +199,9 @@ func (b *RoleStateBuilder) Apply(record StateRecord) error {
 				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
 			}
 			folded.lease = lease
+		}
+		if b.leaseSeen && b.lease.offset > record.Offset {
+			return nil
 		}
 		b.lease, b.leaseSeen = folded, true
 	}
@@ -223,7 +226,9 @@ func (b *RoleStateBuilder) Build() RoleState {
 		case a.Offset > b.Offset:
 			return 1
 		}
-		return 0
+		// One offset holds one record in a real log; the tie-break keeps a
+		// made-up list deterministic.
+		return strings.Compare(a.Member.name, b.Member.name)
 	})
 	if b.leaseSeen && !b.lease.tombstone {
 		lease := b.lease.lease

@@ -51,7 +51,8 @@ func NewFencingToken(producerID int64, producerEpoch int16) (FencingToken, error
 // [FencingToken.String] writes, such as "4242:7". It rejects another shape,
 // a value out of range, and a negative value, with an error that quotes the
 // text. It parses "-1:-1" as [NoEpoch], so the String form of every token
-// parses back.
+// parses back, and it accepts only that canonical form: no sign, no leading
+// zero, no space.
 func ParseFencingToken(text string) (FencingToken, error) {
 	idText, epochText, found := strings.Cut(text, ":")
 	if !found {
@@ -65,12 +66,15 @@ func ParseFencingToken(text string) (FencingToken, error) {
 	if err != nil {
 		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: producer epoch: %w", text, err)
 	}
-	if id == -1 && epoch == -1 {
-		return NoEpoch, nil
+	token := NoEpoch
+	if id != -1 || epoch != -1 {
+		token, err = NewFencingToken(id, int16(epoch))
+		if err != nil {
+			return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: %w", text, err)
+		}
 	}
-	token, err := NewFencingToken(id, int16(epoch))
-	if err != nil {
-		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: %w", text, err)
+	if token.String() != text {
+		return FencingToken{}, fmt.Errorf("coordination: invalid fencing token %q: not the canonical form %q", text, token.String())
 	}
 	return token, nil
 }
