@@ -45,12 +45,19 @@ import (
 //   - A first lease write that fails for another reason is retried under
 //     the same epoch; the call mints again only when the role state asks for
 //     a challenge after another member minted.
+//   - It does not challenge on a view that it knows is incomplete: while a
+//     transport that implements [StableOffsetReporter] reports an open
+//     transaction past the last stable offset of the partition, it holds the
+//     challenge, at most for the lease duration plus Kafka's default abort
+//     sweep (10 s) after the last stable offset stopped moving.
+//   - A missing permission ([ErrNotAuthorized]) ends the call at once.
 //   - A record that does not decode is skipped and logged, once for each
 //     offset: safety rests on the epoch, so a skipped record can make a
 //     challenge early, never a second writer.
 //
 // It returns an error, before anything is written, for a nil transport, the
-// zero [Role] or [MemberID], and an invalid option.
+// zero [Role] or [MemberID], and an invalid option. It returns an error that
+// wraps [ErrNotAuthorized] when the cluster refuses the member a permission.
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	if transport == nil {
 		return nil, errors.New("coordination: AcquireLeadership: nil Transport")
@@ -102,6 +109,46 @@ type campaign struct {
 	appendedAt   int64 // when it succeeded, in ms since the Unix epoch
 	minted       *FencingToken
 	notBefore    int64 // no challenge before this instant, in ms
+
+	stuckStable int64 // the last stable offset that an open transaction holds
+	stuckSince  int64 // when this call first saw it held, in ms; 0 for none
+}
+
+// openTransactionHold bounds how long a challenger waits for an open
+// transaction that hides the newest records of its partition: the
+// transaction timeout that KafkaTransport sets (the lease duration) plus
+// this, the default period of Kafka's abort sweep,
+// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+const openTransactionSweep = 10 * time.Second
+
+// viewIncomplete reports whether an open transaction hides records of the
+// partition past the last stable offset, so that a lease that looks expired
+// may have been renewed behind it. A holder of another role that stalls in
+// the middle of its lease transaction holds the last stable offset of the
+// whole partition; a challenge on that view would depose a healthy holder.
+// The challenger waits until the transaction ends, or until the coordinator
+// must have aborted it: the lease duration plus the abort sweep.
+func (c *campaign) viewIncomplete(now int64) bool {
+	reporter, ok := c.transport.(StableOffsetReporter)
+	if !ok {
+		return false
+	}
+	stable, high, ok := reporter.StableOffsets(c.partition)
+	if !ok || high <= stable {
+		c.stuckSince = 0
+		return false
+	}
+	if c.stuckSince == 0 || stable != c.stuckStable {
+		c.stuckStable, c.stuckSince = stable, now
+		c.logger.Info("coordination: an open transaction hides records past the last stable offset; holding the challenge",
+			slog.Int64("last_stable_offset", stable), slog.Int64("high_watermark", high))
+	}
+	if now-c.stuckSince >= (c.settings.lease.duration + openTransactionSweep).Milliseconds() {
+		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",
+			slog.Int64("last_stable_offset", stable), slog.Int64("high_watermark", high))
+		return false
+	}
+	return true
 }
 
 func (c *campaign) run(ctx context.Context) (*Leadership, error) {
@@ -122,6 +169,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 				if ctx.Err() != nil {
 					return nil, c.abandon(ctx, ctx.Err())
 				}
+				if errors.Is(err, ErrNotAuthorized) {
+					return nil, err
+				}
 				c.logger.Warn("coordination: registration failed; retrying", slog.Any("error", err))
 				c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
 				continue
@@ -131,6 +181,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, c.abandon(ctx, ctx.Err())
+			}
+			if errors.Is(err, ErrNotAuthorized) {
+				return nil, c.abandon(ctx, err)
 			}
 			c.logger.Warn("coordination: read of the state partition failed; retrying", slog.Any("error", err))
 			c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
@@ -159,6 +212,10 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 				c.wait(ctx, c.notBefore)
 				continue
 			}
+			if c.viewIncomplete(now) {
+				c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
+				continue
+			}
 		default:
 			c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
 			continue
@@ -169,6 +226,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		}
 		if ctx.Err() != nil {
 			return nil, c.abandon(ctx, ctx.Err())
+		}
+		if errors.Is(err, ErrNotAuthorized) {
+			return nil, c.abandon(ctx, err)
 		}
 		if errors.Is(err, ErrFenced) {
 			c.logger.Info("coordination: challenge lost to a newer epoch; waiting", slog.Any("error", err))

@@ -78,6 +78,23 @@
 // not affect safety, for the reason the first section gives. An operator
 // that needs a bound on the failover time needs a bound on the skew.
 //
+// # Kafka 4 and the token that must not move
+//
+// A cluster formatted with Kafka 4.x runs transaction.version=2 (KIP-890
+// part 2), and there the coordinator bumps the producer epoch at every
+// commit of an EndTxn request of version 5 or later. The token of a holder
+// would then change at every renewal, and [LeadershipStatus.Authoritative]
+// would stop recognising it. The coordinator picks the behaviour from the
+// request version, so [KafkaTransport] caps EndTxn at version 4 and Produce
+// at version 11 on its transactional producers: the token stays the minted
+// pair for the whole leadership, on Kafka 3 and 4 alike. After every commit
+// it compares the producer's id and epoch with the token, and a pair that
+// moved ends the leadership with [ErrFenced]; it never adopts a pair it did
+// not mint. A port over a client that cannot cap request versions must
+// either run against a cluster kept at transaction.version=1, or adopt the
+// pair each of its own commits returns and accept that a third party's
+// [DescribeLeadership] sees the lease's token one commit behind.
+//
 // # The record layout
 //
 // The layout of the records of [StateTopic] is frozen, because the Rust and

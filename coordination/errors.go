@@ -21,3 +21,11 @@ var ErrFenced = errors.New("fenced: another member holds the role")
 // ErrNotHeld reports that a caller asked a *[Leadership] to act after the
 // leadership ended.
 var ErrNotHeld = errors.New("the member no longer holds the role")
+
+// ErrNotAuthorized reports that the cluster refused a call for a missing
+// permission: over Kafka, an ACL (broker codes 53
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 29 TOPIC_AUTHORIZATION_FAILED, 31
+// CLUSTER_AUTHORIZATION_FAILED). No retry helps until an operator grants it,
+// so [AcquireLeadership] returns it at once instead of waiting, and a
+// leadership whose renewal gets it ends with an error that wraps it.
+var ErrNotAuthorized = errors.New("not authorized")

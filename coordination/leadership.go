@@ -108,7 +108,9 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 
 // Err returns the reason the leadership ended, and nil while it holds. The
 // error of a fence wraps [ErrFenced], and the error of a resignation wraps
-// [ErrNotHeld]. Once set, it never changes.
+// [ErrNotHeld]. A renewal that the cluster refuses for a missing permission
+// ends the leadership too, with an error that wraps [ErrNotAuthorized]. Once
+// set, it never changes.
 func (l *Leadership) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -282,6 +284,11 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 		case err == nil:
 			retryAt = 0
 		case errors.Is(err, ErrFenced), errors.Is(err, ErrNotHeld):
+			return
+		case errors.Is(err, ErrNotAuthorized):
+			// No retry helps: end the leadership rather than keep it
+			// silently while no write can land.
+			l.end(err)
 			return
 		default:
 			select {

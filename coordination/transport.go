@@ -146,3 +146,18 @@ type PartitionFollower interface {
 	// the caller calls it exactly once.
 	WatchPartition(partition TopicPartition) (changed <-chan struct{}, stop func())
 }
+
+// StableOffsetReporter is implemented by a transport that knows, without a
+// request, the last stable offset and the high watermark of a partition it
+// follows. A high watermark above the last stable offset means that an open
+// transaction hides newer records from a read_committed reader, so the view
+// of the partition is incomplete. [AcquireLeadership] holds a challenge
+// while that lasts, so that a holder of another role that stalls inside its
+// lease transaction on the same partition does not make a healthy holder
+// look expired. [KafkaTransport] implements it.
+type StableOffsetReporter interface {
+	// StableOffsets returns the last stable offset and the high watermark of
+	// the partition as the transport saw them last, and false when it has
+	// not read the partition yet.
+	StableOffsets(partition TopicPartition) (lastStable, highWatermark int64, ok bool)
+}

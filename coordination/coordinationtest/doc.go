@@ -1,0 +1,61 @@
+// Package coordinationtest provides an in-memory Kafka cluster for the tests
+// of code built on package coordination.
+//
+// A [Cluster] models what package coordination relies on from Kafka, and
+// nothing else: an append-only log for each partition with offsets from 0, a
+// transaction coordinator that mints one epoch after the other for each role
+// and fences every older token, and the compaction of a log. A [Transport]
+// is the client of one member process over that cluster. It implements
+// [coordination.Transport], [coordination.GuardedWriter] and
+// [coordination.PartitionFollower], and it injects the faults a control
+// plane must survive into the calls of one member: a member cut off from
+// the cluster ([Transport.Cut]), a call that fails ([Transport.FailNext]),
+// a reply that is lost after the call took effect
+// ([Transport.LoseNextReply]), a call that hangs until the test releases it
+// ([Transport.Block]), and reads that lag behind the log
+// ([Transport.StaleReads]). [Transport.Calls] counts the calls of each
+// [Op], so a test asserts what the code under test did not do as well as
+// what it did. [Plain] hides the two optional interfaces, so a test also
+// covers a transport that only polls.
+//
+// # Determinism
+//
+// Nothing in this package starts a goroutine or reads a clock. Every call
+// takes effect on the goroutine that makes it, before it returns, so a test
+// that drives package coordination with a [coordination.ManualClock] decides
+// the order of every event. Move the clock only after the code under test
+// has parked on it. The sure way is to run the test in a [testing/synctest]
+// bubble and call synctest.Wait before each move: every goroutine has then
+// parked, and a leadership left running at the end of the test fails it.
+// [coordination.ManualClock.BlockUntil] also counts waits that their caller
+// abandoned (a wait that a new record or the end of a context cut short),
+// so it can return before the code parks again. A test that needs to know
+// that the code has reached a call, such as a renewal that
+// [Transport.Block] holds, waits for it with [Transport.WaitCalls]. None of
+// these needs a sleep.
+//
+// # A test over two members
+//
+//	synctest.Test(t, func(t *testing.T) {
+//		cluster := coordinationtest.NewCluster()
+//		clock := coordination.NewManualClock(0)
+//		node1, node2 := cluster.Transport("node-1"), cluster.Transport("node-2")
+//
+//		holder, err := coordination.AcquireLeadership(ctx, node1, role, id1, coordination.WithClock(clock))
+//		// ... start AcquireLeadership for node2 on a goroutine; it waits.
+//		node1.Cut() // node-1 loses the network and stops renewing
+//		// ... synctest.Wait and clock.Advance up to the deadline of the
+//		// lease: node-2 takes the role there, and not a millisecond before.
+//		node1.Heal()
+//		// holder's next renewal fails with an error that wraps
+//		// coordination.ErrFenced, and holder.Done() closes.
+//	})
+//
+// # What the model leaves out
+//
+// Topics need no creation and have any number of partitions. A record
+// becomes visible when the call that writes it returns, so no reader ever
+// sees an open transaction. Retention never deletes a record, and
+// [Cluster.Compact] cleans the whole log at once, as if the cleaner ran with
+// delete.retention.ms=0 and no active segment.
+package coordinationtest

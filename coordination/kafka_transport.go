@@ -1,0 +1,763 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// KafkaTransport implements [Transport], [GuardedWriter],
+// [PartitionFollower] and [StableOffsetReporter] with franz-go.
+//
+// A transport stands for one member process, and it owns these clients:
+//
+//   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
+//     no linger, and a partitioner that keeps the partition the caller
+//     pinned;
+//   - one transactional producer for each epoch that
+//     [KafkaTransport.AcquireEpoch] mints, with transactional.id = the role
+//     name and transaction.timeout.ms = the lease duration. Lease writes and
+//     guarded writes of the role go through it, one transaction at a time;
+//   - one read_committed reader that follows, for the life of the
+//     transport, every partition that a read or a watch asked for.
+//
+// # The token stays the minted pair
+//
+// Kafka 4 with transaction.version=2 (KIP-890 part 2) bumps the producer
+// epoch at every EndTxn of version 5 or later, so the token of a holder would
+// change at every renewal. The transactional producers of this transport
+// therefore cap EndTxn at version 4 and Produce at version 11. The
+// coordinator picks the behaviour from the request version, so a
+// transaction of this transport keeps the epoch, and the token that
+// AcquireEpoch returned is the pair that every lease record of the
+// leadership carries and that [KafkaTransport.DescribeEpoch] reports. After
+// every commit the transport compares the producer id and epoch of the
+// client with the token. A pair that moved ends the epoch: the transport
+// closes the client, and the write returns an error that wraps [ErrFenced].
+// It never adopts a pair it did not mint.
+//
+// A port over a client that cannot cap request versions cannot keep the
+// token fixed on such a cluster: every commit hands its producer a new
+// epoch. It must adopt the pair that each of its own commits returns (the
+// one case where adopting is right, because the coordinator bumped the
+// epoch for this producer), carry it in the next lease record, and accept
+// that a third party's DescribeLeadership sees the lease's token one commit
+// behind; or the operator keeps the cluster at transaction.version=1.
+//
+// # Fences
+//
+// Broker codes 47 INVALID_PRODUCER_EPOCH, 90 PRODUCER_FENCED and 49
+// INVALID_PRODUCER_ID_MAPPING, and a producer id or epoch that moved under
+// the client, end the epoch: the transport closes its transactional client
+// and never reuses it, because franz-go would otherwise recover by calling
+// InitProducerId again, which can mint a new epoch for a deposed member.
+// Every later write under that token returns an error that wraps
+// [ErrFenced] without a request. So does every write after a transaction
+// that left the client in a state that only a new InitProducerId repairs: an
+// abort or a commit that failed with its outcome unknown, or an error that
+// franz-go keeps as the failure of its producer id, such as 59
+// UNKNOWN_PRODUCER_ID. The transport then ends the open transaction itself,
+// with an EndTxn(abort) at the token's epoch, so it does not hide the
+// partition's newer records until the transaction timeout.
+//
+// A write that fails for a transient reason (a coordinator that moved,
+// NOT_ENOUGH_REPLICAS, a lost connection, the end of its context before the
+// commit) aborts its transaction, so the partition's last stable offset moves
+// on, and keeps the token: the next write under it may succeed.
+//
+// # Open transactions hide records
+//
+// A read_committed reader stops at the last stable offset, the first offset
+// of the oldest open transaction of the partition. Roles that share a
+// partition therefore share its stalls: an open lease transaction of one
+// role hides the newer records of every role on the partition until it
+// commits or is aborted. The transport keeps its transactions short (one
+// record for a lease, no linger), aborts a transaction that failed, and
+// passes the lease duration as the transaction timeout, so the coordinator
+// aborts the transaction of a holder that stalled or died within a lease
+// duration plus one sweep of its abort timer, whose period is the broker
+// setting transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s
+// by default). Until then a standby of another role on the partition sees
+// that role's lease age. [KafkaTransport.StableOffsets] tells a reader
+// whether its view of a partition is incomplete, so that it can wait rather
+// than challenge on it.
+//
+// A KafkaTransport is safe for concurrent use by the leaderships of several
+// roles. The writes of one epoch run one at a time. Close releases
+// everything.
+type KafkaTransport struct {
+	lease       LeaseConfig
+	baseOptions []kgo.Opt          // seeds and the caller's options, shared by every client
+	versions    *kversion.Versions // the request versions of the transactional clients
+
+	plain  *kgo.Client  // registrations, and the admin requests
+	admin  *kadm.Client // over plain
+	reader *kafkaReader
+
+	mu          sync.Mutex
+	closed      bool
+	current     map[Role]*epochProducer         // the newest mint of each role
+	minted      map[FencingToken]*epochProducer // every mint of this transport
+	minting     map[Role]*sync.Mutex            // serialises AcquireEpoch per role
+	stateTopics map[string]bool                 // topics of Append, WriteLease and the reads
+	closeOnce   sync.Once
+}
+
+var (
+	_ Transport         = (*KafkaTransport)(nil)
+	_ GuardedWriter     = (*KafkaTransport)(nil)
+	_ PartitionFollower    = (*KafkaTransport)(nil)
+	_ StableOffsetReporter = (*KafkaTransport)(nil)
+)
+
+// abortTimeout bounds the EndTxn(abort) after a failed write.
+const abortTimeout = 10 * time.Second
+
+// NewKafkaTransport connects a coordination transport to brokers, a list of
+// host:port seed addresses of one cluster. The lease duration becomes the
+// transaction timeout of every role, so it must not exceed the broker's
+// transaction.max.timeout.ms (15 minutes by default).
+//
+// The call opens no connection; the first request does. It returns an error
+// for the zero LeaseConfig and for an empty broker list. Use
+// [NewKafkaTransportWithOptions] for TLS, SASL and other client settings.
+func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, error) {
+	return NewKafkaTransportWithOptions(lease, nil, brokers...)
+}
+
+// NewKafkaTransportWithOptions is [NewKafkaTransport] with franz-go client
+// options, such as kgo.DialTLSConfig, kgo.SASL, kgo.ClientID, kgo.WithLogger,
+// kgo.WithHooks, kgo.RequestTimeoutOverhead or kgo.MaxVersions. Every client
+// of the transport takes them.
+//
+// Pass connection settings only. The transport sets, after the options,
+// what its correctness rests on: the seed brokers, acks=all, no linger, a
+// partitioner that keeps the caller's partition, and for the transactional
+// clients the transactional id, the transaction timeout, and the version cap
+// of EndTxn and Produce described on [KafkaTransport]. It returns an error
+// for options that kgo rejects, and for options that disable idempotent
+// writes or name a transactional id, because those break the transactions.
+func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, brokers ...string) (*KafkaTransport, error) {
+	if lease == (LeaseConfig{}) {
+		return nil, errors.New("coordination: NewKafkaTransport: zero LeaseConfig: build it with NewLeaseConfig or DefaultLeaseConfig")
+	}
+	if len(brokers) == 0 {
+		return nil, errors.New("coordination: NewKafkaTransport: no brokers: pass at least one host:port")
+	}
+	for i, broker := range brokers {
+		if broker == "" {
+			return nil, fmt.Errorf("coordination: NewKafkaTransport: broker %d is empty", i)
+		}
+	}
+	base := append(slices.Clone(clientOptions), kgo.SeedBrokers(brokers...))
+
+	plain, err := kgo.NewClient(append(slices.Clone(base),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
+	}
+	if disabled, _ := plain.OptValue(kgo.DisableIdempotentWrite).(bool); disabled {
+		plain.Close()
+		return nil, errors.New("coordination: NewKafkaTransport: the client options disable idempotent writes, which transactions need")
+	}
+	if values := plain.OptValues(kgo.TransactionalID); len(values) == 2 {
+		if set, _ := values[1].(bool); set {
+			plain.Close()
+			return nil, errors.New("coordination: NewKafkaTransport: the client options name a transactional id; the transport sets one per role")
+		}
+	}
+	versions := leaseVersions(plain)
+
+	// The reader's client also sends the raw EndTxn(abort) of abortOpen, so
+	// it takes the capped versions: an EndTxn of version 5 would bump the
+	// epoch.
+	readerClient, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
+	if err != nil {
+		plain.Close()
+		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
+	}
+	return &KafkaTransport{
+		lease:       lease,
+		baseOptions: base,
+		versions:    versions,
+		plain:       plain,
+		admin:       kadm.NewClient(plain),
+		reader:      newKafkaReader(readerClient),
+		current:     make(map[Role]*epochProducer),
+		minted:      make(map[FencingToken]*epochProducer),
+		minting:     make(map[Role]*sync.Mutex),
+		stateTopics: make(map[string]bool),
+	}, nil
+}
+
+// leaseVersions returns the request versions of the transactional clients:
+// the versions the caller allowed (kversion.Stable by default), with EndTxn
+// capped at 4 and Produce at 11. franz-go opts into KIP-890 part 2 only when
+// the cap allows EndTxn 5, Produce 12 and TxnOffsetCommit 5, so the cap also
+// keeps its explicit AddPartitionsToTxn and its transaction.version 1
+// recovery rules.
+func leaseVersions(plain *kgo.Client) *kversion.Versions {
+	base, _ := plain.OptValue(kgo.MaxVersions).(*kversion.Versions)
+	if base == nil {
+		base = kversion.Stable()
+	}
+	versions := new(kversion.Versions)
+	base.EachMaxKeyVersion(func(key, version int16) { versions.SetMaxKeyVersion(key, version) })
+	capVersion := func(key kmsg.Key, limit int16) {
+		if v, ok := versions.LookupMaxKeyVersion(key.Int16()); ok && v > limit {
+			versions.SetMaxKeyVersion(key.Int16(), limit)
+		}
+	}
+	capVersion(kmsg.EndTxn, 4)
+	capVersion(kmsg.Produce, 11)
+	return versions
+}
+
+// epochProducer is the transactional client of one minted epoch.
+type epochProducer struct {
+	role     Role
+	token    FencingToken
+	requests *requestCounter
+
+	mu       sync.Mutex  // held for a whole transaction, and to close
+	client   *kgo.Client // nil once closed
+	baseline int64       // requests.inits right after the mint
+	closeErr error       // why client is nil; wraps ErrFenced
+}
+
+// requestCounter counts the InitProducerId and EndTxn requests that one
+// client writes. An InitProducerId after the mint means that franz-go set
+// out to recover its producer id, which moves the epoch away from the token.
+type requestCounter struct{ inits, endTxns atomic.Int64 }
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	switch key {
+	case kmsg.InitProducerID.Int16():
+		c.inits.Add(1)
+	case kmsg.EndTxn.Int16():
+		c.endTxns.Add(1)
+	}
+}
+
+// closeLocked closes the client for good and records why. The caller holds
+// p.mu. It returns the reason, which wraps ErrFenced.
+func (p *epochProducer) closeLocked(reason error) error {
+	if p.client == nil {
+		return p.closeErr
+	}
+	if !errors.Is(reason, ErrFenced) {
+		reason = fmt.Errorf("%w: %w", reason, ErrFenced)
+	}
+	p.client.Close()
+	p.client = nil
+	p.closeErr = reason
+	return reason
+}
+
+// reinitialised reports a franz-go recovery of the producer id since the
+// mint. The caller holds p.mu.
+func (p *epochProducer) reinitialised() bool { return p.requests.inits.Load() != p.baseline }
+
+// AcquireEpoch mints a new epoch of the role and fences every earlier one,
+// this transport's own included. It closes the transactional client of the
+// role's previous mint in this transport, opens a new one with
+// transactional.id = the role name, and calls InitProducerId through it, so
+// every call mints: the transaction coordinator bumps the epoch of the id, or
+// allocates a new producer id when the epoch is exhausted, and aborts an open
+// transaction of the previous holder.
+//
+// It retries CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
+// NOT_COORDINATOR and connection errors until ctx ends, and then returns the
+// context's error. It returns a permanent error for a missing ACL (WRITE on
+// the TransactionalId) and for a lease duration above the broker's
+// transaction.max.timeout.ms. Concurrent calls for one role run one after
+// the other.
+func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingToken, error) {
+	if role.IsZero() {
+		return NoEpoch, errors.New("coordination: AcquireEpoch: the zero Role has no transactional id")
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return NoEpoch, errTransportClosed
+	}
+	mint := t.minting[role]
+	if mint == nil {
+		mint = new(sync.Mutex)
+		t.minting[role] = mint
+	}
+	t.mu.Unlock()
+
+	mint.Lock()
+	defer mint.Unlock()
+	t.mu.Lock()
+	previous := t.current[role]
+	t.mu.Unlock()
+	if previous != nil {
+		previous.mu.Lock()
+		previous.closeLocked(fmt.Errorf("coordination: token %s of role %s: this transport minted a newer epoch of the role", previous.token, role))
+		previous.mu.Unlock()
+	}
+
+	requests := new(requestCounter)
+	client, err := kgo.NewClient(append(slices.Clone(t.baseOptions),
+		kgo.TransactionalID(role.String()),
+		kgo.TransactionTimeout(t.lease.Duration()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxVersions(t.versions),
+		kgo.WithHooks(requests),
+	)...)
+	if err != nil {
+		return NoEpoch, fmt.Errorf("coordination: AcquireEpoch of role %s: %w", role, err)
+	}
+	token, err := t.initProducerID(ctx, client, role)
+	if err != nil {
+		client.Close()
+		return NoEpoch, err
+	}
+	producer := &epochProducer{role: role, token: token, requests: requests, client: client, baseline: requests.inits.Load()}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		client.Close()
+		return NoEpoch, errTransportClosed
+	}
+	t.current[role] = producer
+	t.minted[token] = producer
+	return token, nil
+}
+
+// initProducerID calls InitProducerId through a fresh client until it
+// succeeds, fails for good, or ctx ends.
+func (t *KafkaTransport) initProducerID(ctx context.Context, client *kgo.Client, role Role) (FencingToken, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		id, epoch, err := client.ProducerID(ctx)
+		if err == nil {
+			token, err := NewFencingToken(id, epoch)
+			if err != nil {
+				return NoEpoch, fmt.Errorf("coordination: AcquireEpoch of role %s: the broker minted no producer id (is it older than Kafka 0.11?): %w", role, err)
+			}
+			return token, nil
+		}
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
+			return NoEpoch, fmt.Errorf("coordination: AcquireEpoch of role %s: the broker refuses the lease duration %v as transaction timeout; "+
+				"shorten the lease or raise transaction.max.timeout.ms: %w", role, t.lease.Duration(), err)
+		}
+		if !retriableMint(err) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+			}
+			return NoEpoch, describeKafkaError("AcquireEpoch of role "+role.String(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return NoEpoch, fmt.Errorf("coordination: AcquireEpoch of role %s: %w (last error: %w)", role, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// DescribeEpoch reports the producer id and epoch that the transaction
+// coordinator holds for the transactional id of the role, with one
+// DescribeTransactions request. It joins no group and takes no epoch.
+//
+// It returns [NoEpoch] and false, with no error, for a transactional id that
+// the coordinator does not know (never used, or expired after
+// transactional.id.expiration.ms), that is Dead, or that carries a negative
+// id or epoch. It returns a permanent error for a missing DESCRIBE ACL on
+// the TransactionalId.
+func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingToken, bool, error) {
+	if role.IsZero() {
+		return NoEpoch, false, errors.New("coordination: DescribeEpoch: the zero Role has no transactional id")
+	}
+	if t.isClosed() {
+		return NoEpoch, false, errTransportClosed
+	}
+	op := "DescribeEpoch of role " + role.String()
+	described, err := t.admin.DescribeTransactions(ctx, role.String())
+	if err != nil {
+		return NoEpoch, false, describeKafkaError(op, err)
+	}
+	txn, ok := described[role.String()]
+	if !ok {
+		return NoEpoch, false, nil
+	}
+	if txn.Err != nil {
+		if errors.Is(txn.Err, kerr.TransactionalIDNotFound) {
+			return NoEpoch, false, nil
+		}
+		return NoEpoch, false, describeKafkaError(op, txn.Err)
+	}
+	if txn.State == "Dead" || txn.ProducerID < 0 || txn.ProducerEpoch < 0 {
+		return NoEpoch, false, nil
+	}
+	token, err := NewFencingToken(txn.ProducerID, txn.ProducerEpoch)
+	if err != nil {
+		return NoEpoch, false, nil
+	}
+	return token, true, nil
+}
+
+// Append appends one record to the partition with the plain idempotent
+// producer, outside any transaction, and returns when the leader and its
+// in-sync replicas have it (acks=all). The record goes to the partition
+// given, and a nil or empty value goes out as a null value, a tombstone that
+// the log cleaner removes after delete.retention.ms.
+//
+// It retries what franz-go retries (a lost connection, a leader that moved,
+// NOT_ENOUGH_REPLICAS) until ctx ends; it returns a permanent error for a
+// missing WRITE ACL on the topic. It is safe for concurrent use.
+func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, key, value []byte) error {
+	if err := t.useStateTopic(partition); err != nil {
+		return err
+	}
+	if t.isClosed() {
+		return errTransportClosed
+	}
+	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: tombstoneAsNull(value)}
+	if err := t.plain.ProduceSync(ctx, record).FirstErr(); err != nil {
+		return describeKafkaError("append to "+partition.String(), err)
+	}
+	return nil
+}
+
+// WriteLease writes one record to the partition in a transaction of the
+// producer that minted token, and returns after the commit. A nil or empty
+// value goes out as a null value, which clears the lease and which the log
+// cleaner removes.
+//
+// The token must be the newest epoch that this transport minted for its
+// role. An older token, a token of another transport, a token whose client
+// the transport closed after a fence, and a producer epoch that moved at the
+// commit all give an error that wraps [ErrFenced], and the first three send
+// no request. A key that decodes as the key of another role than the
+// token's is refused. A write that fails for a transient reason aborts its
+// transaction and returns an error that does not wrap ErrFenced.
+//
+// ctx bounds the write up to the commit. The commit itself runs to its end,
+// bounded by the lease duration, because an EndTxn abandoned midway leaves
+// an outcome that only a new epoch resolves. Writes under one token run one
+// at a time.
+func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error {
+	if err := t.useStateTopic(partition); err != nil {
+		return err
+	}
+	producer, err := t.producer("lease write", token)
+	if err != nil {
+		return err
+	}
+	if decoded, err := DecodeKey(key); err == nil && decoded.Role != producer.role {
+		return fmt.Errorf("coordination: lease write under %s: the key belongs to role %s, the token to role %s", token, decoded.Role, producer.role)
+	}
+	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: tombstoneAsNull(value)}
+	return t.transact(ctx, producer, fmt.Sprintf("lease write of role %s to %s under %s", producer.role, partition, token), record)
+}
+
+// WriteGuarded writes the caller's records in one transaction of the
+// producer that minted token, and returns after the commit: a read_committed
+// reader sees all of them or none, and they are on the in-sync replicas of
+// their partitions (acks=all). Each record goes to the partition it names.
+//
+// The token rules and the errors are those of [KafkaTransport.WriteLease]:
+// a deposed leader's write fails with an error that wraps [ErrFenced], and
+// then none of its records becomes visible. It refuses a record without a
+// topic, with a negative partition, or for a topic that this transport uses
+// as a state topic (StateTopic, or any topic of its lease writes,
+// registrations and reads). An empty list checks the token and writes
+// nothing. It runs one at a time with the lease writes of the token.
+func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error {
+	out := make([]*kgo.Record, 0, len(records))
+	t.mu.Lock()
+	for i, r := range records {
+		var refuse string
+		switch {
+		case r.Topic == "":
+			refuse = "has no topic"
+		case r.Partition < 0:
+			refuse = fmt.Sprintf("has the negative partition %d", r.Partition)
+		case r.Topic == StateTopic || t.stateTopics[r.Topic]:
+			refuse = fmt.Sprintf("is for the state topic %s, which holds only registrations and leases", r.Topic)
+		}
+		if refuse != "" {
+			t.mu.Unlock()
+			return fmt.Errorf("coordination: guarded write under %s: record %d %s", token, i, refuse)
+		}
+		out = append(out, &kgo.Record{Topic: r.Topic, Partition: int32(r.Partition), Key: r.Key, Value: r.Value})
+	}
+	t.mu.Unlock()
+	producer, err := t.producer("guarded write", token)
+	if err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		producer.mu.Lock()
+		defer producer.mu.Unlock()
+		if producer.client == nil {
+			return producer.closeErr
+		}
+		return nil
+	}
+	return t.transact(ctx, producer, fmt.Sprintf("guarded write of role %s under %s", producer.role, token), out...)
+}
+
+// producer returns the transactional client that minted token, or an error
+// that wraps ErrFenced when the token cannot write from this transport.
+func (t *KafkaTransport) producer(what string, token FencingToken) (*epochProducer, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, fmt.Errorf("coordination: %s under %s: %w: %w", what, token, errTransportClosed, ErrFenced)
+	}
+	producer := t.minted[token]
+	if producer == nil {
+		return nil, fmt.Errorf("coordination: %s under %s: this transport did not mint the token, and writes only under its own: %w", what, token, ErrFenced)
+	}
+	return producer, nil
+}
+
+// transact writes records in one transaction of producer, and classifies
+// what goes wrong. See KafkaTransport for the rules.
+//
+// franz-go recovers a failed producer id by calling InitProducerId again,
+// from BeginTransaction, from a produce, or from EndTransaction. That mints
+// a new epoch: on Kafka only for the member that holds the newest one (the
+// coordinator refuses a stale epoch with PRODUCER_FENCED), on kfake for any
+// member. The transport cannot stop franz-go from sending it, so it closes
+// the client before one can happen where it can tell (after a fence, after
+// an abort that left the producer id failed), and it checks the request
+// counter after every step where one can happen: after BeginTransaction,
+// before any record went out, so such a write writes nothing; after the
+// produce, before the commit, so it aborts; and after the commit.
+func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, op string, records ...*kgo.Record) error {
+	producer.mu.Lock()
+	defer producer.mu.Unlock()
+	client := producer.client
+	switch {
+	case client == nil:
+		return fmt.Errorf("coordination: %s: %w", op, producer.closeErr)
+	case producer.reinitialised():
+		return producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id since the mint: %w", op, errEpochMoved))
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("coordination: %s: %w", op, err)
+	}
+
+	if err := client.BeginTransaction(); err != nil {
+		// The producer id of a usable client carries no error, so a refusal
+		// here means the client cannot go on without a new InitProducerId.
+		if kafkaFailureOf(err) == failureFenced {
+			return producer.closeLocked(describeKafkaError(op, err))
+		}
+		return producer.closeLocked(fmt.Errorf("coordination: %s: begin transaction: %w", op, err))
+	}
+	if producer.reinitialised() {
+		// Nothing went out under the new epoch; the transaction is empty.
+		return producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to begin the transaction: %w", op, errEpochMoved))
+	}
+	results := client.ProduceSync(ctx, records...)
+	var failures []error
+	for _, result := range results {
+		if result.Err != nil {
+			failures = append(failures, result.Err)
+		}
+	}
+	if len(failures) > 0 {
+		return t.failed(producer, op, failures)
+	}
+	if producer.reinitialised() {
+		return t.failed(producer, op, []error{fmt.Errorf("franz-go re-initialised the producer id during the produce: %w", errEpochMoved)})
+	}
+
+	// The caller's deadline no longer applies: a commit abandoned midway has
+	// an outcome that only a new epoch resolves.
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lease.Duration())
+	defer cancel()
+	if err := client.EndTransaction(commitCtx, kgo.TryCommit); err != nil {
+		switch {
+		case kafkaFailureOf(err) == failureFenced:
+			return producer.closeLocked(describeKafkaError(op, err))
+		case errors.Is(err, kerr.TransactionAbortable):
+			return t.failed(producer, op, []error{err})
+		default:
+			err = producer.closeLocked(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown; "+
+				"the transport closes the producer, because only a new epoch repairs it: %w", op, err))
+			t.abortOpen(producer)
+			return err
+		}
+	}
+
+	if producer.reinitialised() {
+		return producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to commit: %w", op, errEpochMoved))
+	}
+	id, epoch, err := client.ProducerID(commitCtx)
+	switch {
+	case err != nil:
+		return producer.closeLocked(describeKafkaError(op+": read the producer id after the commit", err))
+	case id != producer.token.ProducerID() || epoch != producer.token.ProducerEpoch():
+		return producer.closeLocked(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
+			"the transport never adopts a pair it did not mint: %w", op, producer.token, id, epoch, errEpochMoved))
+	}
+	return nil
+}
+
+// failed handles the errors of a transaction before its commit. A fence
+// closes the client. Any other error aborts the transaction and keeps the
+// client, unless the abort fails, franz-go re-initialised the producer id to
+// abort, or the producer id may be left failed: franz-go then aborts without
+// an EndTxn, and would recover at the next BeginTransaction with a new
+// InitProducerId. The caller holds producer.mu.
+func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []error) error {
+	cause := errors.Join(causes...)
+	if len(causes) == 1 {
+		cause = causes[0]
+	}
+	if kafkaFailureOf(cause) == failureFenced {
+		return producer.closeLocked(describeKafkaError(op, cause))
+	}
+	endTxns := producer.requests.endTxns.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), min(abortTimeout, t.lease.Duration()))
+	defer cancel()
+	if err := producer.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		if kafkaFailureOf(err) == failureFenced {
+			return producer.closeLocked(describeKafkaError(op, errors.Join(cause, err)))
+		}
+		err = producer.closeLocked(fmt.Errorf("coordination: %s: %w; the abort failed too, so the transport closes the producer: %w", op, cause, err))
+		t.abortOpen(producer)
+		return err
+	}
+	if producer.reinitialised() {
+		return producer.closeLocked(fmt.Errorf("coordination: %s: %w; franz-go re-initialised the producer id to abort the transaction: %w", op, cause, errEpochMoved))
+	}
+	if producer.requests.endTxns.Load() == endTxns {
+		for _, c := range causes {
+			if !unsentRecordError(c) {
+				err := producer.closeLocked(fmt.Errorf("coordination: %s: %w; franz-go may hold the producer id as failed, "+
+					"and would mint a new epoch to recover it, so the transport closes the producer", op, cause))
+				t.abortOpen(producer)
+				return err
+			}
+		}
+	}
+	return describeKafkaError(op+" (aborted)", cause)
+}
+
+// abortOpen ends, as far as it can, a transaction that a closed producer may
+// have left open, so that it does not hide the newer records of its
+// partitions until the coordinator aborts it at the transaction timeout. It
+// sends a raw EndTxn(abort) at the token's own epoch, version 4: an abort
+// can mint no epoch, and the coordinator refuses it when the token is stale
+// or no transaction is open. The outcome does not matter to the caller.
+// The caller holds producer.mu.
+func (t *KafkaTransport) abortOpen(producer *epochProducer) {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID = producer.role.String()
+	req.ProducerID = producer.token.ProducerID()
+	req.ProducerEpoch = producer.token.ProducerEpoch()
+	req.Commit = false
+	ctx, cancel := context.WithTimeout(context.Background(), min(abortTimeout, t.lease.Duration()))
+	defer cancel()
+	_, _ = t.reader.client.Request(ctx, req)
+}
+
+// unsentRecordError reports an error with which franz-go fails a record
+// without touching its producer id: the end of the record's context, a
+// record timeout, a topic that does not exist or that the member may not
+// see, a record too large. Every other broker code on a record may come from
+// a failed producer id.
+func unsentRecordError(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return true
+	}
+	switch ke {
+	case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.MessageTooLarge, kerr.RecordListTooLarge,
+		kerr.InvalidTopicException, kerr.TopicAuthorizationFailed:
+		return true
+	}
+	return false
+}
+
+// useStateTopic checks a partition of the state topic and remembers its
+// topic, so that WriteGuarded refuses it.
+func (t *KafkaTransport) useStateTopic(partition TopicPartition) error {
+	if err := checkTopicPartition(partition); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stateTopics[partition.Topic] = true
+	return nil
+}
+
+// checkTopicPartition rejects a partition that Kafka has no name for.
+func checkTopicPartition(partition TopicPartition) error {
+	switch {
+	case partition.Topic == "":
+		return errors.New("coordination: empty topic name")
+	case partition.Partition < 0 || partition.Partition > 1<<31-1:
+		return fmt.Errorf("coordination: partition %d of topic %s is out of range", partition.Partition, partition.Topic)
+	}
+	return nil
+}
+
+// tombstoneAsNull sends an empty value as a null value: only a null value is
+// a tombstone to the log cleaner.
+func tombstoneAsNull(value []byte) []byte {
+	if IsTombstone(value) {
+		return nil
+	}
+	return value
+}
+
+// isClosed reports whether Close ran.
+func (t *KafkaTransport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// Close closes every client of the transport and ends its reader: the
+// transactional producers, the plain producer and the reader's client. It
+// waits for a transaction in flight to end. Every later call returns an
+// error, and every write under a token of this transport an error that
+// wraps [ErrFenced]. Close is idempotent and safe for concurrent use.
+//
+// Close takes no epoch back: a resigned member's epoch stays the newest
+// until another member mints one.
+func (t *KafkaTransport) Close() {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		producers := make([]*epochProducer, 0, len(t.minted))
+		for _, p := range t.minted {
+			producers = append(producers, p)
+		}
+		t.mu.Unlock()
+		for _, p := range producers {
+			p.mu.Lock()
+			p.closeLocked(fmt.Errorf("coordination: token %s of role %s: %w", p.token, p.role, errTransportClosed))
+			p.mu.Unlock()
+		}
+		t.reader.close()
+		t.plain.Close()
+	})
+}
