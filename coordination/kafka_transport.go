@@ -114,8 +114,8 @@ type KafkaTransport struct {
 }
 
 var (
-	_ Transport         = (*KafkaTransport)(nil)
-	_ GuardedWriter     = (*KafkaTransport)(nil)
+	_ Transport            = (*KafkaTransport)(nil)
+	_ GuardedWriter        = (*KafkaTransport)(nil)
 	_ PartitionFollower    = (*KafkaTransport)(nil)
 	_ StableOffsetReporter = (*KafkaTransport)(nil)
 )
