@@ -42,9 +42,9 @@ import (
 //     after this one. The call goes back to waiting, and it challenges
 //     again no sooner than one poll interval later, so two challengers do
 //     not fence each other in turn while the winner writes its lease.
-//   - A first lease write that fails for another reason is retried under
-//     the same epoch; the call mints again only when the role state asks for
-//     a challenge after another member minted.
+//   - A first lease write that fails for a transient reason is retried
+//     under the same epoch; after [ErrProducerLost] the next challenge
+//     mints again.
 //   - It does not challenge on a view that it knows is incomplete: while a
 //     transport that implements [StableOffsetReporter] reports an open
 //     transaction past the last stable offset of the partition, it holds the
@@ -292,8 +292,8 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	token := *c.minted
 	lease := c.settings.lease.Grant(c.member, token, c.settings.clock.NowMillis())
 	if err := c.transport.WriteLease(ctx, c.partition, token, EncodeKey(LeaseKey(c.role)), EncodeLease(lease)); err != nil {
-		if errors.Is(err, ErrFenced) {
-			c.minted = nil
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost) {
+			c.minted = nil // no later write under this epoch can land
 		}
 		return nil, fmt.Errorf("coordination: write the first lease of role %s under %s: %w", c.role, token, err)
 	}

@@ -29,3 +29,19 @@ var ErrNotHeld = errors.New("the member no longer holds the role")
 // so [AcquireLeadership] returns it at once instead of waiting, and a
 // leadership whose renewal gets it ends with an error that wraps it.
 var ErrNotAuthorized = errors.New("not authorized")
+
+// ErrProducerLost reports that the producer that carries the epoch of a
+// leadership failed for a reason other than a fence, so that only a new
+// epoch can write again: a lost connection that franz-go marks as a fatal
+// producer state, a commit whose outcome the client cannot know, a
+// transport that was closed. Nobody else need hold the role. The write that
+// returns it says whether its records may have committed: "the outcome is
+// unknown" means that they may be in the log, and a caller that dispatches
+// commands reconciles by reading its command topic before it sends the
+// command again.
+//
+// A leadership whose renewal or guarded write gets it ends, and
+// [Leadership.Err] wraps it. The member competes again with
+// [AcquireLeadership]; its registration still stands, so it reclaims the
+// role at once when no standby took it, at the cost of one epoch.
+var ErrProducerLost = errors.New("the producer of the epoch is lost")

@@ -206,7 +206,8 @@ func TestKafkaTransportTransientCodes(t *testing.T) {
 // the next BeginTransaction with an InitProducerId that mints a new epoch.
 // The transport closes the producer instead, and aborts the open
 // transaction itself, so the partition's last stable offset moves on at
-// once rather than at the transaction timeout.
+// once rather than at the transaction timeout. It is no fence: the error
+// wraps ErrProducerLost, not ErrFenced.
 func TestKafkaTransportUnknownProducerIDClosesWithoutAMint(t *testing.T) {
 	s := ktFaultSetupFor(t)
 	ctx := ktContext(t)
@@ -218,8 +219,8 @@ func TestKafkaTransportUnknownProducerIDClosesWithoutAMint(t *testing.T) {
 	s.answerOnce(kmsg.Produce, kerr.UnknownProducerID.Code)
 	start := time.Now()
 	err := s.writeLease(t, 2)
-	ktMustFence(t, "WriteLease answered UNKNOWN_PRODUCER_ID", err)
-	ktMustFence(t, "the next WriteLease", s.writeLease(t, 3))
+	ktMustLoseProducer(t, "WriteLease answered UNKNOWN_PRODUCER_ID", err)
+	ktMustLoseProducer(t, "the next WriteLease", s.writeLease(t, 3))
 	if n := s.requests.count(kmsg.InitProducerID); n != 1 {
 		t.Fatalf("the transport sent %d InitProducerId requests; want 1, its mint", n)
 	}
@@ -235,5 +236,14 @@ func TestKafkaTransportUnknownProducerIDClosesWithoutAMint(t *testing.T) {
 	}
 	if txn := described[s.role.String()]; txn.State == "Ongoing" {
 		t.Fatalf("the transaction of %s is %s %v after the failed write; want it aborted", s.role, txn.State, time.Since(start))
+	}
+}
+
+// ktMustLoseProducer checks that err wraps ErrProducerLost and not
+// ErrFenced: the epoch cannot write again, and nobody else took the role.
+func ktMustLoseProducer(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, coordination.ErrProducerLost) || errors.Is(err, coordination.ErrFenced) {
+		t.Fatalf("%s: got error %v, want one that wraps ErrProducerLost and not ErrFenced", what, err)
 	}
 }

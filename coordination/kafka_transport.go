@@ -62,13 +62,19 @@ import (
 // and never reuses it, because franz-go would otherwise recover by calling
 // InitProducerId again, which can mint a new epoch for a deposed member.
 // Every later write under that token returns an error that wraps
-// [ErrFenced] without a request. So does every write after a transaction
-// that left the client in a state that only a new InitProducerId repairs: an
-// abort or a commit that failed with its outcome unknown, or an error that
-// franz-go keeps as the failure of its producer id, such as 59
-// UNKNOWN_PRODUCER_ID. The transport then ends the open transaction itself,
-// with an EndTxn(abort) at the token's epoch, so it does not hide the
-// partition's newer records until the transaction timeout.
+// [ErrFenced] without a request.
+//
+// A transaction that leaves the client in a state that only a new
+// InitProducerId repairs ends the epoch too, but it is no fence, and the
+// error wraps [ErrProducerLost] instead: a commit that failed with its
+// outcome unknown (the error says so: its records may be in the log), an
+// abort that failed, a lost connection that franz-go keeps as the failure of
+// its producer id (it reports it from the next BeginTransaction, before
+// anything is written), 59 UNKNOWN_PRODUCER_ID, a closed transport. The
+// transport then ends the open transaction itself, with an EndTxn(abort) at
+// the token's epoch, so it does not hide the partition's newer records until
+// the transaction timeout. A write whose commit succeeded reports success,
+// even when the check of the pair after it fails; the next write then fails.
 //
 // A write that fails for a transient reason (a coordinator that moved,
 // NOT_ENOUGH_REPLICAS, a lost connection, the end of its context before the
@@ -235,7 +241,7 @@ type epochProducer struct {
 	mu       sync.Mutex  // held for a whole transaction, and to close
 	client   *kgo.Client // nil once closed
 	baseline int64       // requests.inits right after the mint
-	closeErr error       // why client is nil; wraps ErrFenced
+	closeErr error       // why client is nil; wraps ErrFenced or ErrProducerLost
 }
 
 // requestCounter counts the InitProducerId and EndTxn requests that one
@@ -254,13 +260,19 @@ func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _
 }
 
 // closeLocked closes the client for good and records why. The caller holds
-// p.mu. It returns the reason, which wraps ErrFenced.
+// p.mu. It returns the reason, which wraps ErrFenced when the broker refused
+// the token or the epoch moved, and ErrProducerLost otherwise: only a
+// refusal of the token means that the role went elsewhere.
 func (p *epochProducer) closeLocked(reason error) error {
 	if p.client == nil {
 		return p.closeErr
 	}
-	if !errors.Is(reason, ErrFenced) {
+	switch {
+	case errors.Is(reason, ErrFenced), errors.Is(reason, ErrProducerLost):
+	case kafkaFailureOf(reason) == failureFenced:
 		reason = fmt.Errorf("%w: %w", reason, ErrFenced)
+	default:
+		reason = fmt.Errorf("%w: %w", reason, ErrProducerLost)
 	}
 	p.client.Close()
 	p.client = nil
@@ -309,7 +321,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 	t.mu.Unlock()
 	if previous != nil {
 		previous.mu.Lock()
-		previous.closeLocked(fmt.Errorf("coordination: token %s of role %s: this transport minted a newer epoch of the role", previous.token, role))
+		previous.closeLocked(fmt.Errorf("coordination: token %s of role %s: this transport minted a newer epoch of the role: %w", previous.token, role, ErrFenced))
 		previous.mu.Unlock()
 	}
 
@@ -520,12 +532,13 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 }
 
 // producer returns the transactional client that minted token, or an error
-// that wraps ErrFenced when the token cannot write from this transport.
+// that wraps ErrFenced for a token this transport did not mint (or minted
+// over), and ErrProducerLost on a closed transport.
 func (t *KafkaTransport) producer(what string, token FencingToken) (*epochProducer, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, fmt.Errorf("coordination: %s under %s: %w: %w", what, token, errTransportClosed, ErrFenced)
+		return nil, fmt.Errorf("coordination: %s under %s: %w: %w", what, token, errTransportClosed, ErrProducerLost)
 	}
 	producer := t.minted[token]
 	if producer == nil {
@@ -567,7 +580,7 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 		if kafkaFailureOf(err) == failureFenced {
 			return producer.closeLocked(describeKafkaError(op, err))
 		}
-		return producer.closeLocked(fmt.Errorf("coordination: %s: begin transaction: %w", op, err))
+		return producer.closeLocked(fmt.Errorf("coordination: %s: begin transaction, nothing written: %w: %w", op, ErrProducerLost, err))
 	}
 	if producer.reinitialised() {
 		// Nothing went out under the new epoch; the transaction is empty.
@@ -598,22 +611,27 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 		case errors.Is(err, kerr.TransactionAbortable):
 			return t.failed(producer, op, []error{err})
 		default:
-			err = producer.closeLocked(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown; "+
-				"the transport closes the producer, because only a new epoch repairs it: %w", op, err))
+			err = producer.closeLocked(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown, so the records may be in the log; "+
+				"the transport closes the producer, because only a new epoch repairs it: %w: %w", op, ErrProducerLost, err))
 			t.abortOpen(producer)
 			return err
 		}
 	}
 
+	// The commit succeeded: the records are in the log under the token, so
+	// this write reports success whatever the checks below find. A pair that
+	// moved, or a producer id that cannot be read, closes the producer, and
+	// the next write under the token fails.
 	if producer.reinitialised() {
-		return producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to commit: %w", op, errEpochMoved))
+		producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to commit: %w", op, errEpochMoved))
+		return nil
 	}
 	id, epoch, err := client.ProducerID(commitCtx)
 	switch {
 	case err != nil:
-		return producer.closeLocked(describeKafkaError(op+": read the producer id after the commit", err))
+		producer.closeLocked(fmt.Errorf("coordination: %s: read the producer id after the commit: %w: %w", op, ErrProducerLost, err))
 	case id != producer.token.ProducerID() || epoch != producer.token.ProducerEpoch():
-		return producer.closeLocked(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
+		producer.closeLocked(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
 			"the transport never adopts a pair it did not mint: %w", op, producer.token, id, epoch, errEpochMoved))
 	}
 	return nil
@@ -640,7 +658,7 @@ func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []err
 		if kafkaFailureOf(err) == failureFenced {
 			return producer.closeLocked(describeKafkaError(op, errors.Join(cause, err)))
 		}
-		err = producer.closeLocked(fmt.Errorf("coordination: %s: %w; the abort failed too, so the transport closes the producer: %w", op, cause, err))
+		err = producer.closeLocked(fmt.Errorf("coordination: %s, nothing committed: %w; the abort failed too, so the transport closes the producer: %w: %w", op, cause, ErrProducerLost, err))
 		t.abortOpen(producer)
 		return err
 	}
@@ -650,8 +668,8 @@ func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []err
 	if producer.requests.endTxns.Load() == endTxns {
 		for _, c := range causes {
 			if !unsentRecordError(c) {
-				err := producer.closeLocked(fmt.Errorf("coordination: %s: %w; franz-go may hold the producer id as failed, "+
-					"and would mint a new epoch to recover it, so the transport closes the producer", op, cause))
+				err := producer.closeLocked(fmt.Errorf("coordination: %s, nothing committed: %w; franz-go may hold the producer id as failed, "+
+					"and would mint a new epoch to recover it, so the transport closes the producer: %w", op, cause, ErrProducerLost))
 				t.abortOpen(producer)
 				return err
 			}

@@ -809,7 +809,7 @@ func ktCloseIsIdempotentAndEndsEveryToken(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("Close did not wake the watcher")
 	}
 	key, value := ktLeaseRecord(t, role, "node-1", token, 1)
-	ktMustFence(t, "WriteLease after Close", transport.WriteLease(ctx, tp, token, key, value))
+	ktMustLoseProducer(t, "WriteLease after Close", transport.WriteLease(ctx, tp, token, key, value))
 	if _, err := transport.ReadPartition(ctx, tp); err == nil {
 		t.Fatalf("ReadPartition after Close succeeded")
 	}

@@ -108,9 +108,10 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 
 // Err returns the reason the leadership ended, and nil while it holds. The
 // error of a fence wraps [ErrFenced], and the error of a resignation wraps
-// [ErrNotHeld]. A renewal that the cluster refuses for a missing permission
-// ends the leadership too, with an error that wraps [ErrNotAuthorized]. Once
-// set, it never changes.
+// [ErrNotHeld]. Two more reasons end a leadership, because no later write
+// under its token can land: a producer lost without a fence (the error
+// wraps [ErrProducerLost]; compete again), and a permission the cluster
+// refuses ([ErrNotAuthorized]). Once set, it never changes.
 func (l *Leadership) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -124,9 +125,10 @@ func (l *Leadership) Err() error {
 // leadership.
 //
 // A renewal that the broker fences ends the leadership. Renew then returns
-// an error that wraps [ErrFenced], and [Leadership.Done] closes. A renewal
-// that fails for another reason leaves the leadership as it is and returns
-// the transport's error. Renew on an ended leadership writes nothing and
+// an error that wraps [ErrFenced], and [Leadership.Done] closes. So does a
+// renewal that gets [ErrProducerLost] or [ErrNotAuthorized]. A renewal that
+// fails for another, transient reason leaves the leadership as it is and
+// returns the transport's error. Renew on an ended leadership writes nothing and
 // returns an error that wraps [ErrNotHeld], and the fence too if a fence
 // ended it.
 func (l *Leadership) Renew(ctx context.Context) error {
@@ -160,7 +162,9 @@ func (l *Leadership) Renew(ctx context.Context) error {
 // transaction.
 //
 // A fenced write ends the leadership and returns an error that wraps
-// [ErrFenced]. Write on an ended leadership writes nothing and returns an
+// [ErrFenced]; none of its records is visible. A write that gets
+// [ErrProducerLost] ends the leadership too, and its error says whether the
+// records may have committed. Write on an ended leadership writes nothing and returns an
 // error that wraps [ErrNotHeld]. It rejects an empty list, a record without
 // a topic or with a negative partition, and a record for the coordination
 // topic, before anything is written.
@@ -283,13 +287,8 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 		switch {
 		case err == nil:
 			retryAt = 0
-		case errors.Is(err, ErrFenced), errors.Is(err, ErrNotHeld):
-			return
-		case errors.Is(err, ErrNotAuthorized):
-			// No retry helps: end the leadership rather than keep it
-			// silently while no write can land.
-			l.end(err)
-			return
+		case errors.Is(err, ErrNotHeld), endsLeadership(err):
+			return // writeFailed ended the leadership
 		default:
 			select {
 			case <-l.stop:
@@ -316,14 +315,21 @@ func (l *Leadership) lock(ctx context.Context, operation string) error {
 // unlock gives the write slot back.
 func (l *Leadership) unlock() { <-l.slot }
 
-// writeFailed classifies the error of a write: a fence ends the leadership.
-// The caller holds the write slot.
+// writeFailed classifies the error of a write: a fence, a lost producer and
+// a missing permission end the leadership, because no later write under the
+// token can land. The caller holds the write slot.
 func (l *Leadership) writeFailed(what string, err error) error {
 	err = fmt.Errorf("coordination: %s of role %s by %s under %s: %w", what, l.role, l.member, l.token, err)
-	if errors.Is(err, ErrFenced) {
+	if endsLeadership(err) {
 		l.end(err)
 	}
 	return err
+}
+
+// endsLeadership reports whether a write error leaves the token unable to
+// write again.
+func endsLeadership(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost) || errors.Is(err, ErrNotAuthorized)
 }
 
 // endedErr returns the error of an operation on an ended leadership, and nil

@@ -1,0 +1,239 @@
+// Command krabka-chaos is the fault-injection harness of package
+// coordination on a real Kafka broker.
+//
+// Usage:
+//
+//	krabka-chaos run [flags]     start members, inject faults, then check
+//	krabka-chaos check [flags]   check a finished run again
+//	krabka-chaos member [flags]  one member process (started by run)
+//
+// A run starts --members member processes. Each competes for --roles roles
+// with coordination.AcquireLeadership and, while it leads a role, writes
+// numbered commands to the command topic of the run with Leadership.Write,
+// and logs every acknowledged command to its ack log. A nemesis, drawn from
+// --seed, pauses members past their lease (SIGSTOP), kills and restarts them
+// (SIGKILL), cuts their network to the broker (each member dials the broker
+// through its own proxy), skews their clocks, and restarts the broker when
+// --broker-restart-cmd is given. At the end the checker reads the command
+// topic read_committed and the state topic, and verifies that leadership
+// terms never interleave and that every acknowledged command is present
+// exactly once, and it times each failover after a fault of a leader. It
+// prints a summary table (or JSON with --json) and exits with status 1 on
+// any violation or lost command (and, with --fail-slow, on a failover over
+// its bound), 2 on bad usage, and 3 when the harness itself failed.
+//
+// Example, with the broker of scripts/kafka-start.sh:
+//
+//	out=$(scripts/kafka-start.sh) && eval "$out"
+//	go run ./cmd/krabka-chaos run --brokers "$KRABKA_KAFKA_BROKERS" --duration 2m --seed 1
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/internal/chaos"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // a violation or a lost command
+	exitUsage   = 2
+	exitHarness = 3
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a mode and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: krabka-chaos run|check|member [flags]; see krabka-chaos <mode> -h")
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runMode(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkMode(ctx, args[1:], stdout, stderr)
+	case "member":
+		return memberMode(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, "usage: krabka-chaos run|check|member [flags]; see krabka-chaos <mode> -h")
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "krabka-chaos: unknown mode %q: want run, check or member\n", args[0])
+		return exitUsage
+	}
+}
+
+func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("krabka-chaos run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokers := fs.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "bootstrap broker host:port (one broker; default $KRABKA_KAFKA_BROKERS)")
+	members := fs.Int("members", 5, "member processes")
+	roles := fs.Int("roles", 2, "roles (controller, archiver, ...), all on one partition of the state topic")
+	duration := fs.Duration("duration", 2*time.Minute, "length of the fault phase")
+	seed := fs.Int64("seed", 1, "seed of the fault schedule")
+	lease := fs.Duration("lease", 3*time.Second, "lease duration")
+	renew := fs.Duration("renew", time.Second, "renew interval")
+	stagger := fs.Duration("stagger", 500*time.Millisecond, "challenge stagger per rank")
+	poll := fs.Duration("poll", 250*time.Millisecond, "poll interval of a waiting member")
+	interval := fs.Duration("command-interval", 100*time.Millisecond, "gap between two commands of a leader")
+	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "bound of one guarded write")
+	faults := fs.String("faults", "pause,kill,cut,skew", "fault kinds, comma-separated, or \"all\": "+strings.Join(chaos.AllFaults, ","))
+	meanGap := fs.Duration("mean-gap", 0, "mean gap between two faults (default 1.7 x lease)")
+	maxSkew := fs.Duration("max-skew", 5*time.Second, "largest clock offset of a skew")
+	restartCmd := fs.String("broker-restart-cmd", "", "shell command that restarts the broker on its data, e.g. \"scripts/kafka-stop.sh --kill && scripts/kafka-start.sh --restart-keep-data\"; enables the broker-restart fault")
+	restartEvery := fs.Duration("broker-restart-every", 2*time.Minute, "one broker restart in each window of this length")
+	slack := fs.Duration("slack", 2*time.Second, "extra time a failover may take past lease + stagger x (members-1)")
+	settle := fs.Duration("settle", time.Minute, "longest wait for open transactions to end before the check")
+	out := fs.String("out", "", "run directory (default a new directory under the system temp dir)")
+	jsonOut := fs.Bool("json", false, "print the summary as JSON")
+	failSlow := fs.Bool("fail-slow", false, "exit 1 also when a failover took longer than its bound or never came")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *brokers == "" {
+		fmt.Fprintln(stderr, "krabka-chaos run: no broker: pass --brokers or set KRABKA_KAFKA_BROKERS (out=$(scripts/kafka-start.sh) && eval \"$out\")")
+		return exitUsage
+	}
+	kinds := splitList(*faults)
+	if *faults == "all" {
+		kinds = chaos.AllFaults
+		if *restartCmd == "" {
+			kinds = kinds[:len(kinds)-1]
+		}
+	}
+	if *meanGap == 0 {
+		*meanGap = *lease * 17 / 10
+	}
+	dir := *out
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "krabka-chaos-"); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitHarness
+		}
+	}
+	dir, _ = filepath.Abs(dir)
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitHarness
+	}
+	info, err := chaos.Orchestrate(ctx, chaos.RunConfig{
+		Brokers: splitList(*brokers), Members: *members, Roles: *roles,
+		Duration: *duration, Seed: *seed,
+		Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll,
+		CommandInterval: *interval, WriteTimeout: *writeTimeout,
+		Faults: kinds, MeanGap: *meanGap, MaxSkew: *maxSkew,
+		BrokerRestartEvery: *restartEvery, BrokerRestartCmd: *restartCmd,
+		Slack: *slack, Dir: dir, Executable: exe, Progress: stderr,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "krabka-chaos run: %v\n", err)
+		return exitHarness
+	}
+	// The check runs even after an interrupt, on a context of its own.
+	return report(context.WithoutCancel(ctx), info.Dir, nil, *settle, *jsonOut, *failSlow, stdout, stderr)
+}
+
+func checkMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("krabka-chaos check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("out", "", "run directory of the run to check (required)")
+	brokers := fs.String("brokers", "", "bootstrap brokers (default: those of run.json)")
+	settle := fs.Duration("settle", time.Minute, "longest wait for open transactions to end before the read")
+	jsonOut := fs.Bool("json", false, "print the summary as JSON")
+	failSlow := fs.Bool("fail-slow", false, "exit 1 also when a failover took longer than its bound or never came")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "krabka-chaos check: --out is required")
+		return exitUsage
+	}
+	return report(ctx, *dir, splitList(*brokers), *settle, *jsonOut, *failSlow, stdout, stderr)
+}
+
+// report checks a run and prints its summary.
+// With failSlow, a failover over its bound or one that never came fails the
+// run too.
+func report(ctx context.Context, dir string, brokers []string, settle time.Duration, jsonOut, failSlow bool, stdout, stderr io.Writer) int {
+	summary, err := chaos.CheckRun(ctx, dir, brokers, settle)
+	if err != nil {
+		fmt.Fprintf(stderr, "krabka-chaos check: %v\n", err)
+		return exitHarness
+	}
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(summary); err != nil {
+			return exitHarness
+		}
+	} else if err := summary.WriteTable(stdout); err != nil {
+		return exitHarness
+	}
+	fmt.Fprintf(stderr, "run directory: %s\n", dir)
+	if !summary.OK {
+		return exitFailed
+	}
+	if st := summary.Report.FailoverStats; failSlow && st.OverBound+st.Unresolved > 0 {
+		fmt.Fprintf(stderr, "krabka-chaos: %d failovers over their bound, %d never came (--fail-slow)\n", st.OverBound, st.Unresolved)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func memberMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("krabka-chaos member", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "run directory (holds run.json)")
+	id := fs.String("id", "", "member id")
+	inc := fs.Int("inc", 1, "incarnation of this member id")
+	proxy := fs.String("proxy", "", "address of the member's proxy to the broker")
+	watchStdin := fs.Bool("watch-stdin", true, "exit when the standard input ends (the orchestrator died)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *dir == "" || *id == "" || *proxy == "" {
+		fmt.Fprintln(stderr, "krabka-chaos member: --dir, --id and --proxy are required")
+		return exitUsage
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *watchStdin {
+		chaos.WatchStdin(cancel)
+	}
+	if err := chaos.MemberProcess(ctx, *dir, *id, *inc, *proxy, stdout, stderr); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "krabka-chaos member %s: %v\n", *id, err)
+		return exitHarness
+	}
+	return exitOK
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+// Package chaos is the fault-injection harness of package coordination and
+// the checker of its runs. The command cmd/krabka-chaos drives it.
+//
+// A run has three parts:
+//
+//   - Members. Each member is an operating-system process that competes for
+//     every role with [coordination.AcquireLeadership] and, while it leads a
+//     role, appends numbered commands to the command topic of the run with
+//     [coordination.Leadership.Write]. Each command carries the role, the
+//     member, the incarnation of the member process, the fencing token of the
+//     leadership, a sequence number and the wall time. A member appends every
+//     acknowledged command to its ack log, one line per write(2) on a file
+//     opened with O_APPEND, so the log survives a SIGKILL of the member. See
+//     [Member].
+//   - The nemesis. It draws a fault schedule from a seed ([Plan]) and plays
+//     it against the members: SIGSTOP and SIGCONT, SIGKILL and a restart
+//     under the same member id, a cut of the network between one member and
+//     the broker (every member reaches the broker through its own [Proxy]),
+//     an offset of the clock of one member ([SkewClock]), and a restart of
+//     the broker. It logs every fault with its wall time, kind and target.
+//   - The checker. [Check] reads the command topic read_committed from the
+//     start, the state topic, the ack and event logs of the members and the
+//     nemesis log, and verifies per role that leadership terms never
+//     interleave, that every acknowledged command is present exactly once,
+//     that no command the broker refused is present, and how long each
+//     failover took after a fault of the leader.
+//
+// The files of a run live in one directory: see [RunInfo] for the layout.
+package chaos

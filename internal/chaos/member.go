@@ -1,0 +1,198 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// MemberConfig configures one member process.
+type MemberConfig struct {
+	// ID is the member id; a restarted member keeps it.
+	ID string
+
+	// Incarnation counts the processes of this member id, from 1.
+	Incarnation int
+
+	// Roles lists the roles the member competes for. The leader of Roles[i]
+	// writes its commands to partition i of CommandTopic.
+	Roles []string
+
+	// CommandTopic is the topic of the commands.
+	CommandTopic string
+
+	// Options go to every AcquireLeadership call: the lease timings, the
+	// state topic, the clock, the logger.
+	Options []coordination.Option
+
+	// Clock is the clock that Options carry; the member stamps each command
+	// with its reading as well as with the host time.
+	Clock coordination.Clock
+
+	// CommandInterval is the gap between two commands of one leadership.
+	CommandInterval time.Duration
+
+	// WriteTimeout bounds one guarded write.
+	WriteTimeout time.Duration
+
+	// RetryInterval is the pause after an AcquireLeadership call that failed
+	// for another reason than the end of the context.
+	RetryInterval time.Duration
+
+	// Acks receives one line per acknowledged command, and Events one line
+	// per event. Both are required.
+	Acks, Events *LineLog
+}
+
+// Member competes for the roles of a run and writes commands while it leads.
+type Member struct {
+	config MemberConfig
+	seq    atomic.Int64
+}
+
+// NewMember checks the config and builds a member.
+func NewMember(config MemberConfig) (*Member, error) {
+	switch {
+	case config.ID == "":
+		return nil, errors.New("chaos: member without an id")
+	case len(config.Roles) == 0:
+		return nil, errors.New("chaos: member without roles")
+	case config.CommandTopic == "":
+		return nil, errors.New("chaos: member without a command topic")
+	case config.Acks == nil || config.Events == nil:
+		return nil, errors.New("chaos: member without an ack log or an event log")
+	case config.CommandInterval <= 0 || config.WriteTimeout <= 0:
+		return nil, errors.New("chaos: member needs a command interval and a write timeout above zero")
+	}
+	if config.Clock == nil {
+		config.Clock = coordination.SystemClock{}
+	}
+	if config.Incarnation < 1 {
+		config.Incarnation = 1
+	}
+	if config.RetryInterval <= 0 {
+		config.RetryInterval = 250 * time.Millisecond
+	}
+	return &Member{config: config}, nil
+}
+
+// Run competes for every role over the transport until ctx ends. It runs
+// one goroutine per role and returns when all of them have returned: a
+// leadership it holds at the end is resigned first.
+func (m *Member) Run(ctx context.Context, transport coordination.Transport) error {
+	m.event(Event{Kind: EventStart})
+	var wg sync.WaitGroup
+	for partition, name := range m.config.Roles {
+		role, err := coordination.NewRole(name)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { m.compete(ctx, transport, role, partition) })
+	}
+	wg.Wait()
+	m.event(Event{Kind: EventExit})
+	return nil
+}
+
+// compete takes the role again and again until ctx ends.
+func (m *Member) compete(ctx context.Context, transport coordination.Transport, role coordination.Role, partition int) {
+	member, err := coordination.NewMemberID(m.config.ID)
+	if err != nil {
+		m.event(Event{Kind: EventAcquireError, Role: role.String(), Error: err.Error()})
+		return
+	}
+	for ctx.Err() == nil {
+		leadership, err := coordination.AcquireLeadership(ctx, transport, role, member, m.config.Options...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.event(Event{Kind: EventAcquireError, Role: role.String(), Error: err.Error()})
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(m.config.RetryInterval):
+			}
+			continue
+		}
+		m.event(Event{Kind: EventAcquired, Role: role.String(), Token: leadership.Token().String()})
+		m.lead(ctx, leadership, partition)
+	}
+}
+
+// lead writes commands under the leadership until it ends or ctx ends. On
+// a refused write it stops at once: the next command could only be refused
+// too, and the caller competes again.
+func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, partition int) {
+	role, token := leadership.Role().String(), leadership.Token().String()
+	ticker := time.NewTicker(m.config.CommandInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := leadership.Resign(resign)
+			cancel()
+			m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: errText(errors.Join(errors.New("shutdown"), err))})
+			return
+		case <-leadership.Done():
+			m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: errText(leadership.Err())})
+			return
+		case <-ticker.C:
+		}
+		cmd := Command{
+			Role:        role,
+			Member:      m.config.ID,
+			Incarnation: m.config.Incarnation,
+			Seq:         m.seq.Add(1),
+			Token:       token,
+			WallMillis:  time.Now().UnixMilli(),
+			ClockMillis: m.config.Clock.NowMillis(),
+		}
+		value, err := json.Marshal(cmd)
+		if err != nil {
+			panic(err) // a struct of strings and integers always encodes
+		}
+		write, cancel := context.WithTimeout(ctx, m.config.WriteTimeout)
+		err = leadership.Write(write, coordination.GuardedRecord{
+			Topic:     m.config.CommandTopic,
+			Partition: partition,
+			Key:       []byte(role),
+			Value:     value,
+		})
+		cancel()
+		switch {
+		case err == nil:
+			if err := m.config.Acks.Append(Ack{Command: cmd, AckMillis: time.Now().UnixMilli()}); err != nil {
+				panic(fmt.Sprintf("chaos: ack log: %v", err)) // an ack that is not logged breaks the check
+			}
+		case errors.Is(err, coordination.ErrNotHeld):
+			// The leadership ended before the write: nothing was written.
+			// Done is closed, and the next lap reports the end.
+		case errors.Is(err, coordination.ErrFenced):
+			m.event(Event{Kind: EventFenced, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
+			return
+		default:
+			m.event(Event{Kind: EventWriteError, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
+		}
+	}
+}
+
+func (m *Member) event(ev Event) {
+	ev.WallMillis = time.Now().UnixMilli()
+	ev.Member, ev.Incarnation = m.config.ID, m.config.Incarnation
+	_ = m.config.Events.Append(ev)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,166 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+)
+
+// TestMembersOverTheInMemoryCluster runs three members over the in-memory
+// cluster of coordinationtest, cuts each of them off in turn for longer than
+// the lease, loses the reply of a guarded write, and checks the result with
+// the checker: the member loop and the checker agree on a run without Kafka.
+func TestMembersOverTheInMemoryCluster(t *testing.T) {
+	cluster := coordinationtest.NewCluster()
+	dir := t.TempDir()
+	roles := []string{"controller", "archiver"}
+	const commandTopic = "commands"
+	lease := 300 * time.Millisecond
+	config, err := coordination.NewLeaseConfig(lease, 100*time.Millisecond, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := []string{"m1", "m2", "m3"}
+	transports := make(map[string]*coordinationtest.Transport)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var logs []*LineLog
+	for _, id := range members {
+		transport := cluster.Transport(id)
+		transports[id] = transport
+		acks, err := OpenLineLog(filepath.Join(dir, id+".acks"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := OpenLineLog(filepath.Join(dir, id+".events"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, acks, events)
+		member, err := NewMember(MemberConfig{
+			ID: id, Incarnation: 1, Roles: roles, CommandTopic: commandTopic,
+			Options: []coordination.Option{
+				coordination.WithLeaseConfig(config),
+				coordination.WithPollInterval(20 * time.Millisecond),
+				coordination.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+			},
+			CommandInterval: 10 * time.Millisecond,
+			WriteTimeout:    time.Second,
+			RetryInterval:   20 * time.Millisecond,
+			Acks:            acks,
+			Events:          events,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := member.Run(ctx, transport); err != nil {
+				t.Errorf("member %s: %v", id, err)
+			}
+		})
+	}
+
+	var faults []Fault
+	time.Sleep(300 * time.Millisecond)
+	for i, id := range append(members, members...) {
+		if i == 2 {
+			// A commit whose reply is lost: the outcome is unknown to the
+			// writer, and the command must still appear once at most.
+			for _, tr := range transports {
+				tr.LoseNextReply(coordinationtest.OpWriteGuarded, errors.New("reply lost"))
+			}
+		}
+		f := Fault{Index: i, Kind: FaultCut, Target: id, StartMillis: time.Now().UnixMilli()}
+		transports[id].Cut()
+		time.Sleep(2 * lease)
+		transports[id].Heal()
+		f.EndMillis = time.Now().UnixMilli()
+		faults = append(faults, f)
+		time.Sleep(lease)
+	}
+	cancel()
+	wg.Wait()
+	for _, l := range logs {
+		l.Close()
+	}
+
+	in := CheckInput{
+		Roles:    roles,
+		Commands: map[string][]CommandRecord{},
+		Leases:   map[string][]LeaseRecord{},
+		Faults:   faults,
+		Config:   CheckConfig{Members: len(members), Lease: lease, Stagger: 50 * time.Millisecond, Slack: time.Second},
+	}
+	for i, name := range roles {
+		for _, r := range cluster.Records(coordination.TopicPartition{Topic: commandTopic, Partition: i}) {
+			in.Commands[name] = append(in.Commands[name], CommandRecord{Offset: r.Offset, Value: r.Value})
+		}
+		role, _ := coordination.NewRole(name)
+		partition, err := coordination.RoleTopicPartition(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases, err := LeaseRecords(role, cluster.Records(partition))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Leases[name] = leases
+	}
+	for _, id := range members {
+		acks, err := ReadLines[Ack](filepath.Join(dir, id+".acks"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := ReadLines[Event](filepath.Join(dir, id+".events"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Acks = append(in.Acks, acks...)
+		in.Events = append(in.Events, events...)
+	}
+	r := Check(in)
+	if !r.OK() {
+		t.Fatalf("Check: violations %v, lost %v", r.Violations, r.Lost)
+	}
+	// Each leader is cut for two leases, so the roles change hands; the
+	// failover figures depend on the scheduler, and are only logged.
+	if r.LeadershipChanges < 2 || r.Acknowledged == 0 {
+		t.Errorf("Check: %d leadership changes, %d acks; want at least 2 and 1", r.LeadershipChanges, r.Acknowledged)
+	}
+	t.Logf("%d commands, %d acked, %d changes, %d refused, %d unknown (%d present), failovers %+v",
+		r.Commands, r.Acknowledged, r.LeadershipChanges, r.Refused, r.Unknown, r.UnknownPresent, r.FailoverStats)
+}
+
+func TestNewMemberRejectsAnIncompleteConfig(t *testing.T) {
+	log, err := OpenLineLog(filepath.Join(t.TempDir(), "x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	good := MemberConfig{ID: "m1", Roles: []string{"r"}, CommandTopic: "c", Acks: log, Events: log,
+		CommandInterval: time.Millisecond, WriteTimeout: time.Second}
+	if _, err := NewMember(good); err != nil {
+		t.Fatalf("NewMember(complete config): %v", err)
+	}
+	for name, edit := range map[string]func(*MemberConfig){
+		"no id":       func(c *MemberConfig) { c.ID = "" },
+		"no roles":    func(c *MemberConfig) { c.Roles = nil },
+		"no topic":    func(c *MemberConfig) { c.CommandTopic = "" },
+		"no ack log":  func(c *MemberConfig) { c.Acks = nil },
+		"no interval": func(c *MemberConfig) { c.CommandInterval = 0 },
+	} {
+		c := good
+		edit(&c)
+		if _, err := NewMember(c); err == nil {
+			t.Errorf("NewMember(%s) = nil error; want an error", name)
+		}
+	}
+}

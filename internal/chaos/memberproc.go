@@ -1,0 +1,99 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// MemberProcess is the body of the "member" mode: it reads run.json from
+// dir, connects a [coordination.KafkaTransport] whose every connection goes
+// to proxy, whatever broker address franz-go asks for, and runs a [Member]
+// until ctx ends. It prints the member's events on stdout.
+func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy string, stdout, stderr io.Writer) error {
+	info, err := ReadRunInfo(dir)
+	if err != nil {
+		return err
+	}
+	lease, err := coordination.NewLeaseConfig(info.Lease, info.Renew, info.Stagger)
+	if err != nil {
+		return err
+	}
+	clock := &SkewClock{}
+	if offset, err := ReadClockFile(info.MemberPath(id, "clock")); err == nil {
+		clock.SetOffset(offset)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { clock.Follow(ctx, info.MemberPath(id, "clock"), 100*time.Millisecond) })
+
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, proxy)
+	}
+	transport, err := coordination.NewKafkaTransportWithOptions(lease,
+		[]kgo.Opt{kgo.Dialer(dial), kgo.ClientID(fmt.Sprintf("krabka-chaos-%s-%d", id, incarnation))},
+		info.Brokers...)
+	if err != nil {
+		return err
+	}
+	defer transport.Close()
+
+	acks, err := OpenLineLog(info.MemberPath(id, "acks"), nil)
+	if err != nil {
+		return err
+	}
+	defer acks.Close()
+	events, err := OpenLineLog(info.MemberPath(id, "events"), stdout)
+	if err != nil {
+		return err
+	}
+	defer events.Close()
+	logger := slog.New(slog.NewTextHandler(stderr, nil)).With(slog.String("member", id), slog.Int("inc", incarnation))
+	member, err := NewMember(MemberConfig{
+		ID:           id,
+		Incarnation:  incarnation,
+		Roles:        info.Roles,
+		CommandTopic: info.CommandTopic,
+		Options: []coordination.Option{
+			coordination.WithLeaseConfig(lease),
+			coordination.WithTopic(info.StateTopic),
+			coordination.WithPartitions(info.StatePartitions),
+			coordination.WithPollInterval(info.Poll),
+			coordination.WithClock(clock),
+			coordination.WithLogger(logger),
+		},
+		Clock:           clock,
+		CommandInterval: info.CommandInterval,
+		WriteTimeout:    info.WriteTimeout,
+		RetryInterval:   info.Poll,
+		Acks:            acks,
+		Events:          events,
+	})
+	if err != nil {
+		return err
+	}
+	return member.Run(ctx, transport)
+}
+
+// WatchStdin cancels when the standard input reaches its end: the
+// orchestrator holds the other end of the pipe, so a member learns of the
+// death of its orchestrator even where Pdeathsig does not reach. The
+// goroutine it starts ends with the input.
+func WatchStdin(cancel context.CancelFunc) {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+}

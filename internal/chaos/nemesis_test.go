@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+func TestPlanIsAFunctionOfTheSeed(t *testing.T) {
+	config := PlanConfig{Seed: 42, Duration: 10 * time.Minute, Members: 5, Roles: 2, Faults: AllFaults,
+		Lease: 3 * time.Second, MeanGap: 5 * time.Second, MaxSkew: 5 * time.Second, BrokerRestartEvery: 2 * time.Minute}
+	a, err := NewPlan(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewPlan(config)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two plans of one seed differ")
+	}
+	config.Seed = 43
+	if c, _ := NewPlan(config); reflect.DeepEqual(a, c) {
+		t.Fatal("plans of seeds 42 and 43 are equal")
+	}
+	counts := make(map[string]int)
+	for i, s := range a {
+		counts[s.Kind]++
+		if s.Index != i || s.At < 0 || s.At >= config.Duration || i > 0 && s.At < a[i-1].At {
+			t.Fatalf("step %d = %+v: out of order or out of the duration", i, s)
+		}
+		if (s.Kind == FaultPause) && s.Hold <= config.Lease {
+			t.Errorf("pause %d holds %s, not longer than the lease", i, s.Hold)
+		}
+		if s.Kind == FaultSkew && (s.SkewMillis == 0 || abs(s.SkewMillis) > config.MaxSkew.Milliseconds()) {
+			t.Errorf("skew %d = %dms; want a non-zero offset within ±%s", i, s.SkewMillis, config.MaxSkew)
+		}
+	}
+	if counts[FaultBrokerRestart] != 5 || counts[FaultPause] == 0 || counts[FaultKill] == 0 || counts[FaultCut] == 0 || counts[FaultSkew] == 0 {
+		t.Errorf("fault counts = %v; want every kind and 5 broker restarts", counts)
+	}
+	if _, err := NewPlan(PlanConfig{Faults: []string{"flood"}, Members: 1, Roles: 1, Lease: 1, MeanGap: 1}); err == nil {
+		t.Error("NewPlan(unknown kind) = nil error")
+	}
+}
+
+// fakeActions records what the nemesis does.
+type fakeActions struct {
+	mu      sync.Mutex
+	calls   []string
+	leaders map[string]string
+}
+
+func (f *fakeActions) record(s string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+	return nil
+}
+func (f *fakeActions) Pause(m string) error   { return f.record("pause " + m) }
+func (f *fakeActions) Resume(m string) error  { return f.record("resume " + m) }
+func (f *fakeActions) Kill(m string) error    { return f.record("kill " + m) }
+func (f *fakeActions) Restart(m string) error { return f.record("restart " + m) }
+func (f *fakeActions) Cut(m string, mode CutMode) error {
+	return f.record("cut " + m + " " + string(mode))
+}
+func (f *fakeActions) Heal(m string) error                 { return f.record("heal " + m) }
+func (f *fakeActions) Skew(m string, ms int64) error       { return f.record("skew " + m) }
+func (f *fakeActions) RestartBroker(context.Context) error { return f.record("broker") }
+func (f *fakeActions) LeaderOf(role string) (string, bool) {
+	m, ok := f.leaders[role]
+	return m, ok
+}
+func (f *fakeActions) RolesOf(member string) []string {
+	var out []string
+	for role, m := range f.leaders {
+		if m == member {
+			out = append(out, role)
+		}
+	}
+	return out
+}
+
+func TestNemesisPlaysAndHealsEveryFault(t *testing.T) {
+	actions := &fakeActions{leaders: map[string]string{"controller": "m2"}}
+	log, err := OpenLineLog(filepath.Join(t.TempDir(), "nemesis.log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	n := &Nemesis{
+		Steps: []Step{
+			{Index: 0, At: 0, Kind: FaultPause, LeaderOf: 0, Hold: 30 * time.Millisecond},
+			{Index: 1, At: 5 * time.Millisecond, Kind: FaultKill, LeaderOf: 0, Hold: 10 * time.Millisecond}, // m2 is busy: m3
+			{Index: 2, At: 10 * time.Millisecond, Kind: FaultCut, LeaderOf: -1, Member: 0, Mode: CutStall, Hold: time.Hour},
+			{Index: 3, At: 20 * time.Millisecond, Kind: FaultBrokerRestart, LeaderOf: -1},
+		},
+		Members: []string{"m1", "m2", "m3"}, Roles: []string{"controller"}, Actions: actions, Log: log, MaxDown: 3,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	faults := n.Run(ctx, time.Now())
+	if len(faults) != 4 {
+		t.Fatalf("Run made %d faults: %+v; want 4", len(faults), faults)
+	}
+	// The broker restart runs on a goroutine of its own, so only its
+	// presence is certain; the member faults keep their order.
+	var calls []string
+	broker := 0
+	for _, c := range actions.calls {
+		if c == "broker" {
+			broker++
+			continue
+		}
+		calls = append(calls, c)
+	}
+	want := []string{"pause m2", "kill m3", "cut m1 stall", "restart m3", "resume m2", "heal m1"}
+	if !reflect.DeepEqual(calls, want) || broker != 1 {
+		t.Errorf("calls = %q; want %q and one broker restart", actions.calls, want)
+	}
+	logged, err := ReadFaults(log.file.Name(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range logged {
+		if f.EndMillis < f.StartMillis || f.StartMillis == 0 {
+			t.Errorf("logged fault %+v: no start or an end before its start", f)
+		}
+	}
+	if logged[0].Target != "m2" || len(logged[0].LeaderOf) != 1 || logged[1].Target != "m3" {
+		t.Errorf("targets = %s (leader of %v), %s; want m2 (leader of controller), m3", logged[0].Target, logged[0].LeaderOf, logged[1].Target)
+	}
+}
+
+func TestNemesisKeepsAQuorumOfMembersUp(t *testing.T) {
+	actions := &fakeActions{}
+	n := &Nemesis{
+		Steps: []Step{
+			{Index: 0, Kind: FaultPause, LeaderOf: -1, Member: 0, Hold: time.Hour},
+			{Index: 1, Kind: FaultPause, LeaderOf: -1, Member: 1, Hold: time.Hour},
+		},
+		Members: []string{"m1", "m2", "m3"}, Actions: actions, MaxDown: 1,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if faults := n.Run(ctx, time.Now()); len(faults) != 1 {
+		t.Fatalf("Run made %d faults with MaxDown 1; want 1", len(faults))
+	}
+}
+
+func TestClockFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m1.clock")
+	if err := WriteClockFile(path, -2500); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadClockFile(path)
+	if err != nil || got != -2500 {
+		t.Fatalf("ReadClockFile = %d, %v; want -2500", got, err)
+	}
+	clock := &SkewClock{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); clock.Follow(ctx, path, time.Millisecond) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for clock.Offset() != -2500 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if clock.Offset() != -2500 {
+		t.Fatalf("offset = %d after Follow; want -2500", clock.Offset())
+	}
+	if skew := clock.NowMillis() - time.Now().UnixMilli(); skew > -2400 || skew < -2600 {
+		t.Errorf("NowMillis - host = %dms; want about -2500", skew)
+	}
+}
+
+func TestRoleNamesShareOnePartition(t *testing.T) {
+	names, err := RoleNames("chaos-1-1", 3, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 3 || names[0] != "chaos-1-1.controller" {
+		t.Fatalf("RoleNames = %v", names)
+	}
+	want := -1
+	for _, name := range names {
+		role, err := coordination.NewRole(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := coordination.RolePartition(role, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want < 0 {
+			want = p
+		}
+		if p != want {
+			t.Errorf("role %s is on partition %d; want %d, the partition of %s", name, p, want, names[0])
+		}
+	}
+	again, _ := RoleNames("chaos-1-1", 3, 16)
+	if !reflect.DeepEqual(names, again) {
+		t.Fatalf("RoleNames is not stable: %v, %v", names, again)
+	}
+}

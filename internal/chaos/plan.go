@@ -1,0 +1,146 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// PlanConfig is what a fault schedule is drawn from.
+type PlanConfig struct {
+	// Seed seeds the draw. One seed gives one schedule.
+	Seed int64
+
+	// Duration is the length of the fault phase.
+	Duration time.Duration
+
+	// Members and Roles are the counts of the run.
+	Members, Roles int
+
+	// Faults lists the enabled kinds.
+	Faults []string
+
+	// Lease scales the durations of the faults.
+	Lease time.Duration
+
+	// MeanGap is the mean time between the starts of two faults.
+	MeanGap time.Duration
+
+	// MaxSkew is the largest clock offset of a skew.
+	MaxSkew time.Duration
+
+	// BrokerRestartEvery is the length of the window that holds one broker
+	// restart.
+	BrokerRestartEvery time.Duration
+}
+
+// Step is one fault of a schedule.
+type Step struct {
+	// Index numbers the steps from 0.
+	Index int `json:"i"`
+
+	// At is the start of the fault, from the start of the fault phase.
+	At time.Duration `json:"at"`
+
+	// Kind is one of the Fault* constants.
+	Kind string `json:"kind"`
+
+	// LeaderOf, when not negative, aims the fault at the leader of that role
+	// as the orchestrator sees it when the fault begins; otherwise the fault
+	// aims at Member. A busy or unknown target falls to the next member.
+	LeaderOf int `json:"leader_of"`
+	Member   int `json:"member"`
+
+	// Hold is how long the fault lasts: the pause, the downtime of a killed
+	// member, the cut, the skew.
+	Hold time.Duration `json:"hold"`
+
+	// Mode is the mode of a cut.
+	Mode CutMode `json:"mode,omitempty"`
+
+	// SkewMillis is the clock offset of a skew.
+	SkewMillis int64 `json:"skew,omitempty"`
+}
+
+// Rule describes how the step picks its target.
+func (s Step) Rule(roles []string) string {
+	if s.Kind == FaultBrokerRestart {
+		return ""
+	}
+	if s.LeaderOf >= 0 && s.LeaderOf < len(roles) {
+		return "leader of " + roles[s.LeaderOf]
+	}
+	return fmt.Sprintf("member %d", s.Member)
+}
+
+// NewPlan draws a fault schedule. It is a pure function of the config: the
+// same config gives the same schedule, whatever the run does. Only the
+// resolution of "the leader of a role" depends on the run.
+func NewPlan(c PlanConfig) ([]Step, error) {
+	kinds := make(map[string]bool)
+	for _, kind := range c.Faults {
+		if !slices.Contains(AllFaults, kind) {
+			return nil, fmt.Errorf("unknown fault kind %q (known: %v)", kind, AllFaults)
+		}
+		kinds[kind] = true
+	}
+	if c.Members < 1 || c.Roles < 1 || c.Lease <= 0 || c.MeanGap <= 0 {
+		return nil, fmt.Errorf("plan: want members, roles, lease and mean gap above zero")
+	}
+	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x6b7261626b61)) // "krabka"
+	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
+	scale := func(lo, hi float64) time.Duration { return time.Duration(between(lo, hi) * float64(c.Lease)) }
+
+	var member []string
+	for _, kind := range []string{FaultPause, FaultKill, FaultCut, FaultSkew} {
+		if kinds[kind] {
+			member = append(member, kind)
+		}
+	}
+	var steps []Step
+	if len(member) > 0 {
+		at := time.Duration(between(0.3, 1) * float64(c.MeanGap))
+		for at < c.Duration {
+			s := Step{At: at, Kind: member[rng.IntN(len(member))], LeaderOf: -1, Member: rng.IntN(c.Members)}
+			if rng.Float64() < 0.7 {
+				s.LeaderOf = rng.IntN(c.Roles)
+			}
+			switch s.Kind {
+			case FaultPause:
+				s.Hold = scale(1.2, 3)
+			case FaultKill:
+				s.Hold = scale(0.2, 2)
+			case FaultCut:
+				s.Hold = scale(0.3, 3)
+				s.Mode = CutDrop
+				if rng.IntN(2) == 0 {
+					s.Mode = CutStall
+				}
+			case FaultSkew:
+				s.Hold = scale(2, 6)
+				skew := between(1, max(1, c.MaxSkew.Seconds())) * 1000
+				if rng.IntN(2) == 0 {
+					skew = -skew
+				}
+				s.SkewMillis = int64(skew)
+			}
+			steps = append(steps, s)
+			at += time.Duration(between(0.5, 1.5) * float64(c.MeanGap))
+		}
+	}
+	if kinds[FaultBrokerRestart] && c.BrokerRestartEvery > 0 {
+		for window := time.Duration(0); window < c.Duration; window += c.BrokerRestartEvery {
+			at := window + time.Duration(between(0.3, 0.7)*float64(c.BrokerRestartEvery))
+			if at < c.Duration {
+				steps = append(steps, Step{At: at, Kind: FaultBrokerRestart, LeaderOf: -1, Member: -1})
+			}
+		}
+	}
+	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+	for i := range steps {
+		steps[i].Index = i
+	}
+	return steps, nil
+}

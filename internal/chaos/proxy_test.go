@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer answers every line with the same line, until the test ends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				_, _ = io.Copy(conn, conn)
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+func roundTrip(conn net.Conn, line string, timeout time.Duration) (string, error) {
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	got, err := bufio.NewReader(conn).ReadString('\n')
+	return got, err
+}
+
+func newProxy(t *testing.T) *Proxy {
+	t.Helper()
+	p, err := NewProxy("127.0.0.1:0", echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestProxyForwards(t *testing.T) {
+	p := newProxy(t)
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got, err := roundTrip(conn, "hello", 5*time.Second); err != nil || got != "hello\n" {
+		t.Fatalf("round trip through the proxy = %q, %v; want \"hello\\n\"", got, err)
+	}
+}
+
+func TestProxyDropClosesAndRefusesUntilHeal(t *testing.T) {
+	p := newProxy(t)
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := roundTrip(conn, "a", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut(CutDrop)
+	if _, err := roundTrip(conn, "b", 5*time.Second); err == nil {
+		t.Fatal("round trip on a dropped connection succeeded")
+	}
+	fresh, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		_, err = roundTrip(fresh, "c", 5*time.Second)
+		fresh.Close()
+	}
+	if err == nil {
+		t.Fatal("a new connection during a drop carried a round trip")
+	}
+	p.Heal()
+	healed, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer healed.Close()
+	if got, err := roundTrip(healed, "d", 5*time.Second); err != nil || got != "d\n" {
+		t.Fatalf("round trip after the heal = %q, %v", got, err)
+	}
+}
+
+func TestProxyStallHoldsBytesAndDeliversThemAtHeal(t *testing.T) {
+	p := newProxy(t)
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reader := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := reader.ReadString('\n'); err != nil || got != "before\n" {
+		t.Fatalf("before the stall: %q, %v", got, err)
+	}
+	p.Cut(CutStall)
+	if _, err := conn.Write([]byte("held\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := reader.ReadString('\n'); !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err) {
+		t.Fatalf("read during a stall: %v; want a timeout", err)
+	}
+	p.Heal()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := reader.ReadString('\n'); err != nil || got != "held\n" {
+		t.Fatalf("after the heal: %q, %v; want the held line", got, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

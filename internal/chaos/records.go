@@ -1,0 +1,256 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Command is one command that a leader appends to the command topic under
+// the epoch of its role. The record value is the JSON encoding of a Command,
+// and the record key is the role name.
+type Command struct {
+	// Role is the role whose leader wrote the command.
+	Role string `json:"role"`
+
+	// Member is the member id of the writer.
+	Member string `json:"member"`
+
+	// Incarnation counts the processes of one member id: the orchestrator
+	// starts a member at incarnation 1 and adds one at every restart.
+	Incarnation int `json:"inc"`
+
+	// Seq numbers the commands of one incarnation, from 1, across all its
+	// roles. Member, Incarnation and Seq together name one command.
+	Seq int64 `json:"seq"`
+
+	// Token is the fencing token of the leadership, in the
+	// producer_id:producer_epoch form of [coordination.FencingToken.String].
+	Token string `json:"token"`
+
+	// WallMillis is the host time at which the writer built the command, in
+	// milliseconds since the Unix epoch. It is the real host clock, never the
+	// skewed clock of the member.
+	WallMillis int64 `json:"wall"`
+
+	// ClockMillis is the time that the skewed clock of the member read at the
+	// same instant.
+	ClockMillis int64 `json:"clock"`
+}
+
+// ID names the command across the run.
+func (c Command) ID() CommandID {
+	return CommandID{Member: c.Member, Incarnation: c.Incarnation, Seq: c.Seq}
+}
+
+// CommandID names one command of a run.
+type CommandID struct {
+	Member      string
+	Incarnation int
+	Seq         int64
+}
+
+// String writes member/incarnation/seq.
+func (id CommandID) String() string {
+	return fmt.Sprintf("%s/%d/%d", id.Member, id.Incarnation, id.Seq)
+}
+
+// Ack is one line of the ack log of a member: a command whose guarded write
+// returned nil, which means the transaction that holds it committed.
+type Ack struct {
+	Command
+
+	// AckMillis is the host time at which the write returned.
+	AckMillis int64 `json:"ack"`
+}
+
+// Event kinds of a member's event log.
+const (
+	// EventStart marks the start of an incarnation.
+	EventStart = "start"
+
+	// EventAcquired marks a won leadership. Token names it.
+	EventAcquired = "acquired"
+
+	// EventFenced marks a guarded write that the broker refused with
+	// [coordination.ErrFenced]. Seq names the refused command, which must
+	// never become visible.
+	EventFenced = "fenced"
+
+	// EventEnded marks the end of a leadership for another reason than a
+	// refused command write: a renewal was fenced, or the member resigned.
+	EventEnded = "ended"
+
+	// EventWriteError marks a guarded write that failed for another reason
+	// than a fence. Its outcome is unknown: the command may or may not be
+	// visible, but it must not be visible twice.
+	EventWriteError = "write-error"
+
+	// EventAcquireError marks a failed call of AcquireLeadership.
+	EventAcquireError = "acquire-error"
+
+	// EventExit marks the orderly end of an incarnation.
+	EventExit = "exit"
+)
+
+// Event is one line of the event log of a member. The member also prints it
+// on its standard output, where the orchestrator follows the leaders.
+type Event struct {
+	// WallMillis is the host time of the event.
+	WallMillis int64 `json:"wall"`
+
+	// Kind is one of the Event* constants.
+	Kind string `json:"ev"`
+
+	// Member and Incarnation name the process.
+	Member      string `json:"member"`
+	Incarnation int    `json:"inc"`
+
+	// Role, Token and Seq describe the event where they apply.
+	Role  string `json:"role,omitempty"`
+	Token string `json:"token,omitempty"`
+	Seq   int64  `json:"seq,omitempty"`
+
+	// Error is the text of the error of the event, if any.
+	Error string `json:"err,omitempty"`
+}
+
+// Fault kinds, as the --faults flag names them.
+const (
+	FaultPause         = "pause"
+	FaultKill          = "kill"
+	FaultCut           = "cut"
+	FaultSkew          = "skew"
+	FaultBrokerRestart = "broker-restart"
+)
+
+// AllFaults lists every fault kind, in the order of the summary table.
+var AllFaults = []string{FaultPause, FaultKill, FaultCut, FaultSkew, FaultBrokerRestart}
+
+// Fault is one line of the nemesis log: one fault, written when the nemesis
+// healed it (or at the end of the run for a fault it never healed).
+type Fault struct {
+	// Index is the position of the fault in the plan.
+	Index int `json:"i"`
+
+	// Kind is one of the Fault* constants.
+	Kind string `json:"kind"`
+
+	// Target is the member id of the target, empty for a broker restart.
+	Target string `json:"target,omitempty"`
+
+	// Rule says how the nemesis chose the target, for example "leader of
+	// controller" or "member 3".
+	Rule string `json:"rule,omitempty"`
+
+	// StartMillis is the host time at which the fault began: the signal, the
+	// cut, the new clock offset, or the start of the restart command.
+	StartMillis int64 `json:"start"`
+
+	// EndMillis is the host time at which the nemesis healed the fault: the
+	// SIGCONT, the restart of the member, the heal of the proxy, the reset of
+	// the offset, or the return of the restart command.
+	EndMillis int64 `json:"end"`
+
+	// Mode is "drop" or "stall" for a cut.
+	Mode string `json:"mode,omitempty"`
+
+	// SkewMillis is the clock offset of a skew.
+	SkewMillis int64 `json:"skew,omitempty"`
+
+	// LeaderOf lists the roles that the orchestrator saw the target lead when
+	// the fault began.
+	LeaderOf []string `json:"leader_of,omitempty"`
+
+	// Error is the text of an error of the nemesis action, if any.
+	Error string `json:"err,omitempty"`
+}
+
+// Duration returns the extent of the fault.
+func (f Fault) Duration() time.Duration {
+	return time.Duration(f.EndMillis-f.StartMillis) * time.Millisecond
+}
+
+// LineLog appends JSON lines to a file opened with O_APPEND. Each line goes
+// out in one write(2), so a line that the process wrote survives a SIGKILL
+// of the process, and two processes that share the file never interleave
+// within a line. It is safe for concurrent use.
+type LineLog struct {
+	mu   sync.Mutex
+	file *os.File
+	tee  io.Writer
+}
+
+// OpenLineLog opens, or creates, the file for appending. A non-nil tee
+// receives a copy of every line.
+func OpenLineLog(path string, tee io.Writer) (*LineLog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &LineLog{file: file, tee: tee}, nil
+}
+
+// Append writes v as one JSON line.
+func (l *LineLog) Append(v any) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.file.Write(line); err != nil {
+		return err
+	}
+	if l.tee != nil {
+		_, _ = l.tee.Write(line)
+	}
+	return nil
+}
+
+// Close closes the file.
+func (l *LineLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.file.Close()
+}
+
+// ReadLines decodes every JSON line of the file into a T. A missing file
+// reads as empty. A torn last line, which a SIGKILL cannot produce but a
+// full disk can, is reported as an error with its line number.
+func ReadLines[T any](path string) ([]T, error) {
+	file, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	var out []T
+	scanner := bufio.NewScanner(file)
+	scanner.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	line := 0
+	for scanner.Scan() {
+		line++
+		if len(scanner.Bytes()) == 0 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(scanner.Bytes(), &v); err != nil {
+			return out, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, v)
+	}
+	return out, scanner.Err()
+}

@@ -1,0 +1,156 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Summary is the machine-readable outcome of a run: what the run was, and
+// what the checker found. The --json flag prints it, and the run writes it
+// to summary.json in its directory.
+type Summary struct {
+	// RunID, Seed and the timings repeat [RunInfo].
+	RunID    string `json:"run_id"`
+	Seed     int64  `json:"seed"`
+	Members  int    `json:"members"`
+	Duration string `json:"duration"`
+	Lease    string `json:"lease"`
+	Renew    string `json:"renew"`
+	Stagger  string `json:"stagger"`
+
+	// Report is the verdict of the checker.
+	Report *Report `json:"report"`
+
+	// OK reports zero violations and zero lost commands.
+	OK bool `json:"ok"`
+}
+
+// NewSummary joins a run and its report.
+func NewSummary(info *RunInfo, report *Report) *Summary {
+	return &Summary{
+		RunID:    info.RunID,
+		Seed:     info.Seed,
+		Members:  len(info.Members),
+		Duration: (time.Duration(info.EndMillis-info.StartMillis) * time.Millisecond).Truncate(time.Second).String(),
+		Lease:    info.Lease.String(),
+		Renew:    info.Renew.String(),
+		Stagger:  info.Stagger.String(),
+		Report:   report,
+		OK:       report.OK(),
+	}
+}
+
+// WriteTable prints the summary table, and then every violation and every
+// lost command.
+func (s *Summary) WriteTable(w io.Writer) error {
+	r := s.Report
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+	var faults []string
+	total := 0
+	for _, kind := range AllFaults {
+		faults = append(faults, fmt.Sprintf("%s=%d", kind, r.FaultsByKind[kind]))
+		total += r.FaultsByKind[kind]
+	}
+	var roles []string
+	for _, role := range r.Roles {
+		roles = append(roles, fmt.Sprintf("%s: %d commands, %d terms", role.Role, role.Commands, role.Terms))
+	}
+	st := r.FailoverStats
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows := [][2]string{
+		{"run", fmt.Sprintf("%s (seed %d)", s.RunID, s.Seed)},
+		{"duration", s.Duration},
+		{"members / roles", fmt.Sprintf("%d / %d", s.Members, len(r.Roles))},
+		{"lease / renew / stagger", fmt.Sprintf("%s / %s / %s", s.Lease, s.Renew, s.Stagger)},
+		{"faults", fmt.Sprintf("%d: %s", total, strings.Join(faults, " "))},
+		{"leadership changes", fmt.Sprintf("%d in the command stream (%d lease terms)", r.LeadershipChanges, r.LeaseTerms)},
+		{"per role", strings.Join(roles, "; ")},
+		{"commands in the log", fmt.Sprint(r.Commands)},
+		{"commands acknowledged", fmt.Sprint(r.Acknowledged)},
+		{"commands refused (ErrFenced)", fmt.Sprintf("%d (%d before any newer term)", r.Refused, r.SelfFenced)},
+		{"writes of unknown outcome", fmt.Sprintf("%d (%d present, each once)", r.Unknown, r.UnknownPresent)},
+		{"present, never acknowledged", fmt.Sprint(r.Unacknowledged)},
+		{"violations", fmt.Sprint(len(r.Violations))},
+		{"lost commands", fmt.Sprint(len(r.Lost))},
+		{"failovers after a leader fault", fmt.Sprintf("%d measured, %d retained, %d unresolved, %d excluded", st.Measured, st.Retained, st.Unresolved, st.Excluded)},
+		{"failover p50 / p99 / max", fmt.Sprintf("%s / %s / %s", ms(st.P50Millis), ms(st.P99Millis), ms(st.MaxMillis))},
+		{"failover bound", fmt.Sprintf("%s + 2 x skew in force; %d over it", ms(st.BoundMillis), st.OverBound)},
+	}
+	verdict := "PASS"
+	if !s.OK {
+		verdict = "FAIL"
+	}
+	rows = append(rows, [2]string{"verdict", verdict})
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "VIOLATION %s role %s offset %d: %s\n", v.Kind, v.Role, v.Offset, v.Detail)
+	}
+	for _, lost := range r.Lost {
+		fmt.Fprintf(w, "LOST %s\n", lost)
+	}
+	for _, fo := range r.Failovers {
+		if fo.Outcome == OutcomeMeasured && fo.Millis > fo.BoundMillis || fo.Outcome == OutcomeUnresolved {
+			fmt.Fprintf(w, "SLOW failover: fault %d %s of %s (leader of %s) at %s: %s, bound %s\n",
+				fo.Fault, fo.Kind, fo.Target, fo.Role, formatMillis(fo.StartMillis), failoverText(fo), ms(fo.BoundMillis))
+		}
+	}
+	return nil
+}
+
+func failoverText(fo Failover) string {
+	if fo.Outcome == OutcomeUnresolved {
+		return "no new term before the end"
+	}
+	return (time.Duration(fo.Millis) * time.Millisecond).String()
+}
+
+// CheckRun reads a finished run from its directory and the broker, checks
+// it, and writes summary.json and summary.txt into the directory. A
+// non-empty brokers list replaces the brokers of run.json. settle bounds the
+// wait for open transactions to end before the read, and the whole read
+// gives up three minutes after that.
+func CheckRun(ctx context.Context, dir string, brokers []string, settle time.Duration) (*Summary, error) {
+	info, err := ReadRunInfo(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(brokers) > 0 {
+		info.Brokers = brokers
+	}
+	if info.EndMillis == 0 {
+		info.EndMillis = time.Now().UnixMilli()
+	}
+	ctx, cancel := context.WithTimeout(ctx, settle+3*time.Minute)
+	defer cancel()
+	in, err := LoadCheckInput(ctx, info, settle)
+	if err != nil {
+		return nil, err
+	}
+	summary := NewSummary(info, Check(in))
+	data, err := json.MarshalIndent(summary, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(info.Path("summary.json"), append(data, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	var table strings.Builder
+	if err := summary.WriteTable(&table); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(info.Path("summary.txt"), []byte(table.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return summary, nil
+}
