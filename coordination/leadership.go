@@ -211,7 +211,8 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 // interval (between one and five seconds). Resign is safe to call twice and
 // concurrently with [Leadership.Renew] and [Leadership.Write]: a second call
 // writes nothing, and returns nil when a resignation ended the leadership,
-// or an error that wraps [ErrNotHeld] and [ErrFenced] when a fence did.
+// or an error that wraps [ErrNotHeld] and the cause when something else did,
+// such as [ErrFenced] for a fence.
 //
 // Resign waits for a write in flight, such as a renewal, because the
 // tombstone goes through the same producer. When the context ends first it
@@ -242,10 +243,10 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	}
 	defer l.unlock()
 	if err := l.Err(); err != nil {
-		if errors.Is(err, ErrFenced) {
-			return fmt.Errorf("coordination: resign role %s: %w: %w", l.role, ErrNotHeld, err)
+		if errors.Is(err, ErrNotHeld) {
+			return nil // an earlier resignation
 		}
-		return nil
+		return fmt.Errorf("coordination: resign role %s: %w: %w", l.role, ErrNotHeld, err)
 	}
 	leaseErr := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
 	registrationErr := l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
