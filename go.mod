@@ -10,6 +10,9 @@ require (
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	go.etcd.io/etcd/client/v3 v3.5.35
+	go.uber.org/zap v1.17.0
+	google.golang.org/grpc v1.83.2
 )
 
 require (
@@ -28,15 +31,12 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
-	go.etcd.io/etcd/client/v3 v3.5.35 // indirect
 	go.uber.org/atomic v1.7.0 // indirect
 	go.uber.org/multierr v1.6.0 // indirect
-	go.uber.org/zap v1.17.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
-	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

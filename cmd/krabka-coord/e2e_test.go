@@ -1,0 +1,643 @@
+package main
+
+// The end-to-end test of krabka-coord: it builds the binary into a
+// temporary directory and runs it as an operator would, against the real
+// Apache Kafka broker of KRABKA_KAFKA_BROKERS (scripts/kafka-start.sh), and
+// the demo also against the embedded kfake cluster. Without the broker the
+// real-broker test is skipped, and fails under CI (env CI set).
+//
+// Every process it starts is in a process group of its own, and is killed
+// with its group when the test ends; the commands of run print their pids,
+// and the test checks that they are gone.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
+)
+
+// buildBinary builds krabka-coord into a temporary directory of the test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		goTool = "go"
+	}
+	binary := filepath.Join(t.TempDir(), "krabka-coord")
+	build := exec.Command(goTool, "build", "-o", binary, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return binary
+}
+
+// cleanEnv is the environment of the binary: without KRABKA_BROKERS, so
+// that the demo on kfake stays on kfake, and without the SASL password.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, envBrokers+"=") || strings.HasPrefix(kv, envSASLPassword+"=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// syncBuffer is a buffer that a process writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// proc is a running krabka-coord.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	stdout syncBuffer
+	stderr syncBuffer
+	done   chan struct{}
+	code   int
+}
+
+// start starts the binary, in a process group of its own.
+func start(t *testing.T, binary string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: strings.Join(args[:min(3, len(args))], " "), done: make(chan struct{})}
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.code = childExitCode(err)
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", p.name, p.code, p.stdout.String(), p.stderr.String())
+		}
+	})
+	return p
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal %s: %v", p.name, err)
+	}
+}
+
+// wait waits for the exit and returns the exit code.
+func (p *proc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not exit within %v\nstdout:\n%s\nstderr:\n%s", p.name, timeout, p.stdout.String(), p.stderr.String())
+		return -1
+	}
+}
+
+// waitFor waits until the output matches re, and returns the submatches.
+func (p *proc) waitFor(re *regexp.Regexp, timeout time.Duration) []string {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindStringSubmatch(p.stdout.String() + p.stderr.String()); m != nil {
+			return m
+		}
+		select {
+		case <-p.done:
+			if m := re.FindStringSubmatch(p.stdout.String() + p.stderr.String()); m != nil {
+				return m
+			}
+			p.t.Fatalf("%s exited with %d before printing %s\nstdout:\n%s\nstderr:\n%s", p.name, p.code, re, p.stdout.String(), p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not print %s within %v\nstdout:\n%s\nstderr:\n%s", p.name, re, timeout, p.stdout.String(), p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runBinary runs the binary to its end.
+func runBinary(t *testing.T, binary string, env []string, timeout time.Duration, args ...string) (code int, stdout, stderr string, elapsed time.Duration) {
+	t.Helper()
+	begin := time.Now()
+	p := start(t, binary, env, args...)
+	code = p.wait(timeout)
+	return code, p.stdout.String(), p.stderr.String(), time.Since(begin)
+}
+
+// The demo on the embedded cluster: no broker needed.
+func TestE2EDemoKfake(t *testing.T) {
+	binary := buildBinary(t)
+	code, stdout, stderr, elapsed := runBinary(t, binary, cleanEnv(), 90*time.Second, "demo")
+	t.Logf("demo on kfake: exit %d in %v\n%s%s", code, elapsed, stdout, stderr)
+	if code != exitOK || !strings.Contains(stdout, "demo PASSED") {
+		t.Fatalf("demo exit code %d; want 0 and PASSED", code)
+	}
+	if elapsed > 60*time.Second {
+		t.Fatalf("demo took %v; want under 60s", elapsed)
+	}
+	for _, want := range []string{"embedded kfake", "crashes", "takes over at the deadline", "refused by the broker", "rejoins", "resigned (no deadline to wait for)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the timeline lacks %q", want)
+		}
+	}
+}
+
+// e2eLease are the fast timings of the members of the test.
+var e2eLease = []string{"--lease-duration", "4s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
+
+// e2e is the real-broker setup shared by the subtests.
+type e2e struct {
+	binary  string
+	cluster *kafkatest.Cluster
+	brokers string
+	topic   string // the state topic, 4 partitions
+	env     []string
+}
+
+// args returns the connection flags followed by args.
+func (e *e2e) args(command string, args ...string) []string {
+	return append([]string{command, "--brokers", e.brokers, "--topic", e.topic, "--partitions", "4"}, args...)
+}
+
+// describe runs describe --output json.
+func (e *e2e) describe(t *testing.T, role string) describeJSON {
+	t.Helper()
+	code, stdout, stderr, _ := runBinary(t, e.binary, e.env, 30*time.Second, e.args("describe", role, "--output", "json")...)
+	if code != exitOK {
+		t.Fatalf("describe %s: exit %d: %s", role, code, stderr)
+	}
+	var result describeJSON
+	if err := json.Unmarshal([]byte(stdout), &result); err != nil {
+		t.Fatalf("describe --output json: %v\n%s", err, stdout)
+	}
+	return result
+}
+
+// waitDescribe polls describe until ok holds.
+func (e *e2e) waitDescribe(t *testing.T, role string, timeout time.Duration, ok func(describeJSON) bool) describeJSON {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		result := e.describe(t, role)
+		if ok(result) {
+			return result
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe %s: the state did not come within %v: %+v", role, timeout, result)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func parseToken(t *testing.T, text string) coordination.FencingToken {
+	t.Helper()
+	token, err := coordination.ParseFencingToken(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+func TestE2EKafka(t *testing.T) {
+	cluster := kafkatest.Kafka(t) // skips without KRABKA_KAFKA_BROKERS, fails under CI
+	e := &e2e{binary: buildBinary(t), cluster: cluster, brokers: strings.Join(cluster.Brokers, ","), env: cleanEnv()}
+	e.topic = kafkatest.TopicName("krabka-coord-e2e")
+	cluster.DeleteTopicAtCleanup(t, e.topic)
+
+	// create-topic on a fresh name, then again: created, then checked.
+	code, stdout, stderr, _ := runBinary(t, e.binary, e.env, 60*time.Second, e.args("create-topic", "--output", "json")...)
+	if code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	var created createTopicJSON
+	if err := json.Unmarshal([]byte(stdout), &created); err != nil {
+		t.Fatalf("create-topic --output json: %v: %s", err, stdout)
+	}
+	if !created.Created || created.Topic != e.topic || created.Partitions != 4 || created.CleanupPolicy != "compact" || created.MinInsyncReplicas != "1" {
+		t.Fatalf("create-topic = %+v", created)
+	}
+	code, stdout, stderr, _ = runBinary(t, e.binary, e.env, 60*time.Second, e.args("create-topic")...)
+	if code != exitOK || !strings.Contains(stdout, "exists and checks out: 4 partitions") {
+		t.Fatalf("create-topic of an existing topic: exit %d: %s%s", code, stdout, stderr)
+	}
+
+	t.Run("parallel", func(t *testing.T) {
+		t.Run("ElectFailoverOnSIGINT", e.electFailover)
+		t.Run("FenceEndsElect", e.fenceEndsElect)
+		t.Run("RunKillsStubbornChildAfterFence", e.runStubbornChild)
+		t.Run("RunStopsCooperativeChildAfterFence", e.runCooperativeChild)
+		t.Run("RunExitsWithTheChildsCode", e.runExitCode)
+		t.Run("WrongInput", e.wrongInput)
+		t.Run("SASL", e.sasl)
+		t.Run("DemoOnTheBroker", e.demo)
+	})
+}
+
+var (
+	electedText = regexp.MustCompile(`elected: member \S+ holds role \S+ with token (\d+:\d+)`)
+	electedJSON = regexp.MustCompile(`"event":"elected"[^\n]*"token":"(\d+:\d+)"`)
+	metricsAddr = regexp.MustCompile(`metrics on http://([^/]+)/metrics`)
+)
+
+// Two elect processes on one role: SIGINT to the holder, and the standby
+// takes over at once with a higher token. describe --output json and watch
+// --output json see it all.
+func (e *e2e) electFailover(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-elect")
+	watch := start(t, e.binary, e.env, e.args("watch", role, "--output", "json")...)
+	watch.waitFor(regexp.MustCompile(`"event":"state"`), 30*time.Second)
+
+	a := start(t, e.binary, e.env, append(e.args("elect", role, "node-a", "--listen", "127.0.0.1:0"), e2eLease...)...)
+	tokenA := parseToken(t, a.waitFor(electedText, 30*time.Second)[1])
+	b := start(t, e.binary, e.env, append(e.args("elect", role, "node-b", "--output", "json"), e2eLease...)...)
+	state := e.waitDescribe(t, role, 20*time.Second, func(r describeJSON) bool { return len(r.Roster) == 2 })
+
+	// describe: the holder first, the standby at rank 0, a live and
+	// authoritative lease, the coordinator's token, the partition.
+	roleValue, _ := coordination.NewRole(role)
+	wantPartition, _ := coordination.RolePartition(roleValue, 4)
+	if state.Role != role || state.Topic != e.topic || state.Partition != wantPartition {
+		t.Fatalf("describe: role %q topic %q partition %d; want %q %q %d", state.Role, state.Topic, state.Partition, role, e.topic, wantPartition)
+	}
+	if r := state.Roster; r[0].Member != "node-a" || !r[0].Holder || r[1].Member != "node-b" || r[1].Holder || r[1].Rank != 0 || r[0].Offset >= r[1].Offset {
+		t.Fatalf("describe roster = %+v; want node-a holding, then node-b at rank 0", r)
+	}
+	l := state.Lease
+	if l == nil || l.Holder != "node-a" || l.Token != tokenA.String() || !l.Live || !l.Authoritative || l.TimeLeftMs <= 0 || l.TimeLeftMs > 4000 ||
+		l.Deadline.Millis-l.GrantedAt.Millis != 4000 {
+		t.Fatalf("describe lease = %+v; want node-a's live, authoritative lease of 4s under %s", l, tokenA)
+	}
+	if !state.Coordinator.Held || state.Coordinator.Token.Token != tokenA.String() {
+		t.Fatalf("describe coordinator = %+v; want %s", state.Coordinator, tokenA)
+	}
+
+	// The metrics and the health of the holder.
+	addr := a.waitFor(metricsAddr, 5*time.Second)[1]
+	if code, body := httpGet(t, "http://"+addr+"/healthz"); code != 200 || !strings.Contains(body, "leads role "+role) {
+		t.Fatalf("/healthz of the holder: %d %q", code, body)
+	}
+	_, metrics := httpGet(t, "http://"+addr+"/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`krabka_coord_is_leader{role=%q} 1`, role),
+		fmt.Sprintf(`krabka_coord_token_producer_epoch{role=%q} %d`, role, tokenA.ProducerEpoch()),
+		fmt.Sprintf(`krabka_coord_leadership_changes_total{change="acquired",role=%q} 1`, role),
+		`krabka_coord_renewal_duration_seconds_bucket{kind="renewal"`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
+	}
+
+	// SIGINT to the holder: it resigns, and the standby takes over at once.
+	a.signal(syscall.SIGINT)
+	resigned := time.Now()
+	if code := a.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("elect node-a after SIGINT: exit %d, want 0", code)
+	}
+	if !strings.Contains(a.stdout.String(), "resigned: member node-a gave up role "+role) {
+		t.Fatalf("elect node-a printed no resignation: %s", a.stdout.String())
+	}
+	tokenB := parseToken(t, b.waitFor(electedJSON, 10*time.Second)[1])
+	if tokenB.Compare(tokenA) <= 0 {
+		t.Fatalf("the standby took over with %s; want a token above %s", tokenB, tokenA)
+	}
+	if took := time.Since(resigned); took > 4*time.Second {
+		t.Fatalf("the standby took over %v after the resignation; want at once, well before the 4s lease", took)
+	}
+	after := e.describe(t, role)
+	if after.Lease == nil || after.Lease.Holder != "node-b" || after.Lease.Token != tokenB.String() || !after.Lease.Authoritative || len(after.Roster) != 1 {
+		t.Fatalf("describe after the failover = %+v", after)
+	}
+
+	b.signal(syscall.SIGTERM)
+	if code := b.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("elect node-b after SIGTERM: exit %d, want 0", code)
+	}
+	time.Sleep(1500 * time.Millisecond) // one epoch poll of watch
+	watch.signal(syscall.SIGINT)
+	if code := watch.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("watch after SIGINT: exit %d", code)
+	}
+	var seen []string
+	scanner := bufio.NewScanner(strings.NewReader(watch.stdout.String()))
+	for scanner.Scan() {
+		var event roleEvent
+		if err := json.Unmarshal(scanner.Bytes(), &event); err != nil {
+			t.Fatalf("watch --output json line %q: %v", scanner.Text(), err)
+		}
+		if event.Kind != eventEpoch && event.Kind != eventState {
+			seen = append(seen, event.Kind+":"+event.Member)
+		}
+	}
+	want := "registered:node-a granted:node-a registered:node-b released:node-a deregistered:node-a granted:node-b released:node-b deregistered:node-b"
+	got := strings.Join(seen, " ")
+	// A resignation and the grant right after it can land within one
+	// fetch; the compacted view then shows the newest lease only.
+	got = strings.Replace(got, "deregistered:node-a takeover:node-b", "released:node-a deregistered:node-a granted:node-b", 1)
+	if got != want {
+		t.Fatalf("watch saw %s\nwant      %s", got, want)
+	}
+	if !strings.Contains(watch.stdout.String(), `"event":"epoch"`) {
+		t.Fatalf("watch saw no change of the coordinator's epoch")
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// fence mints a new epoch: the holder's next renewal is refused, and elect
+// exits 3.
+func (e *e2e) fenceEndsElect(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-fence")
+	c := start(t, e.binary, e.env, append(e.args("elect", role, "node-c"), e2eLease...)...)
+	token := parseToken(t, c.waitFor(electedText, 30*time.Second)[1])
+
+	code, stdout, stderr, _ := runBinary(t, e.binary, e.env, 30*time.Second, e.args("fence", role, "--output", "json")...)
+	fenced := time.Now()
+	if code != exitOK {
+		t.Fatalf("fence: exit %d: %s", code, stderr)
+	}
+	var result fenceJSON
+	if err := json.Unmarshal([]byte(stdout), &result); err != nil {
+		t.Fatalf("fence --output json: %v: %s", err, stdout)
+	}
+	if result.OldToken == nil || result.OldToken.Token != token.String() || result.Holder != "node-c" || !result.LeaseReleased || !result.HolderRemoved {
+		t.Fatalf("fence = %+v; want old token %s of node-c, lease released, holder removed", result, token)
+	}
+	newToken := parseToken(t, result.NewToken.Token)
+	if newToken.Compare(token) <= 0 {
+		t.Fatalf("fence minted %s; want above %s", newToken, token)
+	}
+	if code := c.wait(10 * time.Second); code != exitFenced {
+		t.Fatalf("elect after fence: exit %d, want %d", code, exitFenced)
+	}
+	if took := time.Since(fenced); took > 4*time.Second {
+		t.Fatalf("elect noticed the fence after %v; want within a renew interval (1s)", took)
+	}
+	assertOneLine(t, c.stderr.String()[strings.LastIndex(strings.TrimRight(c.stderr.String(), "\n"), "\n")+1:], "fenced: member node-c lost role "+role+" under token "+token.String())
+	after := e.describe(t, role)
+	if after.Lease != nil || len(after.Roster) != 0 || after.Coordinator.Token.Token != newToken.String() {
+		t.Fatalf("describe after the fence = %+v; want no lease, no roster, the coordinator at %s", after, newToken)
+	}
+}
+
+var (
+	childLine      = regexp.MustCompile(`child (\d+) role=(\S+) member=(\S+) token=(\S+)`)
+	grandchildLine = regexp.MustCompile(`grandchild (\d+)`)
+)
+
+// running reports whether a process runs; a zombie does not.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	end := bytes.LastIndexByte(stat, ')')
+	fields := bytes.Fields(stat[end+1:])
+	return len(fields) > 0 && string(fields[0]) != "Z"
+}
+
+// killAtCleanup kills a pid that the test learned, if it still runs.
+func killAtCleanup(t *testing.T, pid int) {
+	t.Cleanup(func() {
+		if running(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// run with a command that ignores SIGTERM: after fence, the command and
+// the process it started get SIGKILL at the end of the grace period.
+func (e *e2e) runStubbornChild(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-run-stubborn")
+	script := `trap "" TERM; echo "child $$ role=$KRABKA_ROLE member=$KRABKA_MEMBER token=$KRABKA_TOKEN"; sleep 60 & echo "grandchild $!"; wait`
+	r := start(t, e.binary, e.env, append(append(e.args("run", role, "node-r"), e2eLease...), "--grace", "2s", "--", "sh", "-c", script)...)
+	token := r.waitFor(electedText, 30*time.Second)[1]
+	child := r.waitFor(childLine, 10*time.Second)
+	grandchild := r.waitFor(grandchildLine, 10*time.Second)
+	childPID, _ := strconv.Atoi(child[1])
+	grandchildPID, _ := strconv.Atoi(grandchild[1])
+	killAtCleanup(t, childPID)
+	killAtCleanup(t, grandchildPID)
+	if child[2] != role || child[3] != "node-r" || child[4] != token {
+		t.Fatalf("the command saw KRABKA_ROLE=%s KRABKA_MEMBER=%s KRABKA_TOKEN=%s; want %s node-r %s", child[2], child[3], child[4], role, token)
+	}
+
+	code, _, stderr, _ := runBinary(t, e.binary, e.env, 30*time.Second, e.args("fence", role)...)
+	fenced := time.Now()
+	if code != exitOK {
+		t.Fatalf("fence: exit %d: %s", code, stderr)
+	}
+	if code := r.wait(15 * time.Second); code != exitFenced {
+		t.Fatalf("run after fence: exit %d, want %d", code, exitFenced)
+	}
+	took := time.Since(fenced)
+	// The renewal after the fence (renew interval 1s) ends the leadership;
+	// the command ignores SIGTERM, so SIGKILL comes at the 2s grace.
+	if took < 2*time.Second || took > 1*time.Second+2*time.Second+2*time.Second {
+		t.Fatalf("run exited %v after the fence; want the renew interval (1s) plus the grace (2s), and no less than the grace", took)
+	}
+	for _, pid := range []int{childPID, grandchildPID} {
+		if running(pid) {
+			t.Fatalf("process %d of the command still runs after run exited", pid)
+		}
+	}
+	if !strings.Contains(r.stderr.String(), "stopping the command: SIGTERM, SIGKILL after 2s") {
+		t.Fatalf("run did not say that it stops the command: %s", r.stderr.String())
+	}
+	t.Logf("run exited %v after the fence", took)
+}
+
+// run with a command that exits on SIGTERM: after fence it stops at once.
+func (e *e2e) runCooperativeChild(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-run-coop")
+	script := `trap "echo got TERM; exit 0" TERM; echo "child $$ role=$KRABKA_ROLE member=$KRABKA_MEMBER token=$KRABKA_TOKEN"; while :; do sleep 0.1; done`
+	r := start(t, e.binary, e.env, append(append(e.args("run", role, "node-q"), e2eLease...), "--grace", "20s", "--", "sh", "-c", script)...)
+	child := r.waitFor(childLine, 30*time.Second)
+	childPID, _ := strconv.Atoi(child[1])
+	killAtCleanup(t, childPID)
+	code, _, stderr, _ := runBinary(t, e.binary, e.env, 30*time.Second, e.args("fence", role)...)
+	fenced := time.Now()
+	if code != exitOK {
+		t.Fatalf("fence: exit %d: %s", code, stderr)
+	}
+	if code := r.wait(15 * time.Second); code != exitFenced {
+		t.Fatalf("run after fence: exit %d, want %d", code, exitFenced)
+	}
+	if took := time.Since(fenced); took > 5*time.Second {
+		t.Fatalf("run exited %v after the fence; want about the renew interval (1s), far within the 20s grace", took)
+	}
+	if !strings.Contains(r.stdout.String(), "got TERM") || running(childPID) {
+		t.Fatalf("the command did not stop on SIGTERM: %s", r.stdout.String())
+	}
+}
+
+// run exits with the command's exit code, and resigns.
+func (e *e2e) runExitCode(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-run-exit")
+	script := fmt.Sprintf(`test "$KRABKA_ROLE" = %q && test "$KRABKA_MEMBER" = node-x && test -n "$KRABKA_TOKEN" && exit 7; exit 1`, role)
+	code, stdout, stderr, _ := runBinary(t, e.binary, e.env, 60*time.Second, append(append(e.args("run", role, "node-x"), e2eLease...), "--", "sh", "-c", script)...)
+	if code != 7 {
+		t.Fatalf("run: exit %d, want the command's 7\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "resigned: member node-x") {
+		t.Fatalf("run did not resign: %s", stdout)
+	}
+	after := e.describe(t, role)
+	if after.Lease != nil || len(after.Roster) != 0 || !after.Coordinator.Held {
+		t.Fatalf("describe after run = %+v; want no lease and no roster", after)
+	}
+	code, _, stderr, _ = runBinary(t, e.binary, e.env, 60*time.Second, append(e.args("run", role, "node-x"), "--", "/nonexistent/command")...)
+	if code != exitNotFound {
+		t.Fatalf("run of a missing command: exit %d, want %d: %s", code, exitNotFound, stderr)
+	}
+}
+
+// Wrong input: one line that says what to do, and a non-zero exit code.
+func (e *e2e) wrongInput(t *testing.T) {
+	t.Parallel()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := listener.Addr().String()
+	listener.Close()
+	deleteTopic := e.cluster.CreateTopic(t, "krabka-coord-e2e-delete", 4, map[string]string{"cleanup.policy": "delete"})
+	missing := kafkatest.TopicName("krabka-coord-e2e-missing")
+	long := strings.Repeat("x", 250)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"empty role", e.args("describe", ""), exitUsage, "invalid ROLE \"\": empty"},
+		{"role over 249 bytes", e.args("elect", long, "m"), exitUsage, "longer than 249 bytes"},
+		{"role not UTF-8", e.args("fence", "bad\xffrole"), exitUsage, "not valid UTF-8"},
+		{"missing broker", []string{"describe", "controller", "--brokers", closed}, exitCluster, "cannot reach Kafka at " + closed},
+		{"missing broker, elect", []string{"elect", "controller", "m", "--brokers", closed}, exitCluster, "check --brokers"},
+		{"wrong partition count", []string{"describe", "controller", "--brokers", e.brokers, "--topic", e.topic}, exitCluster,
+			"has 4 partitions, but --partitions is 16: pass --partitions 4"},
+		{"wrong partition count, elect", []string{"elect", "controller", "m", "--brokers", e.brokers, "--topic", e.topic, "--partitions", "8"}, exitCluster, "pass --partitions 4"},
+		{"no compaction", []string{"describe", "controller", "--brokers", e.brokers, "--topic", deleteTopic, "--partitions", "4"}, exitCluster,
+			"has cleanup.policy=delete, but it must be compacted"},
+		{"no compaction, run", []string{"run", "controller", "m", "--brokers", e.brokers, "--topic", deleteTopic, "--partitions", "4", "--", "true"}, exitCluster,
+			"must be compacted"},
+		{"missing topic", []string{"watch", "controller", "--brokers", e.brokers, "--topic", missing}, exitCluster, "does not exist: create it with 'krabka-coord create-topic"},
+		{"create-topic with another count", []string{"create-topic", "--brokers", e.brokers, "--topic", e.topic, "--partitions", "6"}, exitCluster, "pass --partitions 4"},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr, elapsed := runBinary(t, e.binary, e.env, 30*time.Second, tt.args...)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d; stderr %q", tt.name, code, tt.code, stderr)
+			continue
+		}
+		if elapsed > 5*time.Second {
+			t.Errorf("%s: took %v; want a fast failure", tt.name, elapsed)
+		}
+		if stdout != "" {
+			t.Errorf("%s: stdout %q; want nothing", tt.name, stdout)
+		}
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if len(lines) != 1 || !strings.HasPrefix(lines[0], "krabka-coord: ") || !strings.Contains(lines[0], tt.want) {
+			t.Errorf("%s: stderr %q; want one line with %q", tt.name, stderr, tt.want)
+		}
+	}
+}
+
+// The SASL flags reach the SCRAM listener of the broker.
+func (e *e2e) sasl(t *testing.T) {
+	t.Parallel()
+	saslBrokers := strings.TrimSpace(os.Getenv(kafkatest.EnvSASLBrokers))
+	if saslBrokers == "" {
+		t.Skipf("%s is not set", kafkatest.EnvSASLBrokers)
+	}
+	args := []string{"describe", "controller", "--brokers", saslBrokers, "--topic", e.topic, "--partitions", "4",
+		"--sasl-mechanism", "scram-sha-256", "--sasl-user", "admin"}
+	code, stdout, stderr, _ := runBinary(t, e.binary, cleanEnv(envSASLPassword+"=admin-secret"), 30*time.Second, append(args, "--output", "json")...)
+	if code != exitOK || !strings.Contains(stdout, `"role":"controller"`) {
+		t.Fatalf("describe over SCRAM-SHA-256: exit %d: %s%s", code, stdout, stderr)
+	}
+	code, _, stderr, _ = runBinary(t, e.binary, e.env, 30*time.Second, append(args, "--sasl-password", "wrong")...)
+	if code != exitCluster || !strings.Contains(stderr, "check --sasl-mechanism, --sasl-user and --sasl-password") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("a wrong password: exit %d, stderr %q; want 4 and one line", code, stderr)
+	}
+}
+
+// The demo on the real broker.
+func (e *e2e) demo(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr, elapsed := runBinary(t, e.binary, e.env, 90*time.Second, "demo", "--brokers", e.brokers)
+	t.Logf("demo on Kafka: exit %d in %v\n%s%s", code, elapsed, stdout, stderr)
+	if code != exitOK || !strings.Contains(stdout, "demo PASSED") {
+		t.Fatalf("demo --brokers: exit %d; want 0 and PASSED", code)
+	}
+	if elapsed > 60*time.Second {
+		t.Fatalf("demo --brokers took %v; want under 60s", elapsed)
+	}
+	if !strings.Contains(stdout, "refused by the broker with PRODUCER_FENCED") && !strings.Contains(stdout, "refused by the broker with INVALID_PRODUCER_EPOCH") {
+		t.Fatalf("on Kafka the deposed leader's write must be refused by the broker")
+	}
+}

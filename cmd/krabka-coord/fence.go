@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+func newFenceCommand(g *globals) *cobra.Command {
+	var keepLease bool
+	cmd := &cobra.Command{
+		Use:   "fence ROLE",
+		Short: "Forced failover: mint a new epoch so that the holder's next write is refused",
+		Long: `fence mints a new epoch for ROLE at the transaction coordinator
+(InitProducerId on the role's transactional id, as Kafka's fenceProducers
+does), so the broker refuses every later write of the current holder: its
+next renewal fails, it learns that it lost the role, and it stops (elect and
+run exit 3). fence prints the old and the new token.
+
+Then, unless --keep-lease, it clears the lease under the new epoch and
+takes the deposed holder out of the roster, so the first standby takes over
+at once instead of at the lease's deadline; the holder joins at the tail if
+it competes again. fence itself never holds the role: it writes no lease of
+its own.`,
+		Example: `  krabka-coord fence controller --brokers 127.0.0.1:9092
+  krabka-coord fence controller --keep-lease --output json   # standbys wait for the deadline`,
+		Args: exactArgs("ROLE"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			role, err := parseRole(args[0])
+			if err != nil {
+				return err
+			}
+			if err := g.checkTopicFlags(); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			transport, err := c.transport(coordination.DefaultLeaseConfig())
+			if err != nil {
+				return err
+			}
+			defer transport.Close()
+			if err := c.checkTopic(ctx, transport); err != nil {
+				return err
+			}
+			result, err := fenceRole(ctx, g, transport, role, !keepLease)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return writeJSON(g.stdout, result)
+			}
+			printFence(g, result)
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&keepLease, "keep-lease", false, "only mint the epoch; leave the lease and the roster, so the standbys wait for the lease's deadline")
+	return cmd
+}
+
+// fenceJSON is the result of fence.
+type fenceJSON struct {
+	Role      string     `json:"role"`
+	Topic     string     `json:"topic"`
+	Partition int        `json:"partition"`
+	OldToken  *tokenJSON `json:"old_token"`
+	NewToken  *tokenJSON `json:"new_token"`
+
+	// Holder is the member that the lease named, and "" without a lease.
+	Holder     string `json:"holder,omitempty"`
+	LeaseToken string `json:"lease_token,omitempty"`
+
+	// LeaseReleased: fence cleared the lease, and HolderRemoved: it took
+	// the holder's registration out of the roster, so the first standby,
+	// Next, takes over at once.
+	LeaseReleased bool   `json:"lease_released"`
+	HolderRemoved bool   `json:"holder_removed"`
+	Next          string `json:"next,omitempty"`
+}
+
+// fenceRole mints a new epoch of the role and, with release, clears its
+// lease.
+func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role, release bool) (fenceJSON, error) {
+	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
+	result := fenceJSON{Role: role.String(), Topic: partition.Topic, Partition: partition.Partition}
+	before, err := coordination.DescribeLeadership(ctx, transport, role)
+	if err != nil {
+		return result, clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+	}
+	if before.Held {
+		result.OldToken = newTokenJSON(before.Token)
+	}
+	state, err := coordination.DescribeRoleState(ctx, transport, role, g.coordOptions()...)
+	var format *coordination.FormatError
+	if err != nil && !errors.As(err, &format) {
+		return result, clusterError("read %s: %s", partition, strings.TrimPrefix(err.Error(), "coordination: "))
+	}
+	if state.Lease != nil {
+		result.Holder, result.LeaseToken = state.Lease.Member.String(), state.Lease.Token.String()
+	}
+	token, err := transport.AcquireEpoch(ctx, role)
+	if err != nil {
+		return result, clusterError("mint a new epoch of role %s: %s", role, strings.TrimPrefix(err.Error(), "coordination: "))
+	}
+	result.NewToken = newTokenJSON(token)
+	if release && state.Lease != nil {
+		holder := state.Lease.Member
+		if err := transport.WriteLease(ctx, partition, token, coordination.EncodeKey(coordination.LeaseKey(role)), nil); err != nil {
+			fmt.Fprintf(g.stderr, "krabka-coord: warning: the epoch is minted, but the lease was not cleared (%s); the standbys take over at its deadline\n",
+				oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			return result, nil
+		}
+		result.LeaseReleased = true
+		// Without a lease the roster order alone ranks the members, and the
+		// deposed holder, still registered, would rank first: the standbys
+		// would wait a challenge stagger, or until it noticed the fence.
+		// A registration needs no epoch, so fence removes it; the holder
+		// joins at the tail if it competes again.
+		if _, registered := state.Entry(holder); registered {
+			if err := transport.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, holder)), nil); err != nil {
+				fmt.Fprintf(g.stderr, "krabka-coord: warning: the lease is cleared, but %s is still registered (%s); the standbys take over once it leaves\n",
+					holder, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			} else {
+				result.HolderRemoved = true
+			}
+		}
+		for _, entry := range state.Roster {
+			if entry.Member != holder {
+				result.Next = entry.Member.String()
+				break
+			}
+		}
+	}
+	return result, nil
+}
+
+func printFence(g *globals, r fenceJSON) {
+	old := "none"
+	if r.OldToken != nil {
+		old = r.OldToken.Token
+	}
+	fmt.Fprintf(g.stdout, "fenced role %s: token %s -> %s\n", r.Role, old, r.NewToken.Token)
+	if r.Holder != "" {
+		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", r.Holder, r.LeaseToken)
+	} else {
+		fmt.Fprintf(g.stdout, "  no lease: no member held the role; every writer under an older token is refused\n")
+	}
+	switch {
+	case r.LeaseReleased && r.Next != "" && r.HolderRemoved:
+		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: the first standby, %s, takes over now\n", r.Holder, r.Next)
+	case r.LeaseReleased && r.Next != "":
+		fmt.Fprintf(g.stdout, "  lease cleared: the first standby, %s, takes over once %s leaves the roster\n", r.Next, r.Holder)
+	case r.LeaseReleased:
+		fmt.Fprintf(g.stdout, "  lease cleared: no standby is registered; the next member to campaign takes the role\n")
+	case r.Holder != "":
+		fmt.Fprintf(g.stdout, "  lease kept: the standbys take over at its deadline\n")
+	}
+}

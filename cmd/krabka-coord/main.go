@@ -1,0 +1,153 @@
+// Command krabka-coord shows package coordination at work, and it is the
+// operator's tool for the leader elections that the package runs on Kafka.
+//
+// Usage:
+//
+//	krabka-coord demo                          election, failover and fencing on an embedded cluster
+//	krabka-coord create-topic                  create or check the state topic
+//	krabka-coord describe ROLE                 roster, lease and epoch of a role
+//	krabka-coord watch ROLE                    follow a role and print each change
+//	krabka-coord elect ROLE MEMBER             take the role and hold it until a signal or a fence
+//	krabka-coord run ROLE MEMBER -- CMD ARGS   run a command only while this member leads
+//	krabka-coord fence ROLE                    forced failover: mint a new epoch for the role
+//
+// Every command but demo needs --brokers (or KRABKA_BROKERS). Run
+// `krabka-coord COMMAND --help` for the flags and examples of a command.
+//
+// Exit codes, for scripts:
+//
+//	0  success
+//	1  failure: a check of demo failed, an elect --wait ran out, another error
+//	2  usage: unknown flag or command, wrong arguments, invalid role or member
+//	3  fenced: another member took the role while this one held it
+//	4  cluster: the brokers are unreachable, refuse the credentials, or the
+//	   state topic is missing, has another partition count, or is not compacted
+//
+// run exits with the exit code of its command (128+n when a signal n ended
+// it), and with 3 when a fence ended the leadership, 126 or 127 when the
+// command could not be started.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. See the package documentation.
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 2
+	exitFenced   = 3
+	exitCluster  = 4
+	exitNoExec   = 126 // run: the command was found but could not be started
+	exitNotFound = 127 // run: the command was not found
+)
+
+func main() {
+	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// execute runs the command line args and returns the exit code. It prints
+// an error as one line on stderr.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	root := newRootCommand(stdout, stderr, getenv)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var exit *exitError
+	if !errors.As(err, &exit) {
+		// Every RunE classifies its own errors, so an unclassified one
+		// comes from cobra: an unknown command or flag, a wrong argument
+		// count.
+		exit = &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, strings.TrimSpace("krabka-coord "+commandPath(root, args)))}
+	}
+	if exit.err != nil && !exit.silent {
+		fmt.Fprintln(stderr, "krabka-coord: "+oneLine(exit.err.Error()))
+	}
+	return exit.code
+}
+
+// commandPath names the subcommand of args for a usage hint, or "" when
+// there is none.
+func commandPath(root *cobra.Command, args []string) string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == nil || !cmd.HasParent() {
+		return ""
+	}
+	return strings.TrimPrefix(cmd.CommandPath(), "krabka-coord ")
+}
+
+// exitError is an error with the exit code that it ends the process with.
+type exitError struct {
+	code int
+	err  error
+
+	// silent: the command printed what it had to say already.
+	silent bool
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError is an error of the command line: exit code 2.
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// clusterError is an error of the cluster or of its state topic: exit code 4.
+func clusterError(format string, args ...any) error {
+	return &exitError{code: exitCluster, err: fmt.Errorf(format, args...)}
+}
+
+// fencedError reports a leadership that a fence ended: exit code 3.
+func fencedError(format string, args ...any) error {
+	return &exitError{code: exitFenced, err: fmt.Errorf(format, args...)}
+}
+
+// failure is any other error: exit code 1.
+func failure(format string, args ...any) error {
+	return &exitError{code: exitFailure, err: fmt.Errorf(format, args...)}
+}
+
+// exitCode returns a bare exit code, with nothing to print.
+func exitCode(code int) error {
+	if code == exitOK {
+		return nil
+	}
+	return &exitError{code: code, silent: true}
+}
+
+// classified returns err unchanged when it carries an exit code, and as a
+// failure (exit code 1) otherwise.
+func classified(err error) error {
+	if err == nil {
+		return nil
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		return err
+	}
+	return &exitError{code: exitFailure, err: err}
+}
+
+// oneLine folds a message onto one line.
+func oneLine(message string) string {
+	message = strings.TrimSpace(message)
+	message = strings.ReplaceAll(message, "\r\n", "; ")
+	return strings.ReplaceAll(message, "\n", "; ")
+}

@@ -1,0 +1,561 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// runCLI runs the command line in process, with the environment env.
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	getenv := func(key string) string { return env[key] }
+	code = execute(context.Background(), args, &out, &errOut, getenv)
+	return code, out.String(), errOut.String()
+}
+
+// assertOneLine checks that stderr is one line of error that names want.
+func assertOneLine(t *testing.T, stderr, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "krabka-coord: ") {
+		t.Fatalf("stderr = %q; want one line that starts with \"krabka-coord: \"", stderr)
+	}
+	if !strings.Contains(lines[0], want) {
+		t.Fatalf("stderr = %q; want it to contain %q", lines[0], want)
+	}
+}
+
+// A wrong command line fails before any connection, with exit code 2 and
+// one line that says what to do.
+func TestUsageErrors(t *testing.T) {
+	env := map[string]string{envBrokers: "127.0.0.1:1"}
+	long := strings.Repeat("r", coordination.MaxRoleLen+1)
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"empty role", []string{"describe", ""}, env, "invalid ROLE \"\": empty; pass a non-empty name"},
+		{"long role", []string{"describe", long}, env, "longer than 249 bytes; pass a shorter name"},
+		{"role not UTF-8", []string{"elect", "\xff\xfe", "m"}, env, "not valid UTF-8; pass the name in UTF-8"},
+		{"empty member", []string{"elect", "controller", ""}, env, "invalid MEMBER \"\": empty"},
+		{"member not UTF-8", []string{"run", "controller", "\xc3", "--", "true"}, env, "invalid MEMBER"},
+		{"missing role", []string{"describe"}, env, "describe takes 1 argument(s), ROLE, and got 0"},
+		{"too many", []string{"fence", "a", "b"}, env, "fence takes 1 argument(s), ROLE, and got 2"},
+		{"create-topic args", []string{"create-topic", "x"}, env, "create-topic takes no arguments"},
+		{"unknown flag", []string{"describe", "a", "--bogus"}, env, "unknown flag: --bogus (see 'krabka-coord describe --help')"},
+		{"unknown command", []string{"bogus"}, env, "unknown command \"bogus\" for \"krabka-coord\" (see 'krabka-coord --help')"},
+		{"output", []string{"describe", "a", "--output", "yaml"}, env, "--output \"yaml\": want text or json"},
+		{"partitions", []string{"describe", "a", "--partitions", "0"}, env, "--partitions 0: want at least 1"},
+		{"topic", []string{"describe", "a", "--topic", "no spaces"}, env, "--topic \"no spaces\""},
+		{"no brokers", []string{"describe", "a"}, map[string]string{}, "no brokers: pass --brokers host:port[,host:port...] or set KRABKA_BROKERS"},
+		{"sasl without mechanism", []string{"describe", "a", "--sasl-user", "u"}, env, "need --sasl-mechanism"},
+		{"sasl mechanism", []string{"describe", "a", "--sasl-mechanism", "gssapi", "--sasl-user", "u"}, env, "want plain, scram-sha-256 or scram-sha-512"},
+		{"sasl without user", []string{"describe", "a", "--sasl-mechanism", "plain"}, env, "needs --sasl-user"},
+		{"tls cert without key", []string{"describe", "a", "--tls-cert", "c.pem"}, env, "--tls-cert and --tls-key go together"},
+		{"tls ca missing", []string{"describe", "a", "--tls-ca", "/nonexistent/ca.pem"}, env, "--tls-ca"},
+		{"lease", []string{"elect", "a", "m", "--lease-duration", "2s", "--renew-interval", "2s"}, env, "want below the lease duration"},
+		{"poll", []string{"elect", "a", "m", "--poll-interval", "0s"}, env, "--poll-interval 0s"},
+		{"wait", []string{"elect", "a", "m", "--wait", "-1s"}, env, "--wait -1s"},
+		{"run without dashes", []string{"run", "a", "m", "true"}, env, "with -- before the command"},
+		{"run flag of the command", []string{"run", "a", "m", "sh", "-c", "true"}, env, "put -- between MEMBER and the command"},
+		{"run without command", []string{"run", "a", "m", "--"}, env, "ROLE MEMBER -- COMMAND"},
+		{"grace", []string{"run", "a", "m", "--grace", "0s", "--", "true"}, env, "--grace 0s"},
+		{"replication factor", []string{"create-topic", "--replication-factor", "0"}, env, "--replication-factor 0"},
+		{"min isr", []string{"create-topic", "--replication-factor", "1", "--min-insync-replicas", "2"}, env, "above --replication-factor 1"},
+		{"watch for", []string{"watch", "a", "--for", "-1s"}, env, "--for -1s"},
+		{"connect timeout", []string{"describe", "a", "--connect-timeout", "0s"}, env, "--connect-timeout 0s"},
+		{"demo lease", []string{"demo", "--lease-duration", "1s", "--renew-interval", "1s"}, env, "want below the lease duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tt.env, tt.args...)
+			if code != exitUsage {
+				t.Fatalf("exit code %d, want %d; stderr %q", code, exitUsage, stderr)
+			}
+			if stdout != "" {
+				t.Fatalf("stdout = %q; want nothing", stdout)
+			}
+			assertOneLine(t, stderr, tt.want)
+		})
+	}
+}
+
+// A broker that refuses the connection fails the command at once, with
+// exit code 4, and not after franz-go's retries.
+func TestUnreachableBrokerFailsFast(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := listener.Addr().String()
+	listener.Close()
+	for _, args := range [][]string{
+		{"describe", "controller"},
+		{"elect", "controller", "node-1"},
+		{"run", "controller", "node-1", "--", "true"},
+		{"fence", "controller"},
+		{"watch", "controller"},
+		{"create-topic"},
+		{"demo"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			start := time.Now()
+			withBrokers := append([]string{args[0], "--brokers", addr}, args[1:]...)
+			code, _, stderr := runCLI(t, nil, withBrokers...)
+			if code != exitCluster {
+				t.Fatalf("exit code %d, want %d; stderr %q", code, exitCluster, stderr)
+			}
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Fatalf("took %v; want a fast failure", elapsed)
+			}
+			assertOneLine(t, stderr, "cannot reach Kafka at "+addr)
+			assertOneLine(t, stderr, "check --brokers")
+		})
+	}
+}
+
+func newTestGlobals(t *testing.T, env map[string]string, args ...string) *globals {
+	t.Helper()
+	root, g := newRoot(io.Discard, io.Discard, func(key string) string { return env[key] })
+	root.AddCommand(&cobra.Command{Use: "probe", RunE: func(*cobra.Command, []string) error { return nil }})
+	root.SetArgs(append([]string{"probe"}, args...))
+	if err := root.Execute(); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return g
+}
+
+func TestBrokerList(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"flag", nil, []string{"--brokers", " a:1, b:2 ,,"}, "a:1,b:2"},
+		{"env", map[string]string{envBrokers: "c:3,d:4"}, nil, "c:3,d:4"},
+		{"flag wins over env", map[string]string{envBrokers: "c:3"}, []string{"--brokers", "a:1"}, "a:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newTestGlobals(t, tt.env, tt.args...)
+			brokers, err := g.brokerList()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(brokers, ","); got != tt.want {
+				t.Fatalf("brokers = %q, want %q", got, tt.want)
+			}
+			if !g.brokersGiven() {
+				t.Fatal("brokersGiven = false")
+			}
+		})
+	}
+	g := newTestGlobals(t, nil)
+	if _, err := g.brokerList(); err == nil || g.brokersGiven() {
+		t.Fatalf("no flag and no env: brokerList err = %v, brokersGiven = %v; want an error and false", err, g.brokersGiven())
+	}
+}
+
+func TestSASLOptions(t *testing.T) {
+	for _, mechanism := range []string{"plain", "scram-sha-256", "SCRAM-SHA-512"} {
+		g := newTestGlobals(t, map[string]string{envSASLPassword: "secret"}, "--sasl-mechanism", mechanism, "--sasl-user", "u")
+		opt, err := g.saslOption()
+		if err != nil || opt == nil {
+			t.Fatalf("%s: option %v, err %v", mechanism, opt, err)
+		}
+	}
+	g := newTestGlobals(t, nil)
+	if opt, err := g.saslOption(); opt != nil || err != nil {
+		t.Fatalf("no SASL flags: option %v, err %v; want none", opt, err)
+	}
+}
+
+// writeCert writes a self-signed certificate and its key as PEM files.
+func writeCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "krabka test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func TestTLSConfig(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir)
+	g := newTestGlobals(t, nil, "--tls-ca", cert, "--tls-cert", cert, "--tls-key", key, "--tls-server-name", "kafka.example")
+	config, err := g.tlsConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if config == nil || config.RootCAs == nil || len(config.Certificates) != 1 || config.ServerName != "kafka.example" {
+		t.Fatalf("config = %+v; want the CA pool, one certificate and the server name", config)
+	}
+	if g := newTestGlobals(t, nil, "--tls"); func() bool { c, err := g.tlsConfig(); return c == nil || err != nil || c.RootCAs != nil }() {
+		t.Fatal("--tls alone: want a config over the system pool")
+	}
+	if c, err := newTestGlobals(t, nil).tlsConfig(); c != nil || err != nil {
+		t.Fatalf("no TLS flags: config %v, err %v; want none", c, err)
+	}
+	notPEM := filepath.Join(dir, "not.pem")
+	os.WriteFile(notPEM, []byte("nothing"), 0o600)
+	if _, err := newTestGlobals(t, nil, "--tls-ca", notPEM).tlsConfig(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Fatalf("a CA file without PEM: err %v", err)
+	}
+}
+
+// stateOf folds records built with the library's codec.
+func stateOf(t *testing.T, role coordination.Role, records ...coordination.StateRecord) coordination.RoleState {
+	t.Helper()
+	state, err := coordination.BuildRoleState(role, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+func registration(role coordination.Role, member string, offset, at int64) coordination.StateRecord {
+	id, _ := coordination.NewMemberID(member)
+	return coordination.StateRecord{Offset: offset,
+		Key:   coordination.EncodeKey(coordination.RegistrationKey(role, id)),
+		Value: coordination.EncodeRegistration(coordination.Registration{Member: id, RegisteredAt: at})}
+}
+
+func deregistration(role coordination.Role, member string, offset int64) coordination.StateRecord {
+	id, _ := coordination.NewMemberID(member)
+	return coordination.StateRecord{Offset: offset, Key: coordination.EncodeKey(coordination.RegistrationKey(role, id))}
+}
+
+func leaseRecord(role coordination.Role, member string, token coordination.FencingToken, offset, granted, deadline int64) coordination.StateRecord {
+	id, _ := coordination.NewMemberID(member)
+	return coordination.StateRecord{Offset: offset,
+		Key:   coordination.EncodeKey(coordination.LeaseKey(role)),
+		Value: coordination.EncodeLease(coordination.Lease{Member: id, Token: token, GrantedAt: granted, Deadline: deadline})}
+}
+
+func leaseTombstone(role coordination.Role, offset int64) coordination.StateRecord {
+	return coordination.StateRecord{Offset: offset, Key: coordination.EncodeKey(coordination.LeaseKey(role))}
+}
+
+func mustToken(t *testing.T, id int64, epoch int16) coordination.FencingToken {
+	t.Helper()
+	token, err := coordination.NewFencingToken(id, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+func TestDescribeOutput(t *testing.T) {
+	role, _ := coordination.NewRole("controller")
+	partition := coordination.TopicPartition{Topic: coordination.StateTopic, Partition: 12}
+	t7, t8 := mustToken(t, 4242, 7), mustToken(t, 4242, 8)
+	state := stateOf(t, role,
+		registration(role, "node-1", 0, 1000),
+		registration(role, "node-2", 1, 2000),
+		registration(role, "node-3", 2, 3000),
+		leaseRecord(role, "node-2", t7, 3, 10_000, 40_000),
+	)
+	now := int64(25_000)
+
+	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, now)
+	var order []string
+	for _, m := range result.Roster {
+		order = append(order, m.Member)
+	}
+	if got := strings.Join(order, ","); got != "node-2,node-1,node-3" {
+		t.Fatalf("rank order = %s; want the holder first, then the standbys", got)
+	}
+	if !result.Roster[0].Holder || result.Roster[1].Rank != 0 || result.Roster[2].Rank != 1 {
+		t.Fatalf("roster = %+v", result.Roster)
+	}
+	if l := result.Lease; l == nil || l.Holder != "node-2" || l.Token != "4242:7" || l.TimeLeftMs != 15_000 || !l.Live || !l.Authoritative {
+		t.Fatalf("lease = %+v", result.Lease)
+	}
+	line, err := json.Marshal(result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"partition":12`, `"producer_id":4242`, `"producer_epoch":7`, `"authoritative":true`, `"deadline":{"time":"1970-01-01T00:00:40.000Z","ms":40000}`} {
+		if !strings.Contains(string(line), want) {
+			t.Fatalf("JSON %s lacks %s", line, want)
+		}
+	}
+	var text bytes.Buffer
+	printDescribe(&text, result)
+	for _, want := range []string{
+		"partition:   __coordination_state-12",
+		"coordinator: epoch 4242:7",
+		"lease:       held by node-2, token 4242:7, live, 15.00s left",
+		"token 4242:7 is authoritative",
+		"  holder  node-2  1       1970-01-01T00:00:02.000Z",
+		"  0       node-1  0       1970-01-01T00:00:01.000Z",
+		"  1       node-3  2",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// A newer epoch at the coordinator: the lease is not authoritative.
+	stale := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t8, Held: true}, 50_000)
+	if stale.Lease.Authoritative || stale.Lease.Live || stale.Lease.TimeLeftMs != 0 {
+		t.Fatalf("stale lease = %+v", stale.Lease)
+	}
+	text.Reset()
+	printDescribe(&text, stale)
+	if !strings.Contains(text.String(), "EXPIRED 10.00s ago") || !strings.Contains(text.String(), "NOT authoritative: the coordinator holds 4242:8") {
+		t.Fatalf("text:\n%s", text.String())
+	}
+
+	// No member, no epoch.
+	empty := buildDescribe(role, partition, coordination.RoleState{}, coordination.LeadershipStatus{Role: role, Token: coordination.NoEpoch}, now)
+	line, _ = json.Marshal(empty)
+	if !strings.Contains(string(line), `"lease":null`) || !strings.Contains(string(line), `"coordinator":{"held":false,"token":null}`) || !strings.Contains(string(line), `"roster":[]`) {
+		t.Fatalf("empty JSON %s", line)
+	}
+}
+
+func TestRoleTracker(t *testing.T) {
+	role, _ := coordination.NewRole("controller")
+	other, _ := coordination.NewRole("other")
+	t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
+	tracker := newRoleTracker(role)
+	now := time.UnixMilli(5000)
+	kinds := func(events []roleEvent) string {
+		var k []string
+		for _, e := range events {
+			k = append(k, e.Kind+":"+e.Member)
+		}
+		return strings.Join(k, " ")
+	}
+	events := tracker.apply([]coordination.StateRecord{
+		registration(role, "a", 0, 1000),
+		registration(other, "x", 1, 1000),
+		leaseRecord(role, "a", t1, 2, 1000, 4000),
+		registration(role, "b", 3, 1100),
+		leaseRecord(role, "a", t1, 4, 2000, 5000),
+	}, now)
+	if got := kinds(events); got != "registered:a granted:a registered:b renewed:a" {
+		t.Fatalf("events = %s", got)
+	}
+	if *events[2].Rank != 0 || !strings.Contains(events[2].Message, "rank 0") {
+		t.Fatalf("registration of b = %+v; want rank 0 behind the holder", events[2])
+	}
+	// Records already folded come again after compaction: skipped.
+	if again := tracker.apply([]coordination.StateRecord{registration(role, "a", 0, 1000)}, now); len(again) != 0 {
+		t.Fatalf("a repeated record made events: %s", kinds(again))
+	}
+	if event, ok := tracker.checkExpiry(time.UnixMilli(5000)); !ok || event.Kind != eventExpired || event.Member != "a" {
+		t.Fatalf("expiry at the deadline = %+v, %v", event, ok)
+	}
+	if _, ok := tracker.checkExpiry(time.UnixMilli(6000)); ok {
+		t.Fatal("one expiry reported twice")
+	}
+	events = tracker.apply([]coordination.StateRecord{
+		leaseRecord(role, "b", t2, 5, 5100, 8100),
+		leaseTombstone(role, 6),
+		deregistration(role, "b", 7),
+	}, now)
+	if got := kinds(events); got != "takeover:b released:b deregistered:b" {
+		t.Fatalf("events = %s", got)
+	}
+	takeover := events[0]
+	if takeover.PreviousMember != "a" || takeover.PreviousToken != "7:1" || takeover.Token != "7:2" ||
+		takeover.GrantedAt != 5100 || takeover.PreviousDeadline != 5000 || !strings.Contains(takeover.Message, "its lease expired 100ms before") {
+		t.Fatalf("takeover = %+v", takeover)
+	}
+	if line := formatEvent(takeover); !strings.HasSuffix(line, "\n") || !strings.Contains(line, "takeover      b           b took over with token 7:2 from a") {
+		t.Fatalf("formatEvent = %q", line)
+	}
+	status := func(held bool, token coordination.FencingToken) coordination.LeadershipStatus {
+		return coordination.LeadershipStatus{Role: role, Held: held, Token: token}
+	}
+	if e := epochEvent(role, status(true, t1), status(true, t2), now); e.Token != "7:2" || e.PreviousToken != "7:1" {
+		t.Fatalf("epoch event = %+v", e)
+	}
+}
+
+func TestEventPrinterJSON(t *testing.T) {
+	var out bytes.Buffer
+	p := &eventPrinter{w: &out, json: true}
+	offset, rank := int64(3), 1
+	p.print(roleEvent{At: time.UnixMilli(0), Kind: eventRegistered, Role: "r", Member: "m", Offset: &offset, Rank: &rank, Message: "joined"})
+	p.print(roleEvent{At: time.UnixMilli(0), Kind: eventRenewed, Role: "r", Member: "m"}) // only with --verbose
+	var event map[string]any
+	if err := json.Unmarshal(out.Bytes(), &event); err != nil {
+		t.Fatalf("%q: %v", out.String(), err)
+	}
+	if event["event"] != "registered" || event["rank"] != float64(1) || event["offset"] != float64(3) || event["time"] != "1970-01-01T00:00:00Z" {
+		t.Fatalf("event = %v", event)
+	}
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	role, _ := coordination.NewRole("controller")
+	m := newMemberMetrics(role, 6*time.Second)
+	now := time.Unix(1000, 0)
+	m.now = func() time.Time { return now }
+	token := mustToken(t, 42, 3)
+	server := httptest.NewServer(m.handler())
+	defer server.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(server.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	if code, body := get("/healthz"); code != 200 || !strings.HasPrefix(body, "ok: standby") {
+		t.Fatalf("standby: %d %q", code, body)
+	}
+	m.leaseWritten(token, 3*time.Millisecond, nil) // the grant, inside AcquireLeadership
+	m.acquired(token)
+	now = now.Add(time.Second)
+	m.leaseWritten(token, 5*time.Millisecond, nil)
+	m.leaseWritten(token, 9*time.Millisecond, errors.New("timeout"))
+	now = now.Add(5 * time.Second)
+	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, "leads role controller with token 42:3") {
+		t.Fatalf("leader renewed 5s ago: %d %q", code, body)
+	}
+	now = now.Add(1500 * time.Millisecond)
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "last successful renewal was 6.50s ago") {
+		t.Fatalf("leader renewed 6.5s ago, lease 6s: %d %q", code, body)
+	}
+	_, metrics := get("/metrics")
+	for _, want := range []string{
+		`krabka_coord_is_leader{role="controller"} 1`,
+		`krabka_coord_token_producer_id{role="controller"} 42`,
+		`krabka_coord_token_producer_epoch{role="controller"} 3`,
+		`krabka_coord_leadership_changes_total{change="acquired",role="controller"} 1`,
+		`krabka_coord_renewal_failures_total{role="controller"} 1`,
+		`krabka_coord_renewal_duration_seconds_count{kind="grant",role="controller"} 1`,
+		`krabka_coord_renewal_duration_seconds_count{kind="renewal",role="controller"} 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %s:\n%s", want, metrics)
+		}
+	}
+	m.ended("fenced")
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("after the fence: %d; a member that knows it lost the role is healthy", code)
+	}
+	_, metrics = get("/metrics")
+	if !strings.Contains(metrics, `krabka_coord_is_leader{role="controller"} 0`) || !strings.Contains(metrics, `krabka_coord_leadership_changes_total{change="fenced",role="controller"} 1`) {
+		t.Fatalf("metrics after the fence:\n%s", metrics)
+	}
+}
+
+func TestChildExitCode(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	for _, tt := range []struct {
+		script string
+		want   int
+	}{
+		{"exit 0", 0},
+		{"exit 7", 7},
+		{"kill -KILL $$", 137},
+		{"kill -TERM $$", 143},
+	} {
+		err := exec.Command("sh", "-c", tt.script).Run()
+		if got := childExitCode(err); got != tt.want {
+			t.Errorf("sh -c %q: exit code %d, want %d", tt.script, got, tt.want)
+		}
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	if got := formatShort(4 * time.Millisecond); got != "4ms" {
+		t.Errorf("formatShort(4ms) = %q", got)
+	}
+	if got := formatShort(2480 * time.Millisecond); got != "2.48s" {
+		t.Errorf("formatShort(2.48s) = %q", got)
+	}
+	if got := formatAgo(1000, 3500); got != "2.50s ago" {
+		t.Errorf("formatAgo = %q", got)
+	}
+	if got := formatTimelineRow(timelineEvent{ElapsedMs: 4010, Member: "node-2", Token: "19:1", Rank: "leader", Message: "takes over"}, 9); got != "   4.01s  node-2   19:1       leader   takes over\n" {
+		t.Errorf("formatTimelineRow = %q", got)
+	}
+	if got := oneLine("a\nb\r\nc\n"); got != "a; b; c" {
+		t.Errorf("oneLine = %q", got)
+	}
+	role, _ := coordination.NewRole("r")
+	state := stateOf(t, role, registration(role, "a", 0, 0), registration(role, "b", 1, 0), leaseRecord(role, "b", mustToken(t, 1, 0), 2, 0, 1))
+	if got := rosterLine(state); got != "holder b; standbys a (rank 0)" {
+		t.Errorf("rosterLine = %q", got)
+	}
+}
+
+// The demo on the embedded cluster, in process, so that the race detector
+// sees its goroutines. cmd/krabka-coord/e2e_test.go runs the binary too.
+func TestDemoInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	start := time.Now()
+	code, stdout, stderr := runCLI(t, nil, "demo", "--output", "json")
+	if code != exitOK {
+		t.Fatalf("demo exit code %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var result demoJSON
+	if err := json.Unmarshal([]byte(stdout), &result); err != nil {
+		t.Fatalf("demo --output json: %v\n%s", err, stdout)
+	}
+	if !result.OK || len(result.Checks) < 6 || len(result.Commands) == 0 {
+		t.Fatalf("demo result: ok %v, %d checks, %d commands", result.OK, len(result.Checks), len(result.Commands))
+	}
+	t.Logf("demo in process: %v, %d commands, %d events", time.Since(start), len(result.Commands), len(result.Events))
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// memberMetrics is what elect and run export on --listen: Prometheus
+// metrics and the health of the leadership.
+//
+// The library has no hook for the latency of a renewal, so the metrics come
+// from meteredTransport, which times every lease write on its way to the
+// KafkaTransport.
+type memberMetrics struct {
+	role          string
+	leaseDuration time.Duration
+	now           func() time.Time
+
+	registry      *prometheus.Registry
+	isLeader      prometheus.Gauge
+	producerID    prometheus.Gauge
+	producerEpoch prometheus.Gauge
+	changes       *prometheus.CounterVec
+	writeLatency  *prometheus.HistogramVec
+	failures      prometheus.Counter
+	lastRenewal   prometheus.Gauge
+
+	mu          sync.Mutex
+	leading     bool
+	token       coordination.FencingToken
+	lastSuccess time.Time // of a lease write of the current leadership
+	written     map[coordination.FencingToken]bool
+}
+
+func newMemberMetrics(role coordination.Role, leaseDuration time.Duration) *memberMetrics {
+	labels := prometheus.Labels{"role": role.String()}
+	m := &memberMetrics{
+		role:          role.String(),
+		leaseDuration: leaseDuration,
+		now:           time.Now,
+		registry:      prometheus.NewRegistry(),
+		token:         coordination.NoEpoch,
+		written:       make(map[coordination.FencingToken]bool),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "krabka_coord_is_leader", ConstLabels: labels,
+			Help: "1 while this member holds the role, 0 otherwise.",
+		}),
+		producerID: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "krabka_coord_token_producer_id", ConstLabels: labels,
+			Help: "Producer id of the fencing token of this member's leadership, -1 when it holds none.",
+		}),
+		producerEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "krabka_coord_token_producer_epoch", ConstLabels: labels,
+			Help: "Producer epoch of the fencing token of this member's leadership, -1 when it holds none.",
+		}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krabka_coord_leadership_changes_total", ConstLabels: labels,
+			Help: "Leadership changes of this member: change=acquired, resigned, fenced, lost (the producer of the epoch failed) or denied (a permission).",
+		}, []string{"change"}),
+		writeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "krabka_coord_renewal_duration_seconds", ConstLabels: labels,
+			Help:    "Latency of the lease writes of this member, successful or not: kind=grant (the first lease of a leadership) or renewal.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"kind"}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "krabka_coord_renewal_failures_total", ConstLabels: labels,
+			Help: "Renewals of the lease that failed, a fence included.",
+		}),
+		lastRenewal: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "krabka_coord_last_renewal_timestamp_seconds", ConstLabels: labels,
+			Help: "Unix time of the last successful lease write of this member.",
+		}),
+	}
+	m.registry.MustRegister(m.isLeader, m.producerID, m.producerEpoch, m.changes, m.writeLatency, m.failures, m.lastRenewal,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, change := range []string{"acquired", "resigned", "fenced", "lost", "denied"} {
+		m.changes.WithLabelValues(change)
+	}
+	for _, kind := range []string{"grant", "renewal"} {
+		m.writeLatency.WithLabelValues(kind)
+	}
+	m.producerID.Set(-1)
+	m.producerEpoch.Set(-1)
+	return m
+}
+
+// acquired records the start of a leadership.
+func (m *memberMetrics) acquired(token coordination.FencingToken) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leading, m.token = true, token
+	m.isLeader.Set(1)
+	m.producerID.Set(float64(token.ProducerID()))
+	m.producerEpoch.Set(float64(token.ProducerEpoch()))
+	m.changes.WithLabelValues("acquired").Inc()
+}
+
+// ended records the end of a leadership; change is one of endReason.
+func (m *memberMetrics) ended(change string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.leading {
+		return
+	}
+	m.leading = false
+	m.isLeader.Set(0)
+	m.producerID.Set(-1)
+	m.producerEpoch.Set(-1)
+	m.changes.WithLabelValues(change).Inc()
+}
+
+// leaseWritten records one lease write (not a tombstone) that took elapsed.
+func (m *memberMetrics) leaseWritten(token coordination.FencingToken, elapsed time.Duration, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kind := "renewal"
+	if !m.written[token] {
+		kind = "grant"
+	}
+	m.writeLatency.WithLabelValues(kind).Observe(elapsed.Seconds())
+	if err != nil {
+		if kind == "renewal" {
+			m.failures.Inc()
+		}
+		return
+	}
+	m.written[token] = true
+	now := m.now()
+	if !m.leading || m.token == token {
+		m.lastSuccess = now
+	}
+	m.lastRenewal.Set(float64(now.UnixNano()) / 1e9)
+}
+
+// health reports whether the member is healthy, and why: it is not when it
+// believes it leads, but its last successful lease write is older than the
+// lease duration, so the standbys may already have taken over.
+func (m *memberMetrics) health() (bool, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.leading {
+		return true, fmt.Sprintf("ok: standby for role %s", m.role)
+	}
+	age := m.now().Sub(m.lastSuccess)
+	if age > m.leaseDuration {
+		return false, fmt.Sprintf("unhealthy: leads role %s with token %s, but its last successful renewal was %s ago, longer than the lease duration %v",
+			m.role, m.token, formatSeconds(age), m.leaseDuration)
+	}
+	return true, fmt.Sprintf("ok: leads role %s with token %s, last renewal %s ago", m.role, m.token, formatSeconds(age))
+}
+
+// handler serves /metrics and /healthz.
+func (m *memberMetrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, message := m.health()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, message)
+	})
+	return mux
+}
+
+// serve listens on addr and serves the handler until ctx ends. It returns
+// the address it listens on.
+func (m *memberMetrics) serve(ctx context.Context, addr string) (net.Addr, error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError("--listen %s: %v", addr, err)
+	}
+	server := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = server.Serve(listener) }()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = server.Shutdown(shutdown)
+	}()
+	return listener.Addr(), nil
+}
+
+// meteredTransport is a KafkaTransport that times its lease writes for the
+// metrics. It keeps every other method, GuardedWriter and PartitionFollower
+// included, by embedding.
+type meteredTransport struct {
+	*coordination.KafkaTransport
+	metrics *memberMetrics
+}
+
+// WriteLease times the write and records it; a tombstone (a resignation)
+// is not a renewal, and is not recorded.
+func (t *meteredTransport) WriteLease(ctx context.Context, partition coordination.TopicPartition, token coordination.FencingToken, key, value []byte) error {
+	if coordination.IsTombstone(value) {
+		return t.KafkaTransport.WriteLease(ctx, partition, token, key, value)
+	}
+	start := time.Now()
+	err := t.KafkaTransport.WriteLease(ctx, partition, token, key, value)
+	t.metrics.leaseWritten(token, time.Since(start), err)
+	return err
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// writeJSON writes one value as one line of JSON.
+func writeJSON(w io.Writer, value any) error {
+	line, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
+}
+
+// tokenJSON is a fencing token in JSON: the canonical text and the pair.
+type tokenJSON struct {
+	Token         string `json:"token"`
+	ProducerID    int64  `json:"producer_id"`
+	ProducerEpoch int16  `json:"producer_epoch"`
+}
+
+func newTokenJSON(token coordination.FencingToken) *tokenJSON {
+	return &tokenJSON{Token: token.String(), ProducerID: token.ProducerID(), ProducerEpoch: token.ProducerEpoch()}
+}
+
+// timeJSON is an instant in JSON: RFC 3339 with milliseconds, and the
+// milliseconds since the Unix epoch that the records carry.
+type timeJSON struct {
+	Time   string `json:"time"`
+	Millis int64  `json:"ms"`
+}
+
+func newTimeJSON(millis int64) timeJSON {
+	return timeJSON{Time: formatMillis(millis), Millis: millis}
+}
+
+// formatMillis writes an instant of a record as RFC 3339 in UTC with
+// milliseconds.
+func formatMillis(millis int64) string {
+	return time.UnixMilli(millis).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// formatClock writes the local time of day with milliseconds, for a line of
+// watch.
+func formatClock(t time.Time) string {
+	return t.Format("15:04:05.000")
+}
+
+// formatSeconds writes an extent in seconds with two decimals: "2.48s".
+func formatSeconds(d time.Duration) string {
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// formatShort writes a short extent in milliseconds, and a longer one as
+// formatSeconds does: "4ms", "2.48s".
+func formatShort(d time.Duration) string {
+	if d < time.Second && d > -time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return formatSeconds(d)
+}
+
+// rosterLine describes the roster in rank order in one line.
+func rosterLine(state coordination.RoleState) string {
+	var b strings.Builder
+	if holder, ok := state.Holder(); ok {
+		fmt.Fprintf(&b, "holder %s", holder)
+	} else {
+		b.WriteString("no holder")
+	}
+	var standbys []string
+	for _, m := range rankOrder(state) {
+		if !m.Holder {
+			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", m.Member, m.Rank))
+		}
+	}
+	if len(standbys) == 0 {
+		b.WriteString("; no standby")
+	} else {
+		b.WriteString("; standbys " + strings.Join(standbys, ", "))
+	}
+	return b.String()
+}
+
+// formatAgo writes how long ago or ahead an instant is: "in 2.48s", "1.20s
+// ago".
+func formatAgo(millis, nowMillis int64) string {
+	d := time.Duration(millis-nowMillis) * time.Millisecond
+	if d >= 0 {
+		return "in " + formatSeconds(d)
+	}
+	return formatSeconds(-d) + " ago"
+}
+
+// rankText writes a rank for a table: "holder" for the holder, "-" for a
+// member that has none.
+func rankText(state coordination.RoleState, member coordination.MemberID) string {
+	if holder, ok := state.Holder(); ok && holder == member {
+		return "holder"
+	}
+	rank, ok := state.RankOf(member)
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprint(rank)
+}
