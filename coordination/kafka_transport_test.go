@@ -509,6 +509,9 @@ func ktReadPartitionSeesCommittedRecordsOnly(t *testing.T, c *kafkatest.Cluster)
 // archiver's transaction ends, by its own abort or by the coordinator at its
 // transaction timeout.
 func ktStalledTransactionHidesTheOtherRole(t *testing.T, c *kafkatest.Cluster) {
+	// The transactional ids controller and archiver are cluster-wide: no
+	// other test process may mint them during the stall.
+	c.LockTransactionalIDs(t, "archiver", "controller")
 	ctx := ktContext(t)
 	holder, reader := ktTransport(t, c), ktTransport(t, c)
 	name, options := ktStateTopic(t, c, holder, 16)
