@@ -50,18 +50,11 @@ It prints:
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			transport, err := c.transport(coordination.DefaultLeaseConfig())
+			transport, err := g.openChecked(ctx, coordination.DefaultLeaseConfig())
 			if err != nil {
 				return err
 			}
 			defer transport.Close()
-			if err := c.checkTopic(ctx, transport); err != nil {
-				return err
-			}
 			result, err := describeRole(ctx, g, transport, role)
 			if err != nil {
 				return err

@@ -124,16 +124,8 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	c, err := g.connect(setup)
+	transport, err := g.openChecked(setup, config)
 	if err != nil {
-		return nil, err
-	}
-	transport, err := c.transport(config)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.checkTopic(setup, transport); err != nil {
-		transport.Close()
 		return nil, err
 	}
 	h := &holder{g: g, flags: flags, role: role, member: member, config: config, partition: partition, transport: transport,

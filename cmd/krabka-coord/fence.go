@@ -40,18 +40,11 @@ its own.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			transport, err := c.transport(coordination.DefaultLeaseConfig())
+			transport, err := g.openChecked(ctx, coordination.DefaultLeaseConfig())
 			if err != nil {
 				return err
 			}
 			defer transport.Close()
-			if err := c.checkTopic(ctx, transport); err != nil {
-				return err
-			}
 			result, err := fenceRole(ctx, g, transport, role, !keepLease)
 			if err != nil {
 				return err

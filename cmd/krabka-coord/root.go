@@ -406,6 +406,25 @@ func (c *cluster) transport(lease coordination.LeaseConfig) (*coordination.Kafka
 	return transport, nil
 }
 
+// openChecked connects to the cluster, opens a KafkaTransport with this
+// lease policy, and checks the state topic, as every command that reads or
+// writes a role does first. The caller closes the transport.
+func (g *globals) openChecked(ctx context.Context, lease coordination.LeaseConfig) (*coordination.KafkaTransport, error) {
+	c, err := g.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	transport, err := c.transport(lease)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkTopic(ctx, transport); err != nil {
+		transport.Close()
+		return nil, err
+	}
+	return transport, nil
+}
+
 // checkTopic checks the state topic as a member does at start, and turns a
 // failure into an error that says which flag or command fixes it.
 func (c *cluster) checkTopic(ctx context.Context, transport *coordination.KafkaTransport) error {

@@ -239,18 +239,11 @@ until SIGINT or SIGTERM, or for --for.`,
 func watchRole(ctx context.Context, g *globals, role coordination.Role) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	c, err := g.connect(setup)
-	if err != nil {
-		return err
-	}
-	transport, err := c.transport(coordination.DefaultLeaseConfig())
+	transport, err := g.openChecked(setup, coordination.DefaultLeaseConfig())
 	if err != nil {
 		return err
 	}
 	defer transport.Close()
-	if err := c.checkTopic(setup, transport); err != nil {
-		return err
-	}
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 
 	changed, stopWatch := transport.WatchPartition(partition)
