@@ -50,7 +50,11 @@ import (
 //     transaction past the last stable offset of the partition, it holds the
 //     challenge, at most for the lease duration plus Kafka's default abort
 //     sweep (10 s) after the last stable offset stopped moving.
-//   - A missing permission ([ErrNotAuthorized]) ends the call at once.
+//   - A missing permission ([ErrNotAuthorized]) and a configuration the
+//     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
+//     that implements [StateTopicChecker] checks the state topic first.
+//   - When the context ends, the error wraps the context's error and names
+//     the last error of the transport, if any.
 //   - A record that does not decode is skipped and logged, once for each
 //     offset: safety rests on the epoch, so a skipped record can make a
 //     challenge early, never a second writer.
@@ -75,6 +79,18 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	partition, err := s.partition(role)
 	if err != nil {
 		return nil, err
+	}
+	if checker, ok := transport.(StateTopicChecker); ok {
+		if err := checker.CheckStateTopic(ctx, options...); err != nil {
+			if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrNotAuthorized) {
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
+			}
+			s.logger.Warn("coordination: the check of the state topic failed; waiting for the role all the same",
+				slog.String("role", role.String()), slog.Any("error", err))
+		}
 	}
 	c := &campaign{
 		transport: transport,
@@ -109,6 +125,8 @@ type campaign struct {
 	appendedAt   int64 // when it succeeded, in ms since the Unix epoch
 	minted       *FencingToken
 	notBefore    int64 // no challenge before this instant, in ms
+
+	lastErr error // the last error of the transport, for the error of a wait that ends
 
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when this call first saw it held, in ms; 0 for none
@@ -166,6 +184,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		}
 		if !c.registered {
 			if err := c.register(ctx); err != nil {
+				c.lastErr = err
 				if ctx.Err() != nil {
 					return nil, c.abandon(ctx, ctx.Err())
 				}
@@ -179,6 +198,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		}
 		state, err := c.read(ctx)
 		if err != nil {
+			c.lastErr = err
 			if ctx.Err() != nil {
 				return nil, c.abandon(ctx, ctx.Err())
 			}
@@ -224,10 +244,11 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if leadership != nil {
 			return leadership, nil
 		}
+		c.lastErr = err
 		if ctx.Err() != nil {
 			return nil, c.abandon(ctx, ctx.Err())
 		}
-		if errors.Is(err, ErrNotAuthorized) {
+		if errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
 			return nil, c.abandon(ctx, err)
 		}
 		if errors.Is(err, ErrFenced) {
@@ -314,8 +335,12 @@ func (c *campaign) wait(ctx context.Context, untilMillis int64) {
 }
 
 // abandon deregisters the member after the caller gave up the wait, and
-// returns cause.
+// returns cause, with the last error of the transport when the wait ended
+// on the context: a wait that never reached the cluster says why.
 func (c *campaign) abandon(ctx context.Context, cause error) error {
+	if c.lastErr != nil && cause == ctx.Err() {
+		cause = fmt.Errorf("%w (the last error of the transport: %v)", cause, c.lastErr)
+	}
 	if c.registered {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(c.settings))
 		defer cancel()

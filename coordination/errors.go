@@ -45,3 +45,11 @@ var ErrNotAuthorized = errors.New("not authorized")
 // [AcquireLeadership]; its registration still stands, so it reclaims the
 // role at once when no standby took it, at the cost of one epoch.
 var ErrProducerLost = errors.New("the producer of the epoch is lost")
+
+// ErrMisconfigured reports a configuration that the cluster refuses, and
+// that no retry repairs: a state topic that does not exist, that has
+// another partition count than [WithPartitions] says, or that is not
+// compacted, or a lease duration above the broker's
+// transaction.max.timeout.ms. [AcquireLeadership] returns it at once, before
+// it registers, instead of waiting for a role it could never hold safely.
+var ErrMisconfigured = errors.New("misconfigured")

@@ -34,6 +34,10 @@ const (
 
 	// failureClosed is a call on a client that this transport closed.
 	failureClosed
+
+	// failureMisconfigured is a configuration the broker refuses, such as
+	// a transaction timeout above transaction.max.timeout.ms.
+	failureMisconfigured
 )
 
 // errEpochMoved reports that the producer id or epoch of a transactional
@@ -75,6 +79,8 @@ func kafkaFailureOf(err error) kafkaFailure {
 		return failureDenied
 	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, errTransportClosed):
 		return failureClosed
+	case errors.Is(err, kerr.InvalidTransactionTimeout):
+		return failureMisconfigured
 	default:
 		return failureTransient
 	}
@@ -89,6 +95,8 @@ func describeKafkaError(op string, err error) error {
 	switch kafkaFailureOf(err) {
 	case failureFenced:
 		return fmt.Errorf("coordination: %s: %w: %w", op, ErrFenced, err)
+	case failureMisconfigured:
+		return fmt.Errorf("coordination: %s: %w: %w", op, ErrMisconfigured, err)
 	case failureDenied:
 		return fmt.Errorf("coordination: %s: %w, and no retry helps until an operator grants the ACL "+
 			"(a member needs WRITE and DESCRIBE on the TransactionalId of each role, WRITE and READ and DESCRIBE "+

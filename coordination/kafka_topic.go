@@ -150,9 +150,12 @@ func (t *KafkaTransport) topicMetadata(ctx context.Context, topic string) (kmsg.
 // role on different partitions and never see each other's leases, so a
 // mismatch is an error that names both counts.
 //
-// It costs a metadata request and a DescribeConfigs request, and it returns
-// an error for invalid options and for a missing DESCRIBE or
-// DESCRIBE_CONFIGS ACL.
+// It costs a metadata request and a DescribeConfigs request. A missing
+// topic, a partition count that differs, and a topic that is not compacted
+// return an error that wraps [ErrMisconfigured]. It also returns an error
+// for invalid options, for a missing DESCRIBE or DESCRIBE_CONFIGS ACL
+// (wrapping [ErrNotAuthorized]), and for a cluster it cannot reach.
+// [AcquireLeadership] calls it before it registers.
 func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option) error {
 	s, err := newSettings(options)
 	if err != nil {
@@ -165,14 +168,14 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 	metadata, err := t.topicMetadata(ctx, s.topic)
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("coordination: %s: the topic does not exist; create it with CreateStateTopic "+
-			"(cleanup.policy=compact, %d partitions)", op, s.partitions)
+		return fmt.Errorf("coordination: %s: %w: the topic does not exist; create it with CreateStateTopic "+
+			"(cleanup.policy=compact, %d partitions)", op, ErrMisconfigured, s.partitions)
 	case err != nil:
 		return describeKafkaError(op, err)
 	case len(metadata.Partitions) != s.partitions:
-		return fmt.Errorf("coordination: %s: the topic has %d partitions, but this member is configured for %d "+
+		return fmt.Errorf("coordination: %s: %w: the topic has %d partitions, but this member is configured for %d "+
 			"(WithPartitions; the default is %d): members with different counts put a role on different partitions "+
-			"and never see each other's leases", op, len(metadata.Partitions), s.partitions, DefaultPartitions)
+			"and never see each other's leases", op, ErrMisconfigured, len(metadata.Partitions), s.partitions, DefaultPartitions)
 	}
 	configs, err := t.admin.DescribeTopicConfigs(ctx, s.topic)
 	if err != nil {
@@ -196,6 +199,6 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 			return nil
 		}
 	}
-	return fmt.Errorf("coordination: %s: cleanup.policy is %q, but the topic needs compact: "+
-		"without it retention deletes the registrations and leases that rank the members", op, policy)
+	return fmt.Errorf("coordination: %s: %w: cleanup.policy is %q, but the topic needs compact: "+
+		"without it retention deletes the registrations and leases that rank the members", op, ErrMisconfigured, policy)
 }

@@ -19,7 +19,8 @@ import (
 // The handle renews the lease in the background. The renewal keeps the
 // standbys from a challenge, and it adds no safety. [Leadership.Done] closes
 // when the leadership ends, and [Leadership.Err] then says why. A caller
-// watches Done and stops the work of the role at once.
+// watches Done and stops the work of the role at once. A member that keeps
+// competing loops: acquire, work until Done closes, acquire again.
 //
 // The background renewal is a goroutine that the handle owns: it starts in
 // [AcquireLeadership] and ends when the leadership ends. Every write of the
@@ -101,9 +102,11 @@ func (l *Leadership) Lease() Lease {
 	return l.lease
 }
 
-// Done returns a channel that closes when the leadership ends. A fence
-// closes it, and [Leadership.Resign] closes it. [Leadership.Err] says which.
-// It closes exactly once.
+// Done returns a channel that closes when the leadership ends: on a fence,
+// on [Leadership.Resign], and on a producer lost without a fence or a
+// permission refused (see [Leadership.Err], which says which). It closes
+// exactly once. A caller that wants to keep competing calls
+// [AcquireLeadership] again after it closes.
 func (l *Leadership) Done() <-chan struct{} { return l.done }
 
 // Err returns the reason the leadership ended, and nil while it holds. The
@@ -320,7 +323,7 @@ func (l *Leadership) unlock() { <-l.slot }
 // a missing permission end the leadership, because no later write under the
 // token can land. The caller holds the write slot.
 func (l *Leadership) writeFailed(what string, err error) error {
-	err = fmt.Errorf("coordination: %s of role %s by %s under %s: %w", what, l.role, l.member, l.token, err)
+	err = fmt.Errorf("coordination: %s by member %s: %w", what, l.member, err)
 	if endsLeadership(err) {
 		l.end(err)
 	}

@@ -161,3 +161,15 @@ type StableOffsetReporter interface {
 	// not read the partition yet.
 	StableOffsets(partition TopicPartition) (lastStable, highWatermark int64, ok bool)
 }
+
+// StateTopicChecker is implemented by a transport that can check the
+// coordination topic before a member uses it. [AcquireLeadership] calls it
+// with its own options before it registers, and returns at once an error
+// that wraps [ErrMisconfigured], so that a member configured with another
+// partition count than the topic's, or pointed at a missing or uncompacted
+// topic, fails loudly instead of taking a role that its peers cannot see.
+// Any other error of the check (a cluster that does not answer yet) is
+// logged, and the wait goes on. [KafkaTransport] implements it.
+type StateTopicChecker interface {
+	CheckStateTopic(ctx context.Context, options ...Option) error
+}
