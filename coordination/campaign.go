@@ -82,7 +82,10 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	}
 	if checker, ok := transport.(StateTopicChecker); ok {
 		if err := checker.CheckStateTopic(ctx, options...); err != nil {
-			if errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrNotAuthorized) {
+			// Only a refused configuration stops the call: the check needs
+			// permissions (DESCRIBE_CONFIGS over Kafka) that a member may
+			// lack without harm.
+			if errors.Is(err, ErrMisconfigured) {
 				return nil, err
 			}
 			if ctx.Err() != nil {

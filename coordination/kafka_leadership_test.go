@@ -200,6 +200,22 @@ func (e *klEnv) waitRoster(t *testing.T, role coordination.Role, want string) co
 	return state
 }
 
+// waitRosterHeld waits until the roster is want and the lease names
+// holder, so that ranks read from the state count the holder out: a
+// leadership's first lease becomes visible to another reader a little after
+// AcquireLeadership returns, when the commit markers land.
+func (e *klEnv) waitRosterHeld(t *testing.T, role coordination.Role, want, holder string) coordination.RoleState {
+	t.Helper()
+	var state coordination.RoleState
+	klEventually(t, 30*time.Second, "the roster of "+role.String()+" is "+want+", held by "+holder, func() (bool, string) {
+		state = e.state(t, role)
+		got := ktRoster(state)
+		member, held := state.Holder()
+		return got == want && held && member.String() == holder, "roster " + got + ", holder " + member.String()
+	})
+	return state
+}
+
 // klEventually polls cond every 100 ms until it holds, and fails the test
 // with what cond last said when it does not within the timeout. The timeout
 // bounds a hang; it is no assertion of timing.
@@ -589,14 +605,14 @@ func klLifecycle(t *testing.T, c *kafkatest.Cluster) {
 	// stands from before, first in the roster, so node-a, were it to come
 	// back as it was, would rank first.
 	cc := e.campaign(t, e.member(t, "node-c"), role, "node-c")
-	state := e.waitRoster(t, role, "node-a,node-b,node-c")
+	state := e.waitRosterHeld(t, role, "node-a,node-b,node-c", "node-b")
 	if ra, rc := klRank(t, state, "node-a"), klRank(t, state, "node-c"); ra != 0 || rc != 1 {
 		t.Fatalf("ranks before node-a recovers: node-a %d, node-c %d; want 0 and 1", ra, rc)
 	}
 	// node-a recovers: the same member id, a new process. Its new
 	// registration takes a new offset, the tail of the roster.
 	ca2 := e.campaign(t, e.member(t, "node-a (recovered)"), role, "node-a")
-	state = e.waitRoster(t, role, "node-b,node-c,node-a")
+	state = e.waitRosterHeld(t, role, "node-b,node-c,node-a", "node-b")
 	if ra, rc := klRank(t, state, "node-a"), klRank(t, state, "node-c"); ra != 1 || rc != 0 {
 		t.Fatalf("ranks after node-a recovers: node-a %d, node-c %d; want the recovered member last (1) and node-c first (0)", ra, rc)
 	}
@@ -625,7 +641,7 @@ func klLifecycle(t *testing.T, c *kafkatest.Cluster) {
 
 	// With node-c holding, the recovered member is the first standby, and
 	// it takes the next handover.
-	if rank := klRank(t, e.waitRoster(t, role, "node-c,node-a"), "node-a"); rank != 0 {
+	if rank := klRank(t, e.waitRosterHeld(t, role, "node-c,node-a", "node-c"), "node-a"); rank != 0 {
 		t.Fatalf("the recovered node-a ranks %d behind node-c alone; want 0", rank)
 	}
 	resignAt = time.Now()

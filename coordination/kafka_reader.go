@@ -151,13 +151,15 @@ type followedPartition struct {
 	topicID  [16]byte
 	needMeta bool
 
-	next     int64                  // every offset below it is folded into view
-	view     map[string]StateRecord // the newest record of every key, tombstones too
-	stable   int64                  // last stable offset of the latest fetch, -1 before one
-	high     int64                  // high watermark of the latest fetch, -1 before one
-	err      error                  // the error of the latest fetch or metadata request
-	fatal    bool                   // err needs an operator: a missing topic, partition or ACL
-	advanced chan struct{}          // closed and replaced when any of the above changes
+	next     int64          // every offset below it is folded into view
+	view     map[string]int // the index in log of the newest record of every key
+	log      []viewRecord   // the records of view in offset order, and superseded ones
+	dead     int            // superseded records in log
+	stable   int64          // last stable offset of the latest fetch, -1 before one
+	high     int64          // high watermark of the latest fetch, -1 before one
+	err      error          // the error of the latest fetch or metadata request
+	fatal    bool           // err needs an operator: a missing topic, partition or ACL
+	advanced chan struct{}  // closed and replaced when any of the above changes
 	watchers map[chan struct{}]struct{}
 }
 
@@ -191,7 +193,7 @@ func (r *kafkaReader) follow(tp TopicPartition) (*followedPartition, error) {
 	if p == nil {
 		p = &followedPartition{
 			tp: tp, leader: -1, needMeta: true,
-			view: make(map[string]StateRecord), stable: -1, high: -1,
+			view: make(map[string]int), stable: -1, high: -1,
 			advanced: make(chan struct{}), watchers: make(map[chan struct{}]struct{}),
 		}
 		r.parts[tp] = p
@@ -201,6 +203,45 @@ func (r *kafkaReader) follow(tp TopicPartition) (*followedPartition, error) {
 		}
 	}
 	return p, nil
+}
+
+// viewRecord is one record of the view of a partition. Its key is the
+// string that also keys view, so the view stores the bytes of a key once. A
+// record that a newer record of its key superseded stays in the log, dead,
+// until the next compaction of the log.
+type viewRecord struct {
+	offset int64
+	key    string
+	value  []byte
+	dead   bool
+}
+
+// addLocked folds one fetched record into the view: O(1), amortised over
+// the compactions of the log. The caller holds r.mu, and adds the records
+// in offset order.
+func (p *followedPartition) addLocked(offset int64, key string, value []byte) {
+	if i, ok := p.view[key]; ok {
+		p.log[i] = viewRecord{offset: p.log[i].offset, dead: true}
+		p.dead++
+	}
+	p.view[key] = len(p.log)
+	p.log = append(p.log, viewRecord{offset: offset, key: key, value: value})
+	if p.dead > 1024 && p.dead > len(p.log)/2 {
+		live := make([]viewRecord, 0, len(p.log)-p.dead)
+		for _, r := range p.log {
+			if !r.dead {
+				p.view[r.key] = len(live)
+				live = append(live, r)
+			}
+		}
+		p.log, p.dead = live, 0
+	}
+}
+
+// resetLocked empties the view. The caller holds r.mu.
+func (p *followedPartition) resetLocked() {
+	clear(p.view)
+	p.log, p.dead = nil, 0
 }
 
 // changedLocked wakes the waiters and the watchers of p. The caller holds
@@ -279,15 +320,21 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64) (
 }
 
 // snapshotLocked copies the records of the view at offsets from `from` on,
-// in offset order. The caller holds r.mu.
+// in offset order. It costs a binary search and the records it copies, so
+// an incremental read of a waiting member costs its new records, not the
+// partition. The caller holds r.mu.
 func (p *followedPartition) snapshotLocked(from int64) ([]StateRecord, int64) {
-	records := make([]StateRecord, 0, len(p.view))
-	for _, record := range p.view {
-		if record.Offset >= from {
-			records = append(records, StateRecord{Offset: record.Offset, Key: slices.Clone(record.Key), Value: slices.Clone(record.Value)})
+	i, _ := slices.BinarySearchFunc(p.log, from, func(r viewRecord, offset int64) int { return cmp.Compare(r.offset, offset) })
+	records := make([]StateRecord, 0, len(p.log)-i)
+	for _, record := range p.log[i:] {
+		if !record.dead {
+			var key []byte
+			if record.key != "" {
+				key = []byte(record.key)
+			}
+			records = append(records, StateRecord{Offset: record.offset, Key: key, Value: slices.Clone(record.value)})
 		}
 	}
-	slices.SortFunc(records, func(a, b StateRecord) int { return cmp.Compare(a.Offset, b.Offset) })
 	return records, p.next
 }
 
@@ -337,7 +384,32 @@ func (r *kafkaReader) close() {
 
 // listOffset lists one offset of a partition: timestamp -1 with isolation 1
 // is the last stable offset, timestamp -2 the log start offset.
+//
+// It asks the leader that the fetch loop knows for a followed partition
+// directly, and franz-go's sharded ListOffsets otherwise, or when the leader
+// refuses. The sharded request maps the partition with a metadata request
+// of its own whenever its cached mapping is older than the metadata min age
+// (5 s), so through it an idle waiting member paid a Metadata round trip on
+// every fifth read, 12 requests a minute and sometimes a round trip on the
+// read of a handover.
 func (r *kafkaReader) listOffset(ctx context.Context, tp TopicPartition, timestamp int64, isolation int8) (int64, error) {
+	r.mu.Lock()
+	leader := int32(-1)
+	if p := r.parts[tp]; p != nil && !p.needMeta {
+		leader = p.leader
+	}
+	r.mu.Unlock()
+	if leader >= 0 {
+		if offset, err := r.listOffsetAt(ctx, tp, timestamp, isolation, leader); err == nil || ctx.Err() != nil {
+			return offset, err
+		}
+	}
+	return r.listOffsetAt(ctx, tp, timestamp, isolation, -1)
+}
+
+// listOffsetAt lists one offset at a broker, or with franz-go's sharded
+// request for the broker -1.
+func (r *kafkaReader) listOffsetAt(ctx context.Context, tp TopicPartition, timestamp int64, isolation int8, broker int32) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	req.IsolationLevel = isolation
@@ -349,7 +421,13 @@ func (r *kafkaReader) listOffset(ctx context.Context, tp TopicPartition, timesta
 	partition.CurrentLeaderEpoch = -1
 	topic.Partitions = append(topic.Partitions, partition)
 	req.Topics = append(req.Topics, topic)
-	resp, err := r.client.Request(ctx, req)
+	var resp kmsg.Response
+	var err error
+	if broker >= 0 {
+		resp, err = r.client.Broker(int(broker)).RetriableRequest(ctx, req)
+	} else {
+		resp, err = r.client.Request(ctx, req)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -636,7 +714,10 @@ func (r *kafkaReader) apply(p *followedPartition, offset int64, fetched kgo.Fetc
 	changed := p.err != nil
 	p.err, p.fatal = nil, false
 	for _, record := range fetched.Records {
-		p.view[string(record.Key)] = StateRecord{Offset: record.Offset, Key: slices.Clone(record.Key), Value: slices.Clone(record.Value)}
+		if n := len(p.log); n > 0 && record.Offset <= p.log[n-1].offset {
+			continue // a fetch from an offset inside a batch repeats its head
+		}
+		p.addLocked(record.Offset, string(record.Key), slices.Clone(record.Value))
 	}
 	if next > p.next {
 		p.next, changed = next, true
@@ -667,7 +748,7 @@ func (r *kafkaReader) fetchFailed(p *followedPartition, offset int64, err error)
 		}
 		if p.next == offset {
 			p.next = start
-			clear(p.view)
+			p.resetLocked()
 			p.changedLocked()
 		}
 		return true

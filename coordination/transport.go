@@ -168,7 +168,8 @@ type StableOffsetReporter interface {
 // that wraps [ErrMisconfigured], so that a member configured with another
 // partition count than the topic's, or pointed at a missing or uncompacted
 // topic, fails loudly instead of taking a role that its peers cannot see.
-// Any other error of the check (a cluster that does not answer yet) is
+// Any other error of the check (a cluster that does not answer yet, a
+// member without the permission to describe the topic's configuration) is
 // logged, and the wait goes on. [KafkaTransport] implements it.
 type StateTopicChecker interface {
 	CheckStateTopic(ctx context.Context, options ...Option) error

@@ -1,0 +1,397 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// The figures of a process's own cost (CPU, bytes, memory, connections)
+// come from a child process, so that nothing of the parent's other work
+// counts. The child is this same binary, started with ChildFlag and a mode;
+// it reads its arguments as JSON on stdin and writes its result as JSON on
+// stdout.
+
+// ChildFlag is the flag that makes cmd/krabka-bench a child.
+const ChildFlag = "-bench-child"
+
+// ChildArgs are the arguments of every child mode.
+type ChildArgs struct {
+	Brokers []string `json:"brokers,omitempty"`
+	Etcd    []string `json:"etcd,omitempty"`
+	Topic   string   `json:"topic,omitempty"`
+	Prefix  string   `json:"prefix,omitempty"` // etcd election prefix
+	Role    string   `json:"role,omitempty"`
+	Member  string   `json:"member,omitempty"`
+	Roles   int      `json:"roles,omitempty"`
+	// Lease is duration, renew interval, stagger.
+	Lease  [3]time.Duration `json:"lease"`
+	Warm   time.Duration    `json:"warm"`
+	Window time.Duration    `json:"window"`
+	Fill   int64            `json:"fill,omitempty"` // records in the partition, for the report
+}
+
+// ChildResult is what a child reports.
+type ChildResult struct {
+	CPUPercent    float64 `json:"cpu_percent"`     // of one core, over the window
+	BytesReadMin  float64 `json:"bytes_read_min"`  // bytes read from the server per minute
+	BytesWriteMin float64 `json:"bytes_write_min"` // bytes written to the server per minute
+	RequestsMin   float64 `json:"requests_min"`    // requests per minute (Kafka)
+	RSS           int64   `json:"rss"`
+	Heap          int64   `json:"heap"`
+	Connections   int     `json:"connections"`
+	Goroutines    int     `json:"goroutines"`
+	Setup         float64 `json:"setup_seconds"` // time to reach the measured state
+	Error         string  `json:"error,omitempty"`
+}
+
+// Spawn runs this binary as a child in mode and returns its result.
+func Spawn(ctx context.Context, mode string, args ChildArgs) (ChildResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return ChildResult{}, err
+	}
+	in, err := json.Marshal(args)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	cmd := exec.CommandContext(ctx, self, ChildFlag, mode)
+	cmd.Stdin = bytes.NewReader(in)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return ChildResult{}, fmt.Errorf("child %s: %w: %s", mode, err, errOut.String())
+	}
+	var result ChildResult
+	if err := json.Unmarshal(out.Bytes(), &result); err != nil {
+		return ChildResult{}, fmt.Errorf("child %s: %w: %q", mode, err, out.String())
+	}
+	if result.Error != "" {
+		return result, fmt.Errorf("child %s: %s", mode, result.Error)
+	}
+	return result, nil
+}
+
+// RunChild is the main of a child: it runs mode and prints the result.
+func RunChild(mode string) {
+	var args ChildArgs
+	var result ChildResult
+	err := json.NewDecoder(os.Stdin).Decode(&args)
+	if err == nil {
+		switch mode {
+		case "idle-kafka":
+			result, err = idleKafka(args)
+		case "idle-etcd":
+			result, err = idleEtcd(args)
+		case "roles-kafka":
+			result, err = rolesKafka(args)
+		case "roles-etcd":
+			result, err = rolesEtcd(args)
+		case "roles-shared":
+			result, err = rolesShared(args)
+		default:
+			err = fmt.Errorf("unknown child mode %q", mode)
+		}
+	}
+	if err != nil {
+		result.Error = err.Error()
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(result)
+	os.Exit(0)
+}
+
+// byteCounter counts the bytes and requests of every kgo client of a
+// transport.
+type byteCounter struct{ read, written, requests atomic.Int64 }
+
+func (c *byteCounter) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, n int, _, _ time.Duration, _ error) {
+	c.read.Add(int64(n))
+}
+
+func (c *byteCounter) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, n int, _, _ time.Duration, _ error) {
+	c.written.Add(int64(n))
+	c.requests.Add(1)
+}
+
+// measure samples CPU and the counters over the window.
+func measure(window time.Duration, read, written, requests func() int64) ChildResult {
+	runtime.GC()
+	cpu0, r0, w0, q0, t0 := CPUTime(), read(), written(), requests(), time.Now()
+	time.Sleep(window)
+	cpu1, r1, w1, q1, elapsed := CPUTime(), read(), written(), requests(), time.Since(t0)
+	perMin := time.Minute.Seconds() / elapsed.Seconds()
+	return ChildResult{
+		CPUPercent:    100 * float64(cpu1-cpu0) / float64(elapsed),
+		BytesReadMin:  float64(r1-r0) * perMin,
+		BytesWriteMin: float64(w1-w0) * perMin,
+		RequestsMin:   float64(q1-q0) * perMin,
+		RSS:           RSSBytes(),
+		Goroutines:    runtime.NumGoroutine(),
+	}
+}
+
+func leaseOf(args ChildArgs) (coordination.LeaseConfig, error) {
+	return coordination.NewLeaseConfig(args.Lease[0], args.Lease[1], args.Lease[2])
+}
+
+// idleKafka is one idle standby: it campaigns for a role that another
+// process holds, and is measured while it waits.
+func idleKafka(args ChildArgs) (ChildResult, error) {
+	start := time.Now()
+	lease, err := leaseOf(args)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	counter := new(byteCounter)
+	t, err := coordination.NewKafkaTransportWithOptions(lease, []kgo.Opt{kgo.WithHooks(counter)}, args.Brokers...)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	defer t.Close()
+	role, err := coordination.NewRole(args.Role)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	member, err := coordination.NewMemberID(args.Member)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	options := []coordination.Option{coordination.WithTopic(args.Topic), coordination.WithPartitions(1),
+		coordination.WithLeaseConfig(lease), coordination.WithLogger(Discard)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := campaign(ctx, t, role, member, options)
+	// Wait until the campaign's own registration is in the transport's
+	// view: the standby has read the whole partition and waits. The
+	// registrations of the role all come after the args.Fill records of
+	// the dummy role, so the check reads from there, and costs the
+	// standby's memory nothing.
+	tp := coordination.TopicPartition{Topic: args.Topic, Partition: 0}
+	builder := coordination.NewRoleStateBuilder(role)
+	for from := args.Fill; ; {
+		records, next, err := t.ReadPartitionFrom(ctx, tp, from)
+		if err != nil {
+			return ChildResult{}, err
+		}
+		for _, r := range records {
+			_ = builder.Apply(r)
+		}
+		from = next
+		if _, ok := builder.Build().Entry(member); ok {
+			break
+		}
+		select {
+		case r := <-done:
+			return ChildResult{}, fmt.Errorf("the standby returned: %v", r.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	setup := time.Since(start)
+	time.Sleep(args.Warm)
+	result := measure(args.Window, counter.read.Load, counter.written.Load, counter.requests.Load)
+	result.Setup = setup.Seconds()
+	result.Heap = HeapInuse()
+	debug.FreeOSMemory() // RSS without the garbage of the catch-up
+	result.RSS = RSSBytes()
+	select {
+	case r := <-done:
+		return result, fmt.Errorf("the standby returned during the window: %v", r.err)
+	default:
+	}
+	return result, nil
+}
+
+// countingConn counts the bytes of one gRPC connection.
+type countingConn struct {
+	net.Conn
+	read, written *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+func countingEtcdClient(endpoints []string, read, written *atomic.Int64) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, address string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", address)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{Conn: conn, read: read, written: written}, nil
+		})},
+	})
+}
+
+// idleEtcd is one idle standby of etcd's election: a session and a
+// Campaign that waits behind another process's leader key.
+func idleEtcd(args ChildArgs) (ChildResult, error) {
+	start := time.Now()
+	var read, written atomic.Int64
+	c, err := countingEtcdClient(args.Etcd, &read, &written)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	defer c.Close()
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(args.Lease[0]/time.Second)))
+	if err != nil {
+		return ChildResult{}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := etcdCampaign(ctx, concurrency.NewElection(s, args.Prefix), "standby")
+	if err := waitCandidates(ctx, c, args.Prefix, 2); err != nil {
+		return ChildResult{}, err
+	}
+	setup := time.Since(start)
+	time.Sleep(args.Warm)
+	zero := func() int64 { return 0 }
+	result := measure(args.Window, read.Load, written.Load, zero)
+	result.Setup = setup.Seconds()
+	result.Heap = HeapInuse()
+	select {
+	case r := <-done:
+		return result, fmt.Errorf("the standby returned during the window: %v", r.err)
+	default:
+	}
+	return result, nil
+}
+
+// rolesKafka holds args.Roles roles in one process, over one transport,
+// and reports its memory and its connections to the broker.
+func rolesKafka(args ChildArgs) (ChildResult, error) {
+	start := time.Now()
+	lease, err := leaseOf(args)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	t, err := coordination.NewKafkaTransport(lease, args.Brokers...)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	defer t.Close()
+	options := []coordination.Option{coordination.WithTopic(args.Topic), coordination.WithPartitions(16),
+		coordination.WithLeaseConfig(lease), coordination.WithLogger(Discard)}
+	member, err := coordination.NewMemberID("holder")
+	if err != nil {
+		return ChildResult{}, err
+	}
+	leaderships := make([]*coordination.Leadership, args.Roles)
+	errs := make([]error, args.Roles)
+	work := make(chan int)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range min(64, args.Roles) {
+		wg.Go(func() {
+			for i := range work {
+				role, err := coordination.NewRole(fmt.Sprintf("%s-%05d", args.Role, i))
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				leaderships[i], errs[i] = coordination.AcquireLeadership(ctx, t, role, member, options...)
+			}
+		})
+	}
+	for i := range args.Roles {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return ChildResult{}, err
+		}
+	}
+	setup := time.Since(start)
+	time.Sleep(args.Warm)
+	result := ChildResult{Setup: setup.Seconds(), Heap: HeapInuse(), RSS: RSSBytes(), Goroutines: runtime.NumGoroutine()}
+	result.Connections, err = TCPConnections(PortOf(args.Brokers[0]))
+	if err != nil {
+		return result, err
+	}
+	for _, l := range leaderships {
+		select {
+		case <-l.Done():
+			return result, fmt.Errorf("role %s ended: %v", l.Role(), l.Err())
+		default:
+		}
+	}
+	return result, nil
+}
+
+// rolesEtcd holds args.Roles elections in one process, over one client and
+// one session.
+func rolesEtcd(args ChildArgs) (ChildResult, error) {
+	start := time.Now()
+	var read, written atomic.Int64
+	c, err := countingEtcdClient(args.Etcd, &read, &written)
+	if err != nil {
+		return ChildResult{}, err
+	}
+	defer c.Close()
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(args.Lease[0]/time.Second)))
+	if err != nil {
+		return ChildResult{}, err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	elections := make([]*concurrency.Election, args.Roles)
+	errs := make([]error, args.Roles)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range min(64, args.Roles) {
+		wg.Go(func() {
+			for i := range work {
+				elections[i] = concurrency.NewElection(s, fmt.Sprintf("%s/%05d/", args.Prefix, i))
+				errs[i] = elections[i].Campaign(ctx, "holder")
+			}
+		})
+	}
+	for i := range args.Roles {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return ChildResult{}, err
+		}
+	}
+	setup := time.Since(start)
+	time.Sleep(args.Warm)
+	result := ChildResult{Setup: setup.Seconds(), Heap: HeapInuse(), RSS: RSSBytes(), Goroutines: runtime.NumGoroutine()}
+	result.Connections, err = TCPConnections(PortOf(args.Etcd[0]))
+	return result, err
+}

@@ -1,0 +1,432 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// Discard is the logger of the benchmarks: the loops log retries, which a
+// benchmark reports through its figures instead.
+var Discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Suffix returns a random hex suffix for topic and role names, so that runs
+// and the other users of a shared broker never collide.
+func Suffix() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Kafka is the broker side of the benchmarks.
+type Kafka struct {
+	Brokers []string
+	// ClientOptions go to every transport, after the benchmark's own.
+	ClientOptions []kgo.Opt
+	// Logger is the logger of the loops; nil discards.
+	Logger *slog.Logger
+
+	mu     sync.Mutex
+	topics []string
+}
+
+// Member opens a transport: one member process of a role.
+func (k *Kafka) Member(lease coordination.LeaseConfig, extra ...kgo.Opt) (*coordination.KafkaTransport, error) {
+	opts := append(append([]kgo.Opt{}, k.ClientOptions...), extra...)
+	return coordination.NewKafkaTransportWithOptions(lease, opts, k.Brokers...)
+}
+
+// StateTopic creates a compacted state topic with a fresh name and one
+// partition, and returns the options that point a member at it.
+func (k *Kafka) StateTopic(ctx context.Context, prefix string, lease coordination.LeaseConfig) (string, []coordination.Option, error) {
+	topic := fmt.Sprintf("%s-%s", prefix, Suffix())
+	options := []coordination.Option{
+		coordination.WithTopic(topic),
+		coordination.WithPartitions(1),
+		coordination.WithLeaseConfig(lease),
+		coordination.WithLogger(k.logger()),
+	}
+	t, err := k.Member(lease)
+	if err != nil {
+		return "", nil, err
+	}
+	defer t.Close()
+	if err := t.CreateStateTopic(ctx, 1, 1, options...); err != nil {
+		return "", nil, err
+	}
+	k.remember(topic)
+	return topic, options, nil
+}
+
+// DataTopic creates a plain topic for guarded writes.
+func (k *Kafka) DataTopic(ctx context.Context, prefix string, partitions int) (string, error) {
+	topic := fmt.Sprintf("%s-%s", prefix, Suffix())
+	client, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		return "", err
+	}
+	defer client.Close()
+	admin := kadm.NewClient(client)
+	if _, err := admin.CreateTopic(ctx, int32(partitions), 1, nil, topic); err != nil {
+		return "", err
+	}
+	k.remember(topic)
+	// Wait for the leaders to take the partitions up.
+	for {
+		offsets, err := admin.ListEndOffsets(ctx, topic)
+		if err == nil && offsets.Error() == nil && len(offsets[topic]) == partitions {
+			return topic, nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("topic %s not ready: %w", topic, errors.Join(err, ctx.Err()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (k *Kafka) logger() *slog.Logger {
+	if k.Logger == nil {
+		return Discard
+	}
+	return k.Logger
+}
+
+func (k *Kafka) remember(topic string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.topics = append(k.topics, topic)
+}
+
+// Cleanup deletes every topic the benchmarks created.
+func (k *Kafka) Cleanup() {
+	k.mu.Lock()
+	topics := k.topics
+	k.topics = nil
+	k.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	client, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, _ = kadm.NewClient(client).DeleteTopics(ctx, topics...)
+}
+
+// mustRole builds a role name with a fresh suffix.
+func mustRole(prefix string) coordination.Role {
+	role, err := coordination.NewRole(prefix + "-" + Suffix())
+	if err != nil {
+		panic(err)
+	}
+	return role
+}
+
+func mustMember(name string) coordination.MemberID {
+	member, err := coordination.NewMemberID(name)
+	if err != nil {
+		panic(err)
+	}
+	return member
+}
+
+type acquired struct {
+	leadership *coordination.Leadership
+	err        error
+	at         time.Time
+}
+
+// campaign starts AcquireLeadership in a goroutine and reports when it
+// returns.
+func campaign(ctx context.Context, t coordination.Transport, role coordination.Role, member coordination.MemberID, options []coordination.Option) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		l, err := coordination.AcquireLeadership(ctx, t, role, member, options...)
+		ch <- acquired{leadership: l, err: err, at: time.Now()}
+	}()
+	return ch
+}
+
+// entryOffset returns the offset of member's registration, or -1.
+func entryOffset(ctx context.Context, t coordination.StateReader, role coordination.Role, member coordination.MemberID, options []coordination.Option) (int64, error) {
+	state, err := coordination.DescribeRoleState(ctx, t, role, options...)
+	if err != nil {
+		return -1, err
+	}
+	if entry, ok := state.Entry(member); ok {
+		return entry.Offset, nil
+	}
+	return -1, nil
+}
+
+// waitStandby waits until the roster of the role shows a registration of
+// member past offset after, as a reader of transport t sees it, and then a
+// little more, so that the member's campaign has folded the record and
+// parks in its wait.
+func waitStandby(ctx context.Context, t coordination.StateReader, role coordination.Role, member coordination.MemberID, options []coordination.Option, after int64) error {
+	for {
+		offset, err := entryOffset(ctx, t, role, member, options)
+		if err != nil {
+			return err
+		}
+		if offset > after {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(30 * time.Millisecond):
+		return nil
+	}
+}
+
+// KafkaHandover measures the handover after a resignation: from the start
+// of Leadership.Resign to the return of the standby's AcquireLeadership.
+// Two members take turns. It also returns how long Resign itself took.
+func (k *Kafka) KafkaHandover(ctx context.Context, rounds, warmup int) (handover, resign []time.Duration, err error) {
+	lease, _ := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
+	_, options, err := k.StateTopic(ctx, "krabka-bench-handover", lease)
+	if err != nil {
+		return nil, nil, err
+	}
+	role := mustRole("bench-handover")
+	members := [2]coordination.MemberID{mustMember("a"), mustMember("b")}
+	var transports [2]*coordination.KafkaTransport
+	for i := range transports {
+		if transports[i], err = k.Member(lease); err != nil {
+			return nil, nil, err
+		}
+		defer transports[i].Close()
+	}
+	holder, err := coordination.AcquireLeadership(ctx, transports[0], role, members[0], options...)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := 0
+	for i := range rounds + warmup {
+		s := 1 - h
+		ch := campaign(ctx, transports[s], role, members[s], options)
+		if err := waitStandby(ctx, transports[h], role, members[s], options, -1); err != nil {
+			return nil, nil, err
+		}
+		start := time.Now()
+		if err := holder.Resign(ctx); err != nil {
+			return nil, nil, fmt.Errorf("resign: %w", err)
+		}
+		resigned := time.Since(start)
+		r := <-ch
+		if r.err != nil {
+			return nil, nil, fmt.Errorf("standby: %w", r.err)
+		}
+		if i >= warmup {
+			handover = append(handover, r.at.Sub(start))
+			resign = append(resign, resigned)
+		}
+		holder, h = r.leadership, s
+	}
+	_ = holder.Resign(ctx)
+	return handover, resign, nil
+}
+
+// KafkaFailover measures the failover after a crash: the holder's process
+// stops (its transport closes, so it renews no more and writes no
+// tombstone) right after a renewal, and the standby of rank 0 takes the
+// role. A sample runs from the lease deadline (plus rank × stagger, zero for
+// rank 0) to the return of the standby's AcquireLeadership.
+func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coordination.LeaseConfig) ([]time.Duration, error) {
+	_, options, err := k.StateTopic(ctx, "krabka-bench-failover", lease)
+	if err != nil {
+		return nil, err
+	}
+	role := mustRole("bench-failover")
+	t, err := k.Member(lease)
+	if err != nil {
+		return nil, err
+	}
+	holder, err := coordination.AcquireLeadership(ctx, t, role, mustMember("m0"), options...)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	holderT := t
+	defer func() { holderT.Close() }()
+	var samples []time.Duration
+	for i := range rounds + warmup {
+		standbyT, err := k.Member(lease)
+		if err != nil {
+			return nil, err
+		}
+		// The crashed member comes back as the next standby: a new process
+		// under the same member id, whose registration replaces its old one
+		// at the tail of the roster, so the standby has rank 0. (A member
+		// that never came back would keep its registration and its rank.)
+		member := mustMember(fmt.Sprintf("m%d", (i+1)%2))
+		old, err := entryOffset(ctx, holderT, role, member, options)
+		if err != nil {
+			standbyT.Close()
+			return nil, err
+		}
+		ch := campaign(ctx, standbyT, role, member, options)
+		if err := waitStandby(ctx, holderT, role, member, options, old); err != nil {
+			standbyT.Close()
+			return nil, err
+		}
+		// Crash right after a renewal, so that no renewal is in flight.
+		granted := holder.Lease().GrantedAt
+		for holder.Lease().GrantedAt == granted {
+			select {
+			case <-ctx.Done():
+				standbyT.Close()
+				return nil, ctx.Err()
+			case <-time.After(500 * time.Microsecond):
+			}
+		}
+		// The crashed members of earlier rounds keep their registrations, so
+		// the standby's rank grows by one each round: the sample starts at
+		// the deadline plus rank × stagger.
+		state, err := coordination.DescribeRoleState(ctx, holderT, role, options...)
+		if err != nil {
+			standbyT.Close()
+			return nil, err
+		}
+		rank, _ := state.RankOf(member)
+		holderT.Close()
+		deadline := time.UnixMilli(holder.Lease().Deadline).Add(lease.ChallengeDelay(rank))
+		r := <-ch
+		if r.err != nil {
+			standbyT.Close()
+			return nil, fmt.Errorf("standby: %w", r.err)
+		}
+		if i >= warmup {
+			samples = append(samples, r.at.Sub(deadline))
+		}
+		holder, holderT = r.leadership, standbyT
+	}
+	return samples, nil
+}
+
+// holdRole acquires a role on a fresh state topic for the write benchmarks.
+func (k *Kafka) holdRole(ctx context.Context, prefix string) (*coordination.Leadership, *coordination.KafkaTransport, string, error) {
+	lease, _ := coordination.NewLeaseConfig(30*time.Second, 10*time.Second, 5*time.Second)
+	_, options, err := k.StateTopic(ctx, "krabka-bench-"+prefix, lease)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	data, err := k.DataTopic(ctx, "krabka-bench-"+prefix+"-cmd", 1)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	t, err := k.Member(lease)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	l, err := coordination.AcquireLeadership(ctx, t, mustRole("bench-"+prefix), mustMember("writer"), options...)
+	if err != nil {
+		t.Close()
+		return nil, nil, "", err
+	}
+	return l, t, data, nil
+}
+
+// Command is the payload of one benchmark command: 100 bytes.
+var Command = make([]byte, 100)
+
+// KafkaWriteLatency measures Leadership.Write of one command.
+func (k *Kafka) KafkaWriteLatency(ctx context.Context, n, warmup int) ([]time.Duration, error) {
+	l, t, data, err := k.holdRole(ctx, "write")
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	defer l.Resign(context.Background())
+	var samples []time.Duration
+	for i := range n + warmup {
+		start := time.Now()
+		if err := l.Write(ctx, coordination.GuardedRecord{Topic: data, Key: []byte("device-1"), Value: Command}); err != nil {
+			return nil, err
+		}
+		if i >= warmup {
+			samples = append(samples, time.Since(start))
+		}
+	}
+	return samples, nil
+}
+
+// KafkaThroughput measures commands per second over windows: writers
+// goroutines, each calling Leadership.Write with batch commands per call.
+func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows int, window time.Duration) ([]float64, error) {
+	l, t, data, err := k.holdRole(ctx, fmt.Sprintf("tput%d", writers))
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	defer l.Resign(context.Background())
+	records := make([]coordination.GuardedRecord, batch)
+	for i := range records {
+		records[i] = coordination.GuardedRecord{Topic: data, Key: []byte("device-1"), Value: Command}
+	}
+	write := func(ctx context.Context) error { return l.Write(ctx, records...) }
+	return throughput(ctx, writers, batch, windows, window, write)
+}
+
+// throughput runs writers loops of write and counts batch commands for each
+// call that returns in a window. The first window warms up.
+func throughput(ctx context.Context, writers, batch, windows int, window time.Duration, write func(context.Context) error) ([]float64, error) {
+	var count atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for runCtx.Err() == nil {
+				if err := write(runCtx); err != nil {
+					if runCtx.Err() == nil {
+						errOnce.Do(func() { firstErr = err })
+						stop()
+					}
+					return
+				}
+				count.Add(int64(batch))
+			}
+		})
+	}
+	var rates []float64
+	time.Sleep(window) // warm-up
+	for range windows {
+		before, start := count.Load(), time.Now()
+		time.Sleep(window)
+		if runCtx.Err() != nil {
+			break
+		}
+		rates = append(rates, float64(count.Load()-before)/time.Since(start).Seconds())
+	}
+	stop()
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return rates, nil
+}
