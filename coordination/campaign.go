@@ -59,6 +59,10 @@ import (
 //     offset: safety rests on the epoch, so a skipped record can make a
 //     challenge early, never a second writer.
 //
+// The lease policy is [DefaultLeaseConfig] unless an option sets one; over a
+// transport that reports a policy of its own, such as [KafkaTransport], the
+// transport's policy is the default instead.
+//
 // It returns an error, before anything is written, for a nil transport, the
 // zero [Role] or [MemberID], and an invalid option. It returns an error that
 // wraps [ErrNotAuthorized] when the cluster refuses the member a permission.
@@ -72,9 +76,18 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	if member.IsZero() {
 		return nil, errors.New("coordination: AcquireLeadership: the zero MemberID: build the member with NewMemberID")
 	}
-	s, err := newSettings(options)
+	defaults := DefaultLeaseConfig()
+	reporter, reports := transport.(interface{ LeaseConfig() LeaseConfig })
+	if reports && reporter.LeaseConfig() != (LeaseConfig{}) {
+		defaults = reporter.LeaseConfig()
+	}
+	s, err := newSettingsFrom(defaults, options)
 	if err != nil {
 		return nil, err
+	}
+	if reports && s.lease.duration != defaults.duration {
+		s.logger.Warn("coordination: the lease duration differs from the transport's, which is its transaction timeout",
+			slog.String("role", role.String()), slog.Duration("lease", s.lease.duration), slog.Duration("transport", defaults.duration))
 	}
 	partition, err := s.partition(role)
 	if err != nil {

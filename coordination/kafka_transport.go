@@ -149,6 +149,12 @@ const concurrentTransactionsBackoff = 250 * time.Microsecond
 // transaction timeout of every role, so it must not exceed the broker's
 // transaction.max.timeout.ms (15 minutes by default).
 //
+// The lease policy is also the default of every [AcquireLeadership] over
+// this transport: a call with no timing option takes it, so the transaction
+// timeout and the lease agree. A call whose options give another lease
+// duration is logged, because a transaction timeout longer than the lease
+// lets a stalled holder hide its partition longer than a lease.
+//
 // The call opens no connection; the first request does. It returns an error
 // for the zero LeaseConfig and for an empty broker list. Use
 // [NewKafkaTransportWithOptions] for TLS, SASL and other client settings.
@@ -655,6 +661,11 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 	}
 	return t.transact(ctx, producer, fmt.Sprintf("guarded write of role %s under %s", producer.role, token), out...)
 }
+
+// LeaseConfig returns the lease policy the transport was built with: its
+// duration is the transaction timeout of every role, and [AcquireLeadership]
+// takes the policy as its default.
+func (t *KafkaTransport) LeaseConfig() LeaseConfig { return t.lease }
 
 // producer returns the transactional client that minted token, or an error
 // that wraps ErrFenced for a token this transport did not mint (or minted

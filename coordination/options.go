@@ -36,7 +36,11 @@ type settings struct {
 
 // newSettings applies the options over the defaults and checks the result.
 func newSettings(options []Option) (*settings, error) {
-	defaults := DefaultLeaseConfig()
+	return newSettingsFrom(DefaultLeaseConfig(), options)
+}
+
+// newSettingsFrom is newSettings over another default lease policy.
+func newSettingsFrom(defaults LeaseConfig, options []Option) (*settings, error) {
 	s := &settings{
 		topic:            StateTopic,
 		partitions:       DefaultPartitions,
