@@ -88,3 +88,41 @@ func TestAcquireLeadershipNamesTheLastTransportErrorWhenTheWaitEnds(t *testing.T
 // discardLogger keeps the warnings of a loop that retries out of the test
 // output.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// leasedTransport reports a lease policy of its own, as KafkaTransport does.
+type leasedTransport struct {
+	*coordinationtest.Transport
+	lease coordination.LeaseConfig
+}
+
+func (l leasedTransport) LeaseConfig() coordination.LeaseConfig { return l.lease }
+
+func TestAcquireLeadershipDefaultsToTheTransportsLeasePolicy(t *testing.T) {
+	config, err := coordination.NewLeaseConfig(6*time.Second, 2*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster := coordinationtest.NewCluster()
+	for _, test := range []struct {
+		name    string
+		options []coordination.Option
+		want    time.Duration
+	}{
+		{"no timing option", nil, 6 * time.Second},
+		{"an explicit lease duration wins", []coordination.Option{coordination.WithLeaseDuration(9 * time.Second), coordination.WithLogger(discardLogger())}, 9 * time.Second},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			transport := leasedTransport{Transport: cluster.Transport("node-1"), lease: config}
+			l, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "lease-"+test.want.String()), fxMember(t, "node-1"), test.options...)
+			if err != nil {
+				t.Fatalf("AcquireLeadership: %v", err)
+			}
+			defer l.Resign(ctx)
+			if got := time.Duration(l.Lease().Deadline-l.Lease().GrantedAt) * time.Millisecond; got != test.want {
+				t.Fatalf("the first lease spans %v; want %v", got, test.want)
+			}
+		})
+	}
+}
