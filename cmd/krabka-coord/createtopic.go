@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -62,10 +63,10 @@ on this topic: in production use --replication-factor 3
 			if !result.Created {
 				verb = "exists and checks out:"
 			}
-			fmt.Fprintf(g.stdout, "state topic %s %s %d partitions, replication factor %d, cleanup.policy=%s, min.insync.replicas=%s\n",
+			fmt.Fprintf(g.stdout, "state topic %s %s %d partitions, replication factor %d, cleanup.policy=%s, min.insync.replicas=%d\n",
 				result.Topic, verb, result.Partitions, result.ReplicationFactor, result.CleanupPolicy, result.MinInsyncReplicas)
-			if result.ReplicationFactor < 3 || result.MinInsyncReplicas == "1" {
-				fmt.Fprintf(g.stderr, "krabka-coord: note: with replication factor %d and min.insync.replicas=%s a write survives the loss of no broker; production wants 3 and 2\n",
+			if result.ReplicationFactor < 3 || result.MinInsyncReplicas == 1 {
+				fmt.Fprintf(g.stderr, "krabka-coord: note: with replication factor %d and min.insync.replicas=%d a write survives the loss of no broker; production wants 3 and 2\n",
 					result.ReplicationFactor, result.MinInsyncReplicas)
 			}
 			return nil
@@ -83,7 +84,7 @@ type createTopicJSON struct {
 	Partitions        int    `json:"partitions"`
 	ReplicationFactor int    `json:"replication_factor"`
 	CleanupPolicy     string `json:"cleanup_policy"`
-	MinInsyncReplicas string `json:"min_insync_replicas"`
+	MinInsyncReplicas int    `json:"min_insync_replicas"`
 }
 
 // createTopic creates or checks the state topic and describes it.
@@ -127,7 +128,7 @@ func createTopic(ctx context.Context, c *cluster, replicationFactor, minISR int)
 				case "cleanup.policy":
 					result.CleanupPolicy = *entry.Value
 				case "min.insync.replicas":
-					result.MinInsyncReplicas = *entry.Value
+					result.MinInsyncReplicas, _ = strconv.Atoi(*entry.Value)
 				}
 			}
 		}

@@ -1052,7 +1052,7 @@ func (t *timeline) header(d *demo) {
 	if t.json {
 		return
 	}
-	fmt.Fprintf(t.w, "krabka-coord demo: 3 members compete for role %s on %s\n", d.role, d.cluster)
+	fmt.Fprintf(t.w, "krabka-coord demo: 3 members compete for role %s on %s\n", showName(d.role.String()), d.cluster)
 	fmt.Fprintf(t.w, "lease %v, renew every %v, challenge stagger %v; state on %s, commands to %s\n\n",
 		d.config.Duration(), d.config.RenewInterval(), d.config.ChallengeStagger(), d.part, d.commands)
 	// kfake derives a producer id from a hash of the transactional id, so

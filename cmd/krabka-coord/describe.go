@@ -88,9 +88,12 @@ type describeJSON struct {
 
 // rosterJSON is one member of the roster.
 type rosterJSON struct {
-	Member       string   `json:"member"`
-	Holder       bool     `json:"holder"`
-	Rank         int      `json:"rank"`
+	Member string `json:"member"`
+	Holder bool   `json:"holder"`
+
+	// Rank is the rank of succession of a standby, from 0; the holder has
+	// none, and JSON leaves it out.
+	Rank         *int     `json:"rank,omitempty"`
 	Offset       int64    `json:"offset"`
 	RegisteredAt timeJSON `json:"registered_at"`
 }
@@ -188,14 +191,14 @@ func rankOrder(state coordination.RoleState) []rosterJSON {
 			continue
 		}
 		rank, _ := state.RankOf(entry.Member)
-		roster = append(roster, rosterJSON{Member: entry.Member.String(), Rank: rank, Offset: entry.Offset, RegisteredAt: newTimeJSON(entry.RegisteredAt)})
+		roster = append(roster, rosterJSON{Member: entry.Member.String(), Rank: &rank, Offset: entry.Offset, RegisteredAt: newTimeJSON(entry.RegisteredAt)})
 	}
 	return roster
 }
 
 // printDescribe writes the result as text.
 func printDescribe(w io.Writer, r describeJSON) {
-	fmt.Fprintf(w, "role:        %s\n", r.Role)
+	fmt.Fprintf(w, "role:        %s\n", showName(r.Role))
 	fmt.Fprintf(w, "partition:   %s-%d\n", r.Topic, r.Partition)
 	if r.Coordinator.Held {
 		fmt.Fprintf(w, "coordinator: epoch %s (the token that the transaction coordinator holds now)\n", r.Coordinator.Token.Token)
@@ -207,14 +210,14 @@ func printDescribe(w io.Writer, r describeJSON) {
 		if !l.Live {
 			state = "EXPIRED " + formatAgo(l.Deadline.Millis, r.ObservedAt.Millis)
 		}
-		fmt.Fprintf(w, "lease:       held by %s, token %s, %s\n", l.Holder, l.Token, state)
+		fmt.Fprintf(w, "lease:       held by %s, token %s, %s\n", showName(l.Holder), l.Token, state)
 		fmt.Fprintf(w, "             granted %s, deadline %s\n", l.GrantedAt.Time, l.Deadline.Time)
 		switch {
 		case l.Authoritative:
 			fmt.Fprintf(w, "             token %s is authoritative: the coordinator holds it\n", l.Token)
 		case r.Coordinator.Held:
 			fmt.Fprintf(w, "             token %s is NOT authoritative: the coordinator holds %s, so %s is fenced or a challenger is taking over\n",
-				l.Token, r.Coordinator.Token.Token, l.Holder)
+				l.Token, r.Coordinator.Token.Token, showName(l.Holder))
 		default:
 			fmt.Fprintf(w, "             token %s is NOT authoritative: the coordinator knows no epoch of the role\n", l.Token)
 		}
@@ -228,11 +231,11 @@ func printDescribe(w io.Writer, r describeJSON) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  RANK\tMEMBER\tOFFSET\tREGISTERED AT\n")
 		for _, m := range r.Roster {
-			rank := fmt.Sprint(m.Rank)
-			if m.Holder {
-				rank = "holder"
+			rank := "holder"
+			if m.Rank != nil {
+				rank = fmt.Sprint(*m.Rank)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", rank, m.Member, m.Offset, m.RegisteredAt.Time)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", rank, showName(m.Member), m.Offset, m.RegisteredAt.Time)
 		}
 		tw.Flush()
 	}

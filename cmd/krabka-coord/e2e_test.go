@@ -262,7 +262,7 @@ func TestE2EKafka(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &created); err != nil {
 		t.Fatalf("create-topic --output json: %v: %s", err, stdout)
 	}
-	if !created.Created || created.Topic != e.topic || created.Partitions != 4 || created.CleanupPolicy != "compact" || created.MinInsyncReplicas != "1" {
+	if !created.Created || created.Topic != e.topic || created.Partitions != 4 || created.CleanupPolicy != "compact" || created.MinInsyncReplicas != 1 {
 		t.Fatalf("create-topic = %+v", created)
 	}
 	code, stdout, stderr, _ = runBinary(t, e.binary, e.env, 60*time.Second, e.args("create-topic")...)
@@ -276,6 +276,7 @@ func TestE2EKafka(t *testing.T) {
 		t.Run("RunKillsStubbornChildAfterFence", e.runStubbornChild)
 		t.Run("RunStopsCooperativeChildAfterFence", e.runCooperativeChild)
 		t.Run("RunExitsWithTheChildsCode", e.runExitCode)
+		t.Run("SIGHUPAndInterruptBeforeElection", e.sighup)
 		t.Run("WrongInput", e.wrongInput)
 		t.Run("SASL", e.sasl)
 		t.Run("DemoOnTheBroker", e.demo)
@@ -309,8 +310,9 @@ func (e *e2e) electFailover(t *testing.T) {
 	if state.Role != role || state.Topic != e.topic || state.Partition != wantPartition {
 		t.Fatalf("describe: role %q topic %q partition %d; want %q %q %d", state.Role, state.Topic, state.Partition, role, e.topic, wantPartition)
 	}
-	if r := state.Roster; r[0].Member != "node-a" || !r[0].Holder || r[1].Member != "node-b" || r[1].Holder || r[1].Rank != 0 || r[0].Offset >= r[1].Offset {
-		t.Fatalf("describe roster = %+v; want node-a holding, then node-b at rank 0", r)
+	if r := state.Roster; r[0].Member != "node-a" || !r[0].Holder || r[0].Rank != nil || r[1].Member != "node-b" || r[1].Holder ||
+		r[1].Rank == nil || *r[1].Rank != 0 || r[0].Offset >= r[1].Offset {
+		t.Fatalf("describe roster = %+v; want node-a holding (no rank), then node-b at rank 0", r)
 	}
 	l := state.Lease
 	if l == nil || l.Holder != "node-a" || l.Token != tokenA.String() || !l.Live || !l.Authoritative || l.TimeLeftMs <= 0 || l.TimeLeftMs > 4000 ||
@@ -552,6 +554,74 @@ func (e *e2e) runExitCode(t *testing.T) {
 	code, _, stderr, _ = runBinary(t, e.binary, e.env, 60*time.Second, append(e.args("run", role, "node-x"), "--", "/nonexistent/command")...)
 	if code != exitNotFound {
 		t.Fatalf("run of a missing command: exit %d, want %d: %s", code, exitNotFound, stderr)
+	}
+}
+
+// SIGHUP, as when the terminal or the ssh session goes away: run stops the
+// whole process group of its command and resigns, and elect resigns, as on
+// SIGTERM. A member interrupted before it was elected exits 0, run as elect.
+func (e *e2e) sighup(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-hup")
+	script := `echo "child $$"; sleep 2001 & echo "grandchild $!"; sleep 2002`
+	r := start(t, e.binary, e.env, append(append(e.args("run", role, "node-h"), e2eLease...), "--grace", "5s", "--", "sh", "-c", script)...)
+	child := r.waitFor(regexp.MustCompile(`child (\d+)`), 30*time.Second)
+	grandchild := r.waitFor(grandchildLine, 10*time.Second)
+	childPID, _ := strconv.Atoi(child[1])
+	grandchildPID, _ := strconv.Atoi(grandchild[1])
+	t.Cleanup(func() {
+		// The command's group, sleep 2002 too: it would hold run's stdout,
+		// and the wait of the test, open.
+		if groupAlive(childPID) {
+			_ = syscall.Kill(-childPID, syscall.SIGKILL)
+		}
+	})
+
+	standby := start(t, e.binary, e.env, append(e.args("elect", role, "node-s"), e2eLease...)...)
+	waitingRun := start(t, e.binary, e.env, append(e.args("run", role, "node-w"), append(e2eLease, "--", "true")...)...)
+	waitingElect := start(t, e.binary, e.env, append(e.args("elect", role, "node-e"), e2eLease...)...)
+	e.waitDescribe(t, role, 20*time.Second, func(r describeJSON) bool { return len(r.Roster) == 4 })
+
+	// Interrupted before it was elected: 0, for run as for elect.
+	waitingRun.signal(syscall.SIGINT)
+	if code := waitingRun.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("run interrupted before it was elected: exit %d, want 0", code)
+	}
+	waitingElect.signal(syscall.SIGHUP)
+	if code := waitingElect.wait(10 * time.Second); code != exitOK {
+		t.Fatalf("elect hung up before it was elected: exit %d, want 0", code)
+	}
+	for _, p := range []*proc{waitingRun, waitingElect} {
+		if !strings.Contains(p.stderr.String(), "interrupted before member") {
+			t.Fatalf("%s: stderr %q; want the interruption", p.name, p.stderr.String())
+		}
+	}
+
+	// SIGHUP to run: SIGTERM to the command's group, which ends at once, and
+	// a resignation, so the standby takes over at once.
+	r.signal(syscall.SIGHUP)
+	hungUp := time.Now()
+	if code := r.wait(10 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("run after SIGHUP: exit %d, want %d (the command's SIGTERM)", code, 128+int(syscall.SIGTERM))
+	}
+	if took := time.Since(hungUp); took > 4*time.Second {
+		t.Fatalf("run exited %v after SIGHUP; want at once (the command exits on SIGTERM)", took)
+	}
+	if groupAlive(childPID) || running(grandchildPID) {
+		t.Fatalf("a process of the command (sh %d, sleep %d, sleep 2002) still runs after run exited on SIGHUP", childPID, grandchildPID)
+	}
+	if !strings.Contains(r.stdout.String(), "resigned: member node-h") {
+		t.Fatalf("run did not resign on SIGHUP: %s", r.stdout.String())
+	}
+	standby.waitFor(electedText, 3*time.Second)
+
+	standby.signal(syscall.SIGHUP)
+	if code := standby.wait(10 * time.Second); code != exitOK || !strings.Contains(standby.stdout.String(), "resigned: member node-s") {
+		t.Fatalf("elect after SIGHUP: exit %d, stdout %q; want 0 and a resignation", code, standby.stdout.String())
+	}
+	after := e.describe(t, role)
+	if after.Lease != nil || len(after.Roster) != 0 {
+		t.Fatalf("describe after SIGHUP = %+v; want no lease and no roster", after)
 	}
 }
 

@@ -16,9 +16,16 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
-// signalContext ends on SIGINT or SIGTERM.
+// signalContext ends on SIGINT, SIGTERM or SIGHUP: the terminal or the
+// session that started the process went away, and an unattended elect or
+// run would otherwise die of it without resigning, and leave the command of
+// run running. A SIGHUP that was ignored at start (nohup) stays ignored.
 func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	signals := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		signals = append(signals, syscall.SIGHUP)
+	}
+	return signal.NotifyContext(parent, signals...)
 }
 
 // holdFlags are the flags of the commands that take a role: elect and run.
@@ -42,8 +49,9 @@ func newElectCommand(g *globals) *cobra.Command {
 		Long: `elect registers MEMBER for ROLE, waits for its turn under the succession rules,
 takes the role (the transaction coordinator mints a new epoch), prints the
 fencing token, and holds the role: it renews the lease every
---renew-interval. On SIGINT or SIGTERM it resigns (a lease tombstone, so the
-first standby takes over at once) and exits 0. When a renewal is refused
+--renew-interval. On SIGINT, SIGTERM or SIGHUP it resigns (a lease
+tombstone, so the first standby takes over at once) and exits 0; a SIGHUP
+that was ignored when it started (nohup) stays ignored. When a renewal is refused
 because another member minted a newer epoch (a fence, or a takeover after
 this process stalled past its lease), it leaves the roster and exits 3. So
 it does when the producer of its epoch fails in a way that no write under
@@ -54,7 +62,8 @@ leadership changes, renewal latency and failures) and /healthz, which
 answers 503 while this member believes it leads but has not renewed within
 the lease duration.
 
-Exit codes: 0 resigned on a signal, or interrupted before it was elected;
+Exit codes: 0 resigned on a signal, or interrupted (SIGINT, SIGTERM,
+SIGHUP) before it was elected, as run;
 1 not elected within --wait, or another failure; 2 usage; 3 fenced or
 leadership lost; 4 cluster unreachable, state topic misconfigured, or an
 ACL missing.`,
@@ -144,6 +153,10 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	return h, nil
 }
 
+// shownRole and shownMember are the names for text output: see showName.
+func (h *holder) shownRole() string   { return showName(h.role.String()) }
+func (h *holder) shownMember() string { return showName(h.member.String()) }
+
 // close releases the transport and the metrics server.
 func (h *holder) close() {
 	if h.stopHTTP != nil {
@@ -158,7 +171,7 @@ func (h *holder) close() {
 func (h *holder) acquire(ctx context.Context) (*coordination.Leadership, error) {
 	if !h.g.json() {
 		fmt.Fprintf(h.g.stderr, "krabka-coord: member %s campaigns for role %s on %s (lease %v, renew every %v); waiting for its turn\n",
-			h.member, h.role, h.partition, h.config.Duration(), h.config.RenewInterval())
+			h.shownMember(), h.shownRole(), h.partition, h.config.Duration(), h.config.RenewInterval())
 	}
 	wait := ctx
 	if h.flags.wait > 0 {
@@ -172,17 +185,17 @@ func (h *holder) acquire(ctx context.Context) (*coordination.Leadership, error) 
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		fmt.Fprintf(h.g.stderr, "krabka-coord: interrupted before member %s was elected for role %s; it left the roster\n", h.member, h.role)
+		fmt.Fprintf(h.g.stderr, "krabka-coord: interrupted before member %s was elected for role %s; it left the roster\n", h.shownMember(), h.shownRole())
 		return nil, nil
 	case wait.Err() != nil:
-		return nil, failure("member %s was not elected for role %s within --wait %v; it left the roster", h.member, h.role, h.flags.wait)
+		return nil, failure("member %s was not elected for role %s within --wait %v; it left the roster", h.shownMember(), h.shownRole(), h.flags.wait)
 	case errors.Is(err, coordination.ErrNotAuthorized):
 		return nil, clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
 	default:
 		return nil, failure("%s", strings.TrimPrefix(err.Error(), "coordination: "))
 	}
 	h.metrics.acquired(leadership.Token())
-	h.report("elected", leadership.Token(), "", fmt.Sprintf("elected: member %s holds role %s with token %s", h.member, h.role, leadership.Token()))
+	h.report("elected", leadership.Token(), "", fmt.Sprintf("elected: member %s holds role %s with token %s", h.shownMember(), h.shownRole(), leadership.Token()))
 	return leadership, nil
 }
 
@@ -196,9 +209,9 @@ func (h *holder) resign(leadership *coordination.Leadership) error {
 	}
 	h.metrics.ended("resigned")
 	if err != nil {
-		return failure("resign role %s: %s; the standbys take over at the lease deadline instead", h.role, strings.TrimPrefix(err.Error(), "coordination: "))
+		return failure("resign role %s: %s; the standbys take over at the lease deadline instead", h.shownRole(), strings.TrimPrefix(err.Error(), "coordination: "))
 	}
-	h.report("resigned", leadership.Token(), "", fmt.Sprintf("resigned: member %s gave up role %s (token %s); the first standby, if any, takes over now", h.member, h.role, leadership.Token()))
+	h.report("resigned", leadership.Token(), "", fmt.Sprintf("resigned: member %s gave up role %s (token %s); the first standby, if any, takes over now", h.shownMember(), h.shownRole(), leadership.Token()))
 	return nil
 }
 
@@ -221,19 +234,19 @@ func (h *holder) lost(leadership *coordination.Leadership) error {
 	switch {
 	case errors.Is(cause, coordination.ErrNotAuthorized):
 		return clusterError("member %s lost role %s: the cluster refused a permission: %s; it left the roster",
-			h.member, h.role, strings.TrimPrefix(cause.Error(), "coordination: "))
+			h.shownMember(), h.shownRole(), strings.TrimPrefix(cause.Error(), "coordination: "))
 	case errors.Is(cause, coordination.ErrProducerLost):
 		return fencedError("lost: member %s lost role %s under token %s: the producer of its epoch is lost (%s), so no write under the token can land; it left the roster, run it again to compete",
-			h.member, h.role, leadership.Token(), strings.TrimPrefix(cause.Error(), "coordination: "))
+			h.shownMember(), h.shownRole(), leadership.Token(), strings.TrimPrefix(cause.Error(), "coordination: "))
 	case !errors.Is(cause, coordination.ErrFenced):
-		return failure("member %s lost role %s: %v", h.member, h.role, cause)
+		return failure("member %s lost role %s: %v", h.shownMember(), h.shownRole(), cause)
 	}
 	newer := "another member minted a newer epoch"
 	if current != "" && current != leadership.Token().String() {
 		newer = "the coordinator holds " + current + " now"
 	}
 	return fencedError("fenced: member %s lost role %s under token %s: %s, and the broker refused this member's renewal; it left the roster",
-		h.member, h.role, leadership.Token(), newer)
+		h.shownMember(), h.shownRole(), leadership.Token(), newer)
 }
 
 // holderEvent is a line of elect and run with --output json.

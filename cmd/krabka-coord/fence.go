@@ -12,7 +12,7 @@ import (
 )
 
 func newFenceCommand(g *globals) *cobra.Command {
-	var keepLease bool
+	var keepLease, force bool
 	cmd := &cobra.Command{
 		Use:   "fence ROLE",
 		Short: "Forced failover: mint a new epoch so that the holder's next write is refused",
@@ -26,7 +26,11 @@ Then, unless --keep-lease, it clears the lease under the new epoch and
 takes the deposed holder out of the roster, so the first standby takes over
 at once instead of at the lease's deadline; the holder joins at the tail if
 it competes again. fence itself never holds the role: it writes no lease of
-its own.`,
+its own.
+
+A role that has never been taken and has no members (no epoch at the
+coordinator, no lease, an empty roster) is most likely a typo: fence refuses
+it and exits 2, unless --force, which mints the role's first epoch.`,
 		Example: `  krabka-coord fence controller --brokers 127.0.0.1:9092
   krabka-coord fence controller --keep-lease --output json   # standbys wait for the deadline`,
 		Args: exactArgs("ROLE"),
@@ -45,7 +49,7 @@ its own.`,
 				return err
 			}
 			defer transport.Close()
-			result, err := fenceRole(ctx, g, transport, role, !keepLease)
+			result, err := fenceRole(ctx, g, transport, role, !keepLease, force)
 			if err != nil {
 				return err
 			}
@@ -56,6 +60,7 @@ its own.`,
 			return nil
 		}),
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "fence a role that has never been taken and has no members: mint its first epoch")
 	cmd.Flags().BoolVar(&keepLease, "keep-lease", false, "only mint the epoch; leave the lease and the roster, so the standbys wait for the lease's deadline")
 	return cmd
 }
@@ -81,8 +86,9 @@ type fenceJSON struct {
 }
 
 // fenceRole mints a new epoch of the role and, with release, clears its
-// lease.
-func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role, release bool) (fenceJSON, error) {
+// lease. Without force it refuses a role that has no epoch, no lease and no
+// member: a mistyped name would get a transactional id of its own.
+func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role, release, force bool) (fenceJSON, error) {
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	result := fenceJSON{Role: role.String(), Topic: partition.Topic, Partition: partition.Partition}
 	before, err := coordination.DescribeLeadership(ctx, transport, role)
@@ -97,12 +103,15 @@ func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTra
 	if err != nil && !errors.As(err, &format) {
 		return result, clusterError("read %s: %s", partition, strings.TrimPrefix(err.Error(), "coordination: "))
 	}
+	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
+		return result, usageError("role %s has never been taken and has no members: check the name, or pass --force to mint its first epoch", showName(role.String()))
+	}
 	if state.Lease != nil {
 		result.Holder, result.LeaseToken = state.Lease.Member.String(), state.Lease.Token.String()
 	}
 	token, err := transport.AcquireEpoch(ctx, role)
 	if err != nil {
-		return result, clusterError("mint a new epoch of role %s: %s", role, strings.TrimPrefix(err.Error(), "coordination: "))
+		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), strings.TrimPrefix(err.Error(), "coordination: "))
 	}
 	result.NewToken = newTokenJSON(token)
 	if release && state.Lease != nil {
@@ -121,7 +130,7 @@ func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTra
 		if _, registered := state.Entry(holder); registered {
 			if err := transport.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, holder)), nil); err != nil {
 				fmt.Fprintf(g.stderr, "krabka-coord: warning: the lease is cleared, but %s is still registered (%s); the standbys take over once it leaves\n",
-					holder, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+					showName(holder.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 			} else {
 				result.HolderRemoved = true
 			}
@@ -141,17 +150,17 @@ func printFence(g *globals, r fenceJSON) {
 	if r.OldToken != nil {
 		old = r.OldToken.Token
 	}
-	fmt.Fprintf(g.stdout, "fenced role %s: token %s -> %s\n", r.Role, old, r.NewToken.Token)
+	fmt.Fprintf(g.stdout, "fenced role %s: token %s -> %s\n", showName(r.Role), old, r.NewToken.Token)
 	if r.Holder != "" {
-		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", r.Holder, r.LeaseToken)
+		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", showName(r.Holder), r.LeaseToken)
 	} else {
 		fmt.Fprintf(g.stdout, "  no lease: no member held the role; every writer under an older token is refused\n")
 	}
 	switch {
 	case r.LeaseReleased && r.Next != "" && r.HolderRemoved:
-		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: the first standby, %s, takes over now\n", r.Holder, r.Next)
+		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: the first standby, %s, takes over now\n", showName(r.Holder), showName(r.Next))
 	case r.LeaseReleased && r.Next != "":
-		fmt.Fprintf(g.stdout, "  lease cleared: the first standby, %s, takes over once %s leaves the roster\n", r.Next, r.Holder)
+		fmt.Fprintf(g.stdout, "  lease cleared: the first standby, %s, takes over once %s leaves the roster\n", showName(r.Next), showName(r.Holder))
 	case r.LeaseReleased:
 		fmt.Fprintf(g.stdout, "  lease cleared: no standby is registered; the next member to campaign takes the role\n")
 	case r.Holder != "":

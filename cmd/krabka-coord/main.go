@@ -16,7 +16,8 @@
 //
 // Exit codes, for scripts:
 //
-//	0  success
+//	0  success; elect or run resigned on SIGINT, SIGTERM or SIGHUP, or was
+//	   interrupted so before it was elected
 //	1  failure: a check of demo failed, an elect --wait ran out, another error
 //	2  usage: unknown flag or command, wrong arguments, invalid role or member
 //	3  fenced: another member took the role while this one held it

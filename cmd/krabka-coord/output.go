@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
@@ -18,6 +21,21 @@ func writeJSON(w io.Writer, value any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", line)
 	return err
+}
+
+// showName writes a role or member name for text output: as it is when
+// every rune is printable (the ASCII space included, no other whitespace),
+// and quoted with strconv.Quote otherwise, so that a name from the state
+// topic cannot move the cursor, clear the operator's screen or split a
+// line. JSON output carries the names as they are: its encoder escapes
+// them.
+func showName(name string) string {
+	for _, r := range name {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }
 
 // tokenJSON is a fencing token in JSON: the canonical text and the pair.
@@ -72,14 +90,14 @@ func formatShort(d time.Duration) string {
 func rosterLine(state coordination.RoleState) string {
 	var b strings.Builder
 	if holder, ok := state.Holder(); ok {
-		fmt.Fprintf(&b, "holder %s", holder)
+		fmt.Fprintf(&b, "holder %s", showName(holder.String()))
 	} else {
 		b.WriteString("no holder")
 	}
 	var standbys []string
 	for _, m := range rankOrder(state) {
 		if !m.Holder {
-			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", m.Member, m.Rank))
+			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", showName(m.Member), *m.Rank))
 		}
 	}
 	if len(standbys) == 0 {

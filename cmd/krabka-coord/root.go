@@ -78,10 +78,12 @@ deposed leader.
 
 Start with the demo: it needs no cluster.
 
-Exit codes: 0 success; 1 failure; 2 usage or invalid input; 3 fenced
-(another member took the role); 4 cluster unreachable, credentials refused,
-or the state topic missing, with another partition count, or not compacted.
-run exits with its command's code (3 after a fence).`,
+Exit codes: 0 success, and elect stopped by SIGINT, SIGTERM or SIGHUP;
+1 failure; 2 usage or invalid input; 3 fenced (another member took the
+role); 4 cluster unreachable, credentials refused, or the state topic
+missing, with another partition count, or not compacted. run exits with its
+command's code (3 after a fence), and 0 when a signal stops it before it
+was elected.`,
 		Example: `  krabka-coord demo
   export KRABKA_BROKERS=127.0.0.1:9092
   krabka-coord create-topic

@@ -37,8 +37,10 @@ and stderr. COMMAND runs only while this member leads:
     the producer of its epoch failed so that no write under the token can
     land, the process group of COMMAND gets SIGTERM, and SIGKILL after
     --grace; run then leaves the roster and exits 3;
-  - on SIGINT or SIGTERM, the process group of COMMAND gets SIGTERM, and
-    SIGKILL after --grace; run then resigns and exits with COMMAND's code.
+  - on SIGINT, SIGTERM or SIGHUP, the process group of COMMAND gets SIGTERM,
+    and SIGKILL after --grace; run then resigns and exits with COMMAND's
+    code (a SIGHUP that was ignored when run started, as under nohup, stays
+    ignored).
 
 A fence shows on the next renewal, so COMMAND stops at most --renew-interval
 plus --grace after it. COMMAND cannot prove the leadership with the token to
@@ -46,9 +48,34 @@ Kafka by itself: a program that writes under the epoch uses the library's
 Leadership.Write. Use run for work that must not run twice at a time, and
 keep --renew-interval short when the overlap must be short.
 
-Exit codes: COMMAND's code; 3 fenced or leadership lost; 126 COMMAND could not be started, 127
-not found; 1 interrupted before it was elected, or not elected within --wait;
-2 usage; 4 cluster unreachable or state topic misconfigured.`,
+At a terminal: when run's stdin is its terminal and run is the foreground
+job, COMMAND's process group gets the terminal's foreground, as a shell
+gives it to a job, so COMMAND reads the terminal as it would without run
+(a group in the background would stop on SIGTTIN at its first read; run
+does this rather than give COMMAND /dev/null as stdin, so that an
+interactive COMMAND works). Ctrl-C, Ctrl-\ and Ctrl-Z then reach COMMAND,
+not run, and run resigns when COMMAND exits. When Ctrl-Z, or a read of the
+terminal from the background, stops COMMAND, run stops too, so the shell
+sees its job stop, and fg or bg continues both. A stopped leader renews
+nothing: a standby takes over at the lease deadline, and the fence shows
+when the job continues. run takes the foreground back when COMMAND ends.
+With stdin from a file, a pipe or /dev/null (systemd, CI) none of this
+applies.
+
+SIGKILL of run cannot be caught: no resignation (the standbys take over at
+the lease deadline), and COMMAND gets no SIGTERM and no grace. On Linux
+COMMAND itself gets SIGKILL from the kernel (a parent-death signal), but the
+processes that COMMAND started do not: they keep running, unled, while a
+standby starts another copy. Run COMMAND under a supervisor that kills
+the whole group or cgroup (systemd's KillMode=control-group, the default),
+or make COMMAND the process that does the work, with exec in a shell
+wrapper ('sh -c "setup; exec ./worker"'), so that the parent-death signal
+reaches it.
+
+Exit codes: COMMAND's code; 0 interrupted (SIGINT, SIGTERM, SIGHUP) before
+it was elected, as elect; 3 fenced or leadership lost; 126 COMMAND could not
+be started, 127 not found; 1 not elected within --wait; 2 usage; 4 cluster
+unreachable or state topic misconfigured.`,
 		Example: `  krabka-coord run controller node-1 --brokers 127.0.0.1:9092 -- ./controller --config prod.yaml
   krabka-coord run nightly-report node-1 --grace 30s -- sh -c 'echo "$KRABKA_MEMBER leads with $KRABKA_TOKEN"; ./report'
   krabka-coord run controller node-1 --listen :9464 --renew-interval 2s --lease-duration 6s -- ./controller`,
@@ -75,23 +102,21 @@ not found; 1 interrupted before it was elected, or not elected within --wait;
 				return err
 			}
 			if leadership == nil {
-				return exitCode(exitFailure)
+				return nil // interrupted before it was elected: it left the roster
 			}
 			child := exec.Command(args[2], args[3:]...)
 			child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
 			child.Env = append(os.Environ(),
 				envRole+"="+h.role.String(), envMember+"="+h.member.String(), envToken+"="+leadership.Token().String())
-			setProcessGroup(child)
-			if err := child.Start(); err != nil {
+			exited, err := startCommand(child, g.stderr)
+			if err != nil {
 				code := exitNoExec
 				if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 					code = exitNotFound
 				}
 				_ = h.resign(leadership)
-				return &exitError{code: code, err: fmt.Errorf("cannot start %s: %v; it resigned role %s", args[2], err, h.role)}
+				return &exitError{code: code, err: fmt.Errorf("cannot start %s: %v; it resigned role %s", args[2], err, h.shownRole())}
 			}
-			exited := make(chan error, 1)
-			go func() { exited <- child.Wait() }()
 
 			select {
 			case err := <-exited:
@@ -108,13 +133,13 @@ not found; 1 interrupted before it was elected, or not elected within --wait;
 			case <-leadership.Done():
 				if !g.json() {
 					fmt.Fprintf(g.stderr, "krabka-coord: leadership of role %s ended (%s); stopping the command: SIGTERM, SIGKILL after %v\n",
-						h.role, shortCause(leadership.Err()), grace)
+						h.shownRole(), shortCause(leadership.Err()), grace)
 				}
 				stopGroup(child, exited, grace)
 				return h.lost(leadership)
 			case <-ctx.Done():
 				if !g.json() {
-					fmt.Fprintf(g.stderr, "krabka-coord: signal: stopping the command (SIGTERM, SIGKILL after %v), then resigning role %s\n", grace, h.role)
+					fmt.Fprintf(g.stderr, "krabka-coord: signal: stopping the command (SIGTERM, SIGKILL after %v), then resigning role %s\n", grace, h.shownRole())
 				}
 				code := childExitCode(stopGroup(child, exited, grace))
 				if err := h.resign(leadership); err != nil {
@@ -154,6 +179,9 @@ func shortCause(err error) string {
 func childExitCode(err error) int {
 	if err == nil {
 		return exitOK
+	}
+	if code, ok := reapedExitCode(err); ok {
+		return code
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -126,7 +126,7 @@ func (t *roleTracker) applyOne(record coordination.StateRecord, now time.Time) (
 			}
 			event.Kind, event.Member, event.Token = eventReleased, previous.Member.String(), previous.Token.String()
 			event.Message = fmt.Sprintf("lease of %s (token %s) cleared: the holder resigned, or a fence released it; the first standby challenges at once",
-				previous.Member, previous.Token)
+				showName(previous.Member.String()), previous.Token)
 			return event, true
 		}
 		lease := *state.Lease
@@ -135,10 +135,10 @@ func (t *roleTracker) applyOne(record coordination.StateRecord, now time.Time) (
 		switch {
 		case previous == nil:
 			event.Kind = eventGranted
-			event.Message = fmt.Sprintf("%s took the role with token %s, lease until %s", lease.Member, lease.Token, formatMillis(lease.Deadline))
+			event.Message = fmt.Sprintf("%s took the role with token %s, lease until %s", showName(lease.Member.String()), lease.Token, formatMillis(lease.Deadline))
 		case previous.Member == lease.Member && previous.Token == lease.Token:
 			event.Kind = eventRenewed
-			event.Message = fmt.Sprintf("%s renewed token %s, deadline %s", lease.Member, lease.Token, formatAgo(lease.Deadline, now.UnixMilli()))
+			event.Message = fmt.Sprintf("%s renewed token %s, deadline %s", showName(lease.Member.String()), lease.Token, formatAgo(lease.Deadline, now.UnixMilli()))
 		default:
 			event.Kind = eventTakeover
 			event.PreviousMember, event.PreviousToken, event.PreviousDeadline = previous.Member.String(), previous.Token.String(), previous.Deadline
@@ -146,7 +146,8 @@ func (t *roleTracker) applyOne(record coordination.StateRecord, now time.Time) (
 			if lease.GrantedAt < previous.Deadline {
 				when = fmt.Sprintf("%s before its deadline", formatShort(time.Duration(previous.Deadline-lease.GrantedAt)*time.Millisecond))
 			}
-			event.Message = fmt.Sprintf("%s took over with token %s from %s (token %s, %s)", lease.Member, lease.Token, previous.Member, previous.Token, when)
+			event.Message = fmt.Sprintf("%s took over with token %s from %s (token %s, %s)",
+				showName(lease.Member.String()), lease.Token, showName(previous.Member.String()), previous.Token, when)
 		}
 		return event, true
 	}
@@ -163,7 +164,7 @@ func (t *roleTracker) checkExpiry(now time.Time) (roleEvent, bool) {
 	return roleEvent{
 		At: now, Kind: eventExpired, Role: t.role.String(), Member: lease.Member.String(), Token: lease.Token.String(), Deadline: lease.Deadline,
 		Message: fmt.Sprintf("lease of %s (token %s) expired at %s without a renewal; the first standby challenges now",
-			lease.Member, lease.Token, formatMillis(lease.Deadline)),
+			showName(lease.Member.String()), lease.Token, formatMillis(lease.Deadline)),
 	}, true
 }
 
@@ -262,7 +263,7 @@ func watchRole(ctx context.Context, g *globals, role coordination.Role) error {
 	state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli())
 	printer := &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose}
 	if !g.json() {
-		fmt.Fprintf(g.stderr, "watching role %s on %s (Ctrl-C to stop)\n", role, partition)
+		fmt.Fprintf(g.stderr, "watching role %s on %s (Ctrl-C to stop)\n", showName(role.String()), partition)
 	}
 	printer.print(roleEvent{At: now, Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
 	if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
@@ -318,14 +319,14 @@ func summarize(r describeJSON) string {
 		if !l.Live {
 			live = "EXPIRED " + formatAgo(l.Deadline.Millis, r.ObservedAt.Millis)
 		}
-		fmt.Fprintf(&b, "%s holds token %s (%s)", l.Holder, l.Token, live)
+		fmt.Fprintf(&b, "%s holds token %s (%s)", showName(l.Holder), l.Token, live)
 	} else {
 		b.WriteString("no lease")
 	}
 	var standbys []string
 	for _, m := range r.Roster {
 		if !m.Holder {
-			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", m.Member, m.Rank))
+			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", showName(m.Member), *m.Rank))
 		}
 	}
 	if len(standbys) > 0 {
@@ -362,7 +363,7 @@ func (p *eventPrinter) print(event roleEvent) {
 
 // formatEvent writes an event as one line of text.
 func formatEvent(event roleEvent) string {
-	member := event.Member
+	member := showName(event.Member)
 	if member == "" {
 		member = "-"
 	}
