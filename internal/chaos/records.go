@@ -84,12 +84,15 @@ const (
 	EventFenced = "fenced"
 
 	// EventEnded marks the end of a leadership for another reason than a
-	// refused command write: a renewal was fenced, or the member resigned.
+	// refused command write: a renewal was fenced or lost its producer
+	// ([coordination.ErrProducerLost]), a command write lost its producer,
+	// or the member resigned.
 	EventEnded = "ended"
 
 	// EventWriteError marks a guarded write that failed for another reason
-	// than a fence. Its outcome is unknown: the command may or may not be
-	// visible, but it must not be visible twice.
+	// than a fence, [coordination.ErrProducerLost] among them (that one also
+	// ends the leadership). Its outcome is unknown: the command may or may
+	// not be visible, but it must not be visible twice.
 	EventWriteError = "write-error"
 
 	// EventAcquireError marks a failed call of AcquireLeadership.
