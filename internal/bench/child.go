@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -306,37 +307,16 @@ func rolesKafka(args ChildArgs) (ChildResult, error) {
 		return ChildResult{}, err
 	}
 	leaderships := make([]*coordination.Leadership, args.Roles)
-	errs := make([]error, args.Roles)
-	work := make(chan int)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
-	for range min(64, args.Roles) {
-		wg.Go(func() {
-			for i := range work {
-				role, err := coordination.NewRole(fmt.Sprintf("%s-%05d", args.Role, i))
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				leaderships[i], errs[i] = coordination.AcquireLeadership(ctx, t, role, member, options...)
-			}
-		})
-	}
-	for i := range args.Roles {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	for _, err := range errs {
+	result, err := holdRoles(args, start, PortOf(args.Brokers[0]), func(i int) error {
+		role, err := coordination.NewRole(fmt.Sprintf("%s-%05d", args.Role, i))
 		if err != nil {
-			return ChildResult{}, err
+			return err
 		}
-	}
-	setup := time.Since(start)
-	time.Sleep(args.Warm)
-	result := ChildResult{Setup: setup.Seconds(), Heap: HeapInuse(), RSS: RSSBytes(), Goroutines: runtime.NumGoroutine()}
-	result.Connections, err = TCPConnections(PortOf(args.Brokers[0]))
+		leaderships[i], err = coordination.AcquireLeadership(ctx, t, role, member, options...)
+		return err
+	})
 	if err != nil {
 		return result, err
 	}
@@ -367,15 +347,22 @@ func rolesEtcd(args ChildArgs) (ChildResult, error) {
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	elections := make([]*concurrency.Election, args.Roles)
+	return holdRoles(args, start, PortOf(args.Etcd[0]), func(i int) error {
+		return concurrency.NewElection(s, fmt.Sprintf("%s/%05d/", args.Prefix, i)).Campaign(ctx, "holder")
+	})
+}
+
+// holdRoles takes args.Roles roles with acquire, 64 at a time, waits
+// args.Warm, and measures the process: memory, goroutines, and the
+// connections to the server on port.
+func holdRoles(args ChildArgs, start time.Time, port int, acquire func(i int) error) (ChildResult, error) {
 	errs := make([]error, args.Roles)
-	var wg sync.WaitGroup
 	work := make(chan int)
+	var wg sync.WaitGroup
 	for range min(64, args.Roles) {
 		wg.Go(func() {
 			for i := range work {
-				elections[i] = concurrency.NewElection(s, fmt.Sprintf("%s/%05d/", args.Prefix, i))
-				errs[i] = elections[i].Campaign(ctx, "holder")
+				errs[i] = acquire(i)
 			}
 		})
 	}
@@ -384,14 +371,13 @@ func rolesEtcd(args ChildArgs) (ChildResult, error) {
 	}
 	close(work)
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return ChildResult{}, err
-		}
+	if err := errors.Join(errs...); err != nil {
+		return ChildResult{}, err
 	}
 	setup := time.Since(start)
 	time.Sleep(args.Warm)
 	result := ChildResult{Setup: setup.Seconds(), Heap: HeapInuse(), RSS: RSSBytes(), Goroutines: runtime.NumGoroutine()}
-	result.Connections, err = TCPConnections(PortOf(args.Etcd[0]))
+	var err error
+	result.Connections, err = TCPConnections(port)
 	return result, err
 }
