@@ -41,29 +41,17 @@ It prints:
   KRABKA_BROKERS=kafka-1:9093 krabka-coord describe controller --tls --sasl-mechanism scram-sha-512 --sasl-user ops`,
 		Args: exactArgs("ROLE"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			role, err := parseRole(args[0])
-			if err != nil {
-				return err
-			}
-			if err := g.checkTopicFlags(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			transport, err := g.openChecked(ctx, coordination.DefaultLeaseConfig())
-			if err != nil {
-				return err
-			}
-			defer transport.Close()
-			result, err := describeRole(ctx, g, transport, role)
-			if err != nil {
-				return err
-			}
-			if g.json() {
-				return writeJSON(g.stdout, result)
-			}
-			printDescribe(g.stdout, result)
-			return nil
+			return g.onRole(cmd, args[0], func(ctx context.Context, transport *coordination.KafkaTransport, role coordination.Role) error {
+				result, err := describeRole(ctx, g, transport, role)
+				if err != nil {
+					return err
+				}
+				if g.json() {
+					return writeJSON(g.stdout, result)
+				}
+				printDescribe(g.stdout, result)
+				return nil
+			})
 		}),
 	}
 }

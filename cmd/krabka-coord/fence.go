@@ -35,29 +35,17 @@ it and exits 2, unless --force, which mints the role's first epoch.`,
   krabka-coord fence controller --keep-lease --output json   # standbys wait for the deadline`,
 		Args: exactArgs("ROLE"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			role, err := parseRole(args[0])
-			if err != nil {
-				return err
-			}
-			if err := g.checkTopicFlags(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			transport, err := g.openChecked(ctx, coordination.DefaultLeaseConfig())
-			if err != nil {
-				return err
-			}
-			defer transport.Close()
-			result, err := fenceRole(ctx, g, transport, role, !keepLease, force)
-			if err != nil {
-				return err
-			}
-			if g.json() {
-				return writeJSON(g.stdout, result)
-			}
-			printFence(g, result)
-			return nil
+			return g.onRole(cmd, args[0], func(ctx context.Context, transport *coordination.KafkaTransport, role coordination.Role) error {
+				result, err := fenceRole(ctx, g, transport, role, !keepLease, force)
+				if err != nil {
+					return err
+				}
+				if g.json() {
+					return writeJSON(g.stdout, result)
+				}
+				printFence(g, result)
+				return nil
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "fence a role that has never been taken and has no members: mint its first epoch")

@@ -108,6 +108,10 @@ type terminal struct {
 	master *os.File
 	lines  chan string
 	seen   strings.Builder
+	// unmatched holds the lines that no expect has matched yet: two
+	// processes write to the terminal, so a line may come before the one
+	// a test waits for first.
+	unmatched []string
 }
 
 // startOnTerminal starts a helper process part as the session leader of a
@@ -163,9 +167,16 @@ func startOnTerminal(t *testing.T, part string) *terminal {
 	return term
 }
 
-// expect waits for a line that contains want, and returns it.
+// expect waits for a line that contains want, and returns it. A line that
+// came earlier and matched no expect yet counts too.
 func (term *terminal) expect(want string, timeout time.Duration) string {
 	term.t.Helper()
+	for i, line := range term.unmatched {
+		if strings.Contains(line, want) {
+			term.unmatched = append(term.unmatched[:i], term.unmatched[i+1:]...)
+			return line
+		}
+	}
 	deadline := time.After(timeout)
 	for {
 		select {
@@ -177,6 +188,7 @@ func (term *terminal) expect(want string, timeout time.Duration) string {
 			if strings.Contains(line, want) {
 				return line
 			}
+			term.unmatched = append(term.unmatched, line)
 		case <-deadline:
 			term.t.Fatalf("no %q within %v (the command is stopped, or run is); the terminal showed:\n%s", want, timeout, term.seen.String())
 		}

@@ -408,6 +408,27 @@ func (c *cluster) transport(lease coordination.LeaseConfig) (*coordination.Kafka
 	return transport, nil
 }
 
+// onRole runs a one-shot command on the role that arg names: it parses the
+// role, checks the topic flags, opens a checked transport under the request
+// timeout, and hands both to do.
+func (g *globals) onRole(cmd *cobra.Command, arg string, do func(context.Context, *coordination.KafkaTransport, coordination.Role) error) error {
+	role, err := parseRole(arg)
+	if err != nil {
+		return err
+	}
+	if err := g.checkTopicFlags(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+	defer cancel()
+	transport, err := g.openChecked(ctx, coordination.DefaultLeaseConfig())
+	if err != nil {
+		return err
+	}
+	defer transport.Close()
+	return do(ctx, transport, role)
+}
+
 // openChecked connects to the cluster, opens a KafkaTransport with this
 // lease policy, and checks the state topic, as every command that reads or
 // writes a role does first. The caller closes the transport.

@@ -253,20 +253,32 @@ func countingEtcdClient(endpoints []string, read, written *atomic.Int64) (*clien
 	})
 }
 
+// etcdSession opens an etcd client that counts its bytes, and one session
+// whose lease TTL is the first lease of args. On an error it closes what it
+// opened.
+func etcdSession(args ChildArgs, read, written *atomic.Int64) (*clientv3.Client, *concurrency.Session, error) {
+	c, err := countingEtcdClient(args.Etcd, read, written)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(args.Lease[0]/time.Second)))
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, s, nil
+}
+
 // idleEtcd is one idle standby of etcd's election: a session and a
 // Campaign that waits behind another process's leader key.
 func idleEtcd(args ChildArgs) (ChildResult, error) {
 	start := time.Now()
 	var read, written atomic.Int64
-	c, err := countingEtcdClient(args.Etcd, &read, &written)
+	c, s, err := etcdSession(args, &read, &written)
 	if err != nil {
 		return ChildResult{}, err
 	}
 	defer c.Close()
-	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(args.Lease[0]/time.Second)))
-	if err != nil {
-		return ChildResult{}, err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := etcdCampaign(ctx, concurrency.NewElection(s, args.Prefix), "standby")
@@ -335,15 +347,11 @@ func rolesKafka(args ChildArgs) (ChildResult, error) {
 func rolesEtcd(args ChildArgs) (ChildResult, error) {
 	start := time.Now()
 	var read, written atomic.Int64
-	c, err := countingEtcdClient(args.Etcd, &read, &written)
+	c, s, err := etcdSession(args, &read, &written)
 	if err != nil {
 		return ChildResult{}, err
 	}
 	defer c.Close()
-	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(args.Lease[0]/time.Second)))
-	if err != nil {
-		return ChildResult{}, err
-	}
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
