@@ -368,7 +368,10 @@ func (c *campaign) abandon(ctx context.Context, cause error) error {
 }
 
 // cleanupTimeout bounds a write that the package makes after the caller's
-// context ended: a resignation's tombstone, a deregistration.
-func cleanupTimeout(s *settings) time.Duration {
-	return min(max(s.lease.renewInterval, time.Second), 5*time.Second)
-}
+// context ended: a resignation's tombstones, a deregistration. With the
+// transport's own bound on a write in flight (250 ms for [KafkaTransport])
+// such a call returns within a second of its context.
+func cleanupTimeout(*settings) time.Duration { return cleanupBound }
+
+// cleanupBound is the value of cleanupTimeout.
+const cleanupBound = 600 * time.Millisecond

@@ -255,15 +255,21 @@ func leaseVersions(plain *kgo.Client) *kversion.Versions {
 }
 
 // epochProducer is the transactional client of one minted epoch.
+//
+// A transaction holds slot from its first request to its end, so the
+// transactions of one epoch run one at a time. mu guards only client and
+// closeErr, and is held for moments: a caller that gives up on a
+// transaction in flight closes the producer without waiting for the slot.
 type epochProducer struct {
 	role     Role
 	token    FencingToken
 	requests *requestCounter
+	slot     chan struct{} // a semaphore of one, held for a whole transaction
 
-	mu       sync.Mutex  // held for a whole transaction, and to close
+	mu       sync.Mutex  // guards client and closeErr
 	client   *kgo.Client // nil once closed
 	baseline int64       // requests.inits right after the mint
-	closeErr error       // why client is nil; wraps ErrFenced or ErrProducerLost
+	closeErr error       // why client is nil; wraps ErrFenced, ErrProducerLost or ErrNotAuthorized
 }
 
 // requestCounter counts the InitProducerId and EndTxn requests that one
@@ -281,11 +287,16 @@ func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _
 	}
 }
 
-// closeLocked closes the client for good and records why. The caller holds
-// p.mu. It returns the reason, which wraps ErrFenced when the broker refused
-// the token or the epoch moved, and ErrProducerLost otherwise: only a
-// refusal of the token means that the role went elsewhere.
-func (p *epochProducer) closeLocked(reason error) error {
+// close closes the client for good and records why, the first time only,
+// and returns the reason that stands. The reason wraps ErrFenced when the
+// broker refused the token or the epoch moved, ErrNotAuthorized (and
+// ErrProducerLost) when the cluster refused the transactional id, and
+// ErrProducerLost otherwise: only a refusal of the token means that the
+// role went elsewhere. Closing a franz-go client fails its requests in
+// flight at once, so a transaction that runs on it ends promptly.
+func (p *epochProducer) close(reason error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.client == nil {
 		return p.closeErr
 	}
@@ -293,6 +304,8 @@ func (p *epochProducer) closeLocked(reason error) error {
 	case errors.Is(reason, ErrFenced), errors.Is(reason, ErrProducerLost):
 	case kafkaFailureOf(reason) == failureFenced:
 		reason = fmt.Errorf("%w: %w", reason, ErrFenced)
+	case kafkaFailureOf(reason) == failureDenied && !errors.Is(reason, ErrNotAuthorized):
+		reason = fmt.Errorf("%w: %w: %w", reason, ErrNotAuthorized, ErrProducerLost)
 	default:
 		reason = fmt.Errorf("%w: %w", reason, ErrProducerLost)
 	}
@@ -302,8 +315,18 @@ func (p *epochProducer) closeLocked(reason error) error {
 	return reason
 }
 
+// closed returns why the producer was closed, and nil while it is open.
+func (p *epochProducer) closed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == nil {
+		return p.closeErr
+	}
+	return nil
+}
+
 // reinitialised reports a franz-go recovery of the producer id since the
-// mint. The caller holds p.mu.
+// mint.
 func (p *epochProducer) reinitialised() bool { return p.requests.inits.Load() != p.baseline }
 
 // AcquireEpoch mints a new epoch of the role and fences every earlier one,
@@ -342,9 +365,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 	previous := t.current[role]
 	t.mu.Unlock()
 	if previous != nil {
-		previous.mu.Lock()
-		previous.closeLocked(fmt.Errorf("coordination: token %s of role %s: this transport minted a newer epoch of the role: %w", previous.token, role, ErrFenced))
-		previous.mu.Unlock()
+		previous.close(fmt.Errorf("coordination: token %s of role %s: this transport minted a newer epoch of the role: %w", previous.token, role, ErrFenced))
 	}
 
 	client, requests := t.takeWarm(role)
@@ -359,7 +380,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 		client.Close()
 		return NoEpoch, err
 	}
-	producer := &epochProducer{role: role, token: token, requests: requests, client: client, baseline: requests.inits.Load()}
+	producer := &epochProducer{role: role, token: token, requests: requests, slot: make(chan struct{}, 1), client: client, baseline: requests.inits.Load()}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -557,8 +578,10 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 // the log cleaner removes after delete.retention.ms.
 //
 // It retries what franz-go retries (a lost connection, a leader that moved,
-// NOT_ENOUGH_REPLICAS) until ctx ends; it returns a permanent error for a
-// missing WRITE ACL on the topic. It is safe for concurrent use.
+// NOT_ENOUGH_REPLICAS) until ctx ends, and returns at most 250 ms
+// (abandonGrace) after that, with an error that says whether the record may
+// still be appended; it returns a permanent error for a missing WRITE ACL
+// on the topic. It is safe for concurrent use.
 func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, key, value []byte) error {
 	if err := t.useStateTopic(partition); err != nil {
 		return err
@@ -577,10 +600,35 @@ func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, k
 		}
 	}
 	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: tombstoneAsNull(value)}
-	if err := t.plain.ProduceSync(ctx, record).FirstErr(); err != nil {
+	if err := t.produceBounded(ctx, record); err != nil {
 		return describeKafkaError("append to "+partition.String(), err)
 	}
 	return nil
+}
+
+// produceBounded produces one record with the plain producer and waits for
+// its acknowledgement, for the end of ctx, or for abandonGrace after it,
+// whichever comes first. franz-go fails a record whose context ends before
+// it was sent, but an idempotent producer cannot take back a record in
+// flight, so a call that must return within its context stops waiting for
+// it: the error then says that the outcome is unknown. The record's
+// callback runs later on franz-go's goroutine, into a buffered channel.
+func (t *KafkaTransport) produceBounded(ctx context.Context, record *kgo.Record) error {
+	done := make(chan error, 1)
+	t.plain.Produce(ctx, record, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(abandonGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+		return fmt.Errorf("the call's context ended (%w) with the record in flight; its outcome is unknown, and it may still be appended", ctx.Err())
+	}
 }
 
 // WriteLease writes one record to the partition in a transaction of the
@@ -596,10 +644,14 @@ func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, k
 // token's is refused. A write that fails for a transient reason aborts its
 // transaction and returns an error that does not wrap ErrFenced.
 //
-// ctx bounds the write up to the commit. The commit itself runs to its end,
-// bounded by the lease duration, because an EndTxn abandoned midway leaves
-// an outcome that only a new epoch resolves. Writes under one token run one
-// at a time.
+// ctx bounds the write, the wait for a write in flight of the same token
+// included, and the call returns at most 250 ms (abandonGrace) after ctx
+// ends. A transaction still in flight then is abandoned: the error wraps
+// [ErrProducerLost] and says that the outcome is unknown, and the transport
+// closes the token's producer, because an EndTxn abandoned midway leaves an
+// outcome that only a new epoch resolves. A write that gave up while it
+// waited for the token's previous transaction wrote nothing and leaves the
+// producer alone. Writes under one token run one at a time.
 func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error {
 	if err := t.useStateTopic(partition); err != nil {
 		return err
@@ -652,12 +704,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 		return err
 	}
 	if len(out) == 0 {
-		producer.mu.Lock()
-		defer producer.mu.Unlock()
-		if producer.client == nil {
-			return producer.closeErr
-		}
-		return nil
+		return producer.closed()
 	}
 	return t.transact(ctx, producer, fmt.Sprintf("guarded write of role %s under %s", producer.role, token), out...)
 }
@@ -697,14 +744,55 @@ func (t *KafkaTransport) producer(what string, token FencingToken) (*epochProduc
 // before any record went out, so such a write writes nothing; after the
 // produce, before the commit, so it aborts; and after the commit.
 func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, op string, records ...*kgo.Record) error {
+	if err := producer.closed(); err != nil {
+		return fmt.Errorf("coordination: %s: %w", op, err)
+	}
+	select {
+	case producer.slot <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("coordination: %s: waited for the transaction in flight of the same epoch, nothing written: %w", op, ctx.Err())
+	}
+	done := make(chan error, 1)
+	go func() { // owned by this call, or by the producer once the call gives up; it ends with the transaction
+		defer func() { <-producer.slot }()
+		done <- t.transactHeld(ctx, producer, op, records)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(abandonGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+	}
+	return producer.close(fmt.Errorf("coordination: %s: the call's context ended (%w) with the transaction in flight, which did not end within %v more; "+
+		"its outcome is unknown, so the records may be in the log; the transport ends the epoch's producer, because only a new epoch repairs it: %w",
+		op, ctx.Err(), abandonGrace, ErrProducerLost))
+}
+
+// abandonGrace bounds how long a write waits for its transaction after the
+// caller's context ended: a commit in flight often ends within it. Past it,
+// the write returns an error that wraps [ErrProducerLost] (outcome unknown)
+// and the transport closes the epoch's producer, whose transaction then
+// fails at once. Every write of the transport therefore returns within its
+// context plus this bound.
+const abandonGrace = 250 * time.Millisecond
+
+// transactHeld runs one transaction. The caller holds producer.slot.
+func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProducer, op string, records []*kgo.Record) error {
 	producer.mu.Lock()
-	defer producer.mu.Unlock()
 	client := producer.client
+	closeErr := producer.closeErr
+	producer.mu.Unlock()
 	switch {
 	case client == nil:
-		return fmt.Errorf("coordination: %s: %w", op, producer.closeErr)
+		return fmt.Errorf("coordination: %s: %w", op, closeErr)
 	case producer.reinitialised():
-		return producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id since the mint: %w", op, errEpochMoved))
+		return producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id since the mint: %w", op, errEpochMoved))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("coordination: %s: %w", op, err)
@@ -714,13 +802,13 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 		// The producer id of a usable client carries no error, so a refusal
 		// here means the client cannot go on without a new InitProducerId.
 		if kafkaFailureOf(err) == failureFenced {
-			return producer.closeLocked(describeKafkaError(op, err))
+			return producer.close(t.fenceError(producer, op, err))
 		}
-		return producer.closeLocked(fmt.Errorf("coordination: %s: begin transaction, nothing written: %w: %w", op, ErrProducerLost, err))
+		return producer.close(fmt.Errorf("coordination: %s: begin transaction, nothing written: %w: %w", op, ErrProducerLost, err))
 	}
 	if producer.reinitialised() {
 		// Nothing went out under the new epoch; the transaction is empty.
-		return producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to begin the transaction: %w", op, errEpochMoved))
+		return producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to begin the transaction: %w", op, errEpochMoved))
 	}
 	results := client.ProduceSync(ctx, records...)
 	var failures []error
@@ -730,10 +818,10 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 		}
 	}
 	if len(failures) > 0 {
-		return t.failed(producer, op, failures)
+		return t.failed(client, producer, op, failures)
 	}
 	if producer.reinitialised() {
-		return t.failed(producer, op, []error{fmt.Errorf("franz-go re-initialised the producer id during the produce: %w", errEpochMoved)})
+		return t.failed(client, producer, op, []error{fmt.Errorf("franz-go re-initialised the producer id during the produce: %w", errEpochMoved)})
 	}
 
 	// The caller's deadline no longer applies: a commit abandoned midway has
@@ -743,11 +831,16 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 	if err := client.EndTransaction(commitCtx, kgo.TryCommit); err != nil {
 		switch {
 		case kafkaFailureOf(err) == failureFenced:
-			return producer.closeLocked(describeKafkaError(op, err))
+			return producer.close(t.fenceError(producer, op, err))
+		case kafkaFailureOf(err) == failureDenied:
+			// The coordinator refused the EndTxn: nothing committed.
+			err = producer.close(describeKafkaError(op+", nothing committed", err))
+			t.abortOpen(producer)
+			return err
 		case errors.Is(err, kerr.TransactionAbortable):
-			return t.failed(producer, op, []error{err})
+			return t.failed(client, producer, op, []error{err})
 		default:
-			err = producer.closeLocked(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown, so the records may be in the log; "+
+			err = producer.close(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown, so the records may be in the log; "+
 				"the transport closes the producer, because only a new epoch repairs it: %w: %w", op, ErrProducerLost, err))
 			t.abortOpen(producer)
 			return err
@@ -759,15 +852,15 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 	// moved, or a producer id that cannot be read, closes the producer, and
 	// the next write under the token fails.
 	if producer.reinitialised() {
-		producer.closeLocked(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to commit: %w", op, errEpochMoved))
+		producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to commit: %w", op, errEpochMoved))
 		return nil
 	}
 	id, epoch, err := client.ProducerID(commitCtx)
 	switch {
 	case err != nil:
-		producer.closeLocked(fmt.Errorf("coordination: %s: read the producer id after the commit: %w: %w", op, ErrProducerLost, err))
+		producer.close(fmt.Errorf("coordination: %s: read the producer id after the commit: %w: %w", op, ErrProducerLost, err))
 	case id != producer.token.ProducerID() || epoch != producer.token.ProducerEpoch():
-		producer.closeLocked(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
+		producer.close(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
 			"the transport never adopts a pair it did not mint: %w", op, producer.token, id, epoch, errEpochMoved))
 	}
 	return nil
@@ -778,33 +871,40 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 // client, unless the abort fails, franz-go re-initialised the producer id to
 // abort, or the producer id may be left failed: franz-go then aborts without
 // an EndTxn, and would recover at the next BeginTransaction with a new
-// InitProducerId. The caller holds producer.mu.
-func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []error) error {
+// InitProducerId. The caller holds producer.slot.
+func (t *KafkaTransport) failed(client *kgo.Client, producer *epochProducer, op string, causes []error) error {
 	cause := errors.Join(causes...)
 	if len(causes) == 1 {
 		cause = causes[0]
 	}
-	if kafkaFailureOf(cause) == failureFenced {
-		return producer.closeLocked(describeKafkaError(op, cause))
+	switch {
+	case kafkaFailureOf(cause) == failureFenced:
+		return producer.close(t.fenceError(producer, op, cause))
+	case errors.Is(cause, kerr.TransactionalIDAuthorizationFailed), errors.Is(cause, kerr.ClusterAuthorizationFailed):
+		// The member may no longer use the role's transactional id: no
+		// write under the token can land until an operator grants it.
+		err := producer.close(describeKafkaError(op+", nothing committed", cause))
+		t.abortOpen(producer)
+		return err
 	}
 	endTxns := producer.requests.endTxns.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), min(abortTimeout, t.lease.Duration()))
 	defer cancel()
-	if err := producer.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	if err := client.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		if kafkaFailureOf(err) == failureFenced {
-			return producer.closeLocked(describeKafkaError(op, errors.Join(cause, err)))
+			return producer.close(t.fenceError(producer, op, errors.Join(cause, err)))
 		}
-		err = producer.closeLocked(fmt.Errorf("coordination: %s, nothing committed: %w; the abort failed too, so the transport closes the producer: %w: %w", op, cause, ErrProducerLost, err))
+		err = producer.close(fmt.Errorf("coordination: %s, nothing committed: %w; the abort failed too, so the transport closes the producer: %w: %w", op, cause, ErrProducerLost, err))
 		t.abortOpen(producer)
 		return err
 	}
 	if producer.reinitialised() {
-		return producer.closeLocked(fmt.Errorf("coordination: %s: %w; franz-go re-initialised the producer id to abort the transaction: %w", op, cause, errEpochMoved))
+		return producer.close(fmt.Errorf("coordination: %s: %w; franz-go re-initialised the producer id to abort the transaction: %w", op, cause, errEpochMoved))
 	}
 	if producer.requests.endTxns.Load() == endTxns {
 		for _, c := range causes {
 			if !unsentRecordError(c) {
-				err := producer.closeLocked(fmt.Errorf("coordination: %s, nothing committed: %w; franz-go may hold the producer id as failed, "+
+				err := producer.close(fmt.Errorf("coordination: %s, nothing committed: %w; franz-go may hold the producer id as failed, "+
 					"and would mint a new epoch to recover it, so the transport closes the producer: %w", op, cause, ErrProducerLost))
 				t.abortOpen(producer)
 				return err
@@ -814,13 +914,57 @@ func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []err
 	return describeKafkaError(op+" (aborted)", cause)
 }
 
+// fenceError describes a refusal of the token. The transaction coordinator
+// refuses a token for two reasons: another member minted a newer epoch (a
+// fence: the error wraps [ErrFenced]), or the coordinator itself aborted a
+// transaction of the token that outlived transaction.timeout.ms and bumped
+// the epoch so that the stalled producer cannot go on. Nobody else holds
+// the role in the second case, so the error says so and wraps
+// [ErrProducerLost] instead; the leadership ends either way, because no
+// write under the token can land again. It tells the two apart with one
+// DescribeTransactions request (bounded by fenceDescribeTimeout): the
+// coordinator's pair is the token's producer id at the next epoch, the
+// transaction is aborting or aborted, and it started at least a
+// transaction timeout ago. A challenger's InitProducerId leaves an Empty
+// transaction instead, at the next epoch or the one after. The caller
+// holds producer.slot.
+func (t *KafkaTransport) fenceError(producer *epochProducer, op string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), fenceDescribeTimeout)
+	defer cancel()
+	role := producer.role.String()
+	described, derr := t.admin.DescribeTransactions(ctx, role)
+	if txn, ok := described[role]; derr == nil && ok && txn.Err == nil && abortedAtTimeout(producer.token, txn, time.Now().UnixMilli()) {
+		return fmt.Errorf("coordination: %s: the transaction coordinator aborted the transaction of %s at its timeout "+
+			"(transaction.timeout.ms %d, which the transport sets to the lease duration) and bumped the epoch to %d:%d; "+
+			"no other member minted, but no write under %s can land again: %w: %w",
+			op, producer.token, txn.TimeoutMillis, txn.ProducerID, txn.ProducerEpoch, producer.token, ErrProducerLost, err)
+	}
+	return describeKafkaError(op, err)
+}
+
+// fenceDescribeTimeout bounds the DescribeTransactions of fenceError.
+const fenceDescribeTimeout = time.Second
+
+// abortedAtTimeout reports whether a described transaction shows the
+// coordinator's own abort of token's transaction at its timeout. See
+// fenceError.
+func abortedAtTimeout(token FencingToken, txn kadm.DescribedTransaction, nowMillis int64) bool {
+	if txn.ProducerID != token.ProducerID() || int(txn.ProducerEpoch) != int(token.ProducerEpoch())+1 {
+		return false
+	}
+	if txn.State != "PrepareAbort" && txn.State != "CompleteAbort" {
+		return false
+	}
+	return txn.StartTimestamp > 0 && txn.TimeoutMillis > 0 && nowMillis-txn.StartTimestamp >= int64(txn.TimeoutMillis)
+}
+
 // abortOpen ends, as far as it can, a transaction that a closed producer may
 // have left open, so that it does not hide the newer records of its
 // partitions until the coordinator aborts it at the transaction timeout. It
 // sends a raw EndTxn(abort) at the token's own epoch, version 4: an abort
 // can mint no epoch, and the coordinator refuses it when the token is stale
 // or no transaction is open. The outcome does not matter to the caller.
-// The caller holds producer.mu.
+// The caller holds producer.slot.
 func (t *KafkaTransport) abortOpen(producer *epochProducer) {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID = producer.role.String()
@@ -913,9 +1057,7 @@ func (t *KafkaTransport) Close() {
 			w.client.Close()
 		}
 		for _, p := range producers {
-			p.mu.Lock()
-			p.closeLocked(fmt.Errorf("coordination: token %s of role %s: %w", p.token, p.role, errTransportClosed))
-			p.mu.Unlock()
+			p.close(fmt.Errorf("coordination: token %s of role %s: %w", p.token, p.role, errTransportClosed))
 		}
 		t.reader.close()
 		t.plain.Close()

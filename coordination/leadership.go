@@ -44,9 +44,11 @@ type Leadership struct {
 	// waiting for it gives up when its context ends.
 	slot chan struct{}
 
-	mu    sync.Mutex // guards lease and err
-	lease Lease
-	err   error
+	mu        sync.Mutex // guards lease, err, preempt and renewGate
+	lease     Lease
+	err       error
+	preempt   context.CancelCauseFunc // cancels the guarded write in flight; nil when none
+	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
 
 	done     chan struct{} // closed by end, once
 	stop     chan struct{} // closed by Resign to stop the renewal loop
@@ -139,13 +141,22 @@ func (l *Leadership) Renew(ctx context.Context) error {
 		return err
 	}
 	defer l.unlock()
+	return l.renewHeld(ctx)
+}
+
+// renewHeld writes one renewal. The caller holds the write slot.
+func (l *Leadership) renewHeld(ctx context.Context) error {
 	if err := l.endedErr("renew"); err != nil {
 		return err
 	}
 	lease := l.settings.lease.Grant(l.member, l.token, l.settings.clock.NowMillis())
 	err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(lease))
 	if err != nil {
-		return l.writeFailed("renewal", err)
+		err = fmt.Errorf("coordination: renewal by member %s: %w", l.member, err)
+		if endsLeadership(err) || errors.Is(err, ErrNotAuthorized) {
+			l.end(err) // no renewal under the token can land again
+		}
+		return err
 	}
 	l.mu.Lock()
 	l.lease = lease
@@ -160,15 +171,31 @@ func (l *Leadership) Renew(ctx context.Context) error {
 // to a read_committed reader after its successor's first write.
 //
 // The transport must implement [GuardedWriter]; [KafkaTransport] does. Write
-// runs under the same lock as the renewals, so it is safe to call from many
-// goroutines and concurrently with the background renewal; each call is one
-// transaction.
+// takes the same write slot as the renewals (they share the role's
+// transactional producer, which runs one transaction at a time), so it is
+// safe to call from many goroutines and concurrently with the background
+// renewal; each call is one transaction.
+//
+// A write never lets the lease lapse: a renewal that falls due while a
+// write holds the slot waits for it at most half a renew interval, then
+// cancels it. The cancelled write returns an error that says so; over
+// [KafkaTransport] records not yet sent are failed and the transaction is
+// aborted, so nothing of it commits and the leadership goes on, while a
+// transaction already in flight is abandoned as below.
+//
+// ctx bounds the write and the wait for the slot. Over [KafkaTransport] the
+// call returns at most 250 ms after ctx ends; a transaction still in flight
+// then is abandoned, the error wraps [ErrProducerLost] with its outcome
+// unknown, and the leadership ends, because only a new epoch resolves it.
 //
 // A fenced write ends the leadership and returns an error that wraps
 // [ErrFenced]; none of its records is visible. A write that gets
 // [ErrProducerLost] ends the leadership too, and its error says whether the
-// records may have committed. Write on an ended leadership writes nothing and returns an
-// error that wraps [ErrNotHeld]. It rejects an empty list, a record without
+// records may have committed. A record to a topic that the member may not
+// write, or that does not exist, fails its write (the error wraps
+// [ErrNotAuthorized] for a missing ACL) and leaves the leadership alone.
+// Write on an ended leadership writes nothing and returns an error that
+// wraps [ErrNotHeld]. It rejects an empty list, a record without
 // a topic or with a negative partition, and a record for the coordination
 // topic, before anything is written.
 func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error {
@@ -196,11 +223,32 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 	if err := l.endedErr("write"); err != nil {
 		return err
 	}
-	if err := writer.WriteGuarded(ctx, l.token, records); err != nil {
-		return l.writeFailed("guarded write", err)
+	writeCtx, cancel := context.WithCancelCause(ctx)
+	l.mu.Lock()
+	l.preempt = cancel
+	l.mu.Unlock()
+	err := writer.WriteGuarded(writeCtx, l.token, records)
+	l.mu.Lock()
+	l.preempt = nil
+	l.mu.Unlock()
+	preempted := ctx.Err() == nil && errors.Is(context.Cause(writeCtx), errPreempted)
+	cancel(nil)
+	if err != nil {
+		if preempted {
+			err = fmt.Errorf("%w: %w", errPreempted, err)
+		}
+		err = fmt.Errorf("coordination: guarded write by member %s: %w", l.member, err)
+		if endsLeadership(err) {
+			l.end(err)
+		}
+		return err
 	}
 	return nil
 }
+
+// errPreempted is the cause with which a due renewal cancels a guarded
+// write that holds the write slot too long.
+var errPreempted = errors.New("the write held the role's producer past the due renewal of the lease, so the renewal cancelled it")
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
 // on the lease key, so the first standby challenges at once instead of at
@@ -210,8 +258,9 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 // and it returns their error.
 //
 // A ctx that has already ended does not stop the tombstones: Resign then
-// writes them under a short context of its own, bounded by the renew
-// interval (between one and five seconds). Resign is safe to call twice and
+// writes them under a short context of its own (600 ms). Resign returns
+// within its context plus the transport's bound on a write in flight (250
+// ms for [KafkaTransport]), or within a second when ctx had already ended. Resign is safe to call twice and
 // concurrently with [Leadership.Renew] and [Leadership.Write]: a second call
 // writes nothing, and returns nil when a resignation ended the leadership,
 // or an error that wraps [ErrNotHeld] and the cause when something else did,
@@ -251,8 +300,15 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		}
 		return fmt.Errorf("coordination: resign role %s: %w: %w", l.role, ErrNotHeld, err)
 	}
-	leaseErr := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
-	registrationErr := l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
+	// The two tombstones go out together, so that the call returns within
+	// its context plus one abandonGrace of the transport, not two.
+	var leaseErr, registrationErr error
+	var tombstones sync.WaitGroup
+	tombstones.Go(func() {
+		registrationErr = l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
+	})
+	leaseErr = l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
+	tombstones.Wait()
 	if leaseErr != nil && errors.Is(leaseErr, ErrFenced) {
 		err := fmt.Errorf("coordination: resignation of role %s by %s under %s: %w", l.role, l.member, l.token, leaseErr)
 		l.end(err)
@@ -269,6 +325,11 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // renewLoop renews at every renew interval, and at most one poll interval
 // after a renewal that failed for a reason other than a fence. It returns
 // when the leadership ends or Resign stops it.
+//
+// A due renewal does not wait behind a guarded write for long: it waits
+// for the write slot at most preemptAfter, then cancels the guarded write
+// in flight (see [Leadership.Write]) and takes the slot when the write has
+// given it back. While it waits, no new guarded write takes the slot.
 func (l *Leadership) renewLoop(ctx context.Context) {
 	defer close(l.loopDone)
 	clock := l.settings.clock
@@ -286,13 +347,17 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 		case <-clock.After(time.Duration(at-clock.NowMillis()) * time.Millisecond):
 		}
 		attempt, cancel := context.WithTimeout(ctx, l.settings.lease.renewInterval)
-		err := l.Renew(attempt)
+		err := l.lockForRenewal(attempt)
+		if err == nil {
+			err = l.renewHeld(attempt)
+			l.unlock()
+		}
 		cancel()
 		switch {
 		case err == nil:
 			retryAt = 0
-		case errors.Is(err, ErrNotHeld), endsLeadership(err):
-			return // writeFailed ended the leadership
+		case errors.Is(err, ErrNotHeld), endsLeadership(err), errors.Is(err, ErrNotAuthorized):
+			return // renewHeld ended the leadership
 		default:
 			select {
 			case <-l.stop:
@@ -306,8 +371,68 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 	}
 }
 
-// lock takes the write slot, or gives up when ctx ends first.
+// preemptAfter is how long a due renewal waits for a guarded write in
+// flight before it cancels it: half a renew interval, so the renewal still
+// lands well before the deadline of a lease that follows the advice of
+// [NewLeaseConfig] (a renew interval of at most a third of the lease).
+func (l *Leadership) preemptAfter() time.Duration { return l.settings.lease.renewInterval / 2 }
+
+// lockForRenewal takes the write slot for a due renewal. It holds back new
+// guarded writes while it waits, and cancels the guarded write in flight
+// once it has waited preemptAfter, or gives up when ctx ends.
+func (l *Leadership) lockForRenewal(ctx context.Context) error {
+	select {
+	case l.slot <- struct{}{}:
+		return nil
+	default:
+	}
+	gate := make(chan struct{})
+	l.mu.Lock()
+	l.renewGate = gate
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.renewGate = nil
+		l.mu.Unlock()
+		close(gate)
+	}()
+	preempt := l.settings.clock.After(l.preemptAfter())
+	for {
+		select {
+		case l.slot <- struct{}{}:
+			return nil
+		case <-preempt:
+			preempt = nil
+			l.mu.Lock()
+			cancel := l.preempt
+			l.mu.Unlock()
+			if cancel != nil {
+				l.logger.Warn("coordination: a guarded write holds the role's producer past a due renewal; cancelling it to renew the lease",
+					slog.Duration("waited", l.preemptAfter()))
+				cancel(errPreempted)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("coordination: renew role %s: waiting for the write in flight: %w", l.role, ctx.Err())
+		}
+	}
+}
+
+// lock takes the write slot, or gives up when ctx ends first. It lets a due
+// renewal that waits for the slot go first.
 func (l *Leadership) lock(ctx context.Context, operation string) error {
+	for {
+		l.mu.Lock()
+		gate := l.renewGate
+		l.mu.Unlock()
+		if gate == nil {
+			break
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return fmt.Errorf("coordination: %s role %s: waiting for the due renewal of the lease: %w", operation, l.role, ctx.Err())
+		}
+	}
 	select {
 	case l.slot <- struct{}{}:
 		return nil
@@ -319,21 +444,12 @@ func (l *Leadership) lock(ctx context.Context, operation string) error {
 // unlock gives the write slot back.
 func (l *Leadership) unlock() { <-l.slot }
 
-// writeFailed classifies the error of a write: a fence, a lost producer and
-// a missing permission end the leadership, because no later write under the
-// token can land. The caller holds the write slot.
-func (l *Leadership) writeFailed(what string, err error) error {
-	err = fmt.Errorf("coordination: %s by member %s: %w", what, l.member, err)
-	if endsLeadership(err) {
-		l.end(err)
-	}
-	return err
-}
-
 // endsLeadership reports whether a write error leaves the token unable to
-// write again.
+// write again: a fence, or a lost producer (which includes a transactional
+// id that the cluster no longer lets the member use). A guarded record that
+// the member may not write to its topic fails its write only.
 func endsLeadership(err error) bool {
-	return errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost) || errors.Is(err, ErrNotAuthorized)
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost)
 }
 
 // endedErr returns the error of an operation on an ended leadership, and nil
