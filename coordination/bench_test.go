@@ -135,7 +135,7 @@ func BenchmarkCampaignRead(b *testing.B) {
 			p := &followedPartition{view: make(map[string]int)}
 			builder := NewRoleStateBuilder(role)
 			for _, r := range benchLog(b, role, size) {
-				p.addLocked(r.Offset, string(r.Key), r.Value)
+				p.addLocked(r.Offset, string(r.Key), r.Value, 0)
 				if err := builder.Apply(r); err != nil {
 					b.Fatal(err)
 				}
@@ -146,7 +146,7 @@ func BenchmarkCampaignRead(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				renewal := benchRenewal(b, role, p.next, now)
-				p.addLocked(renewal.Offset, string(renewal.Key), renewal.Value)
+				p.addLocked(renewal.Offset, string(renewal.Key), renewal.Value, 0)
 				p.next++
 				records, to := p.snapshotLocked(next)
 				next = to

@@ -146,6 +146,10 @@ type campaign struct {
 
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when this call first saw it held, in ms; 0 for none
+
+	ownRegistrationSeen bool  // this call's registration was in the roster once
+	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
+	namedLeaseSeenAt    int64  // when it was first seen, in ms
 }
 
 // openTransactionHold bounds how long a challenger waits for an open
@@ -226,6 +230,13 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			continue
 		}
 		now := clock.NowMillis()
+		if entry, ok := state.Entry(c.member); ok && entry.RegisteredAt != c.registeredAt && c.ownRegistrationSeen {
+			// This call's registration was in the roster, and another
+			// registration of the same member replaced it: a second live
+			// process runs under this member id.
+			return nil, c.abandon(ctx, fmt.Errorf("coordination: member %s of role %s: another registration of the same member id (registered at %d ms, this call's at %d ms) replaced this call's: "+
+				"two live processes use one member id, and each would fence the other: %w", c.member, c.role, entry.RegisteredAt, c.registeredAt, ErrDuplicateMember))
+		}
 		if entry, ok := state.Entry(c.member); !ok || entry.RegisteredAt != c.registeredAt {
 			// This call's own registration is not visible yet; an older one
 			// would rank the member where it no longer stands.
@@ -238,17 +249,37 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
 			continue
 		}
+		c.ownRegistrationSeen = true
 		decision := Evaluate(state, c.member, now, c.settings.lease)
+		if c.minted != nil {
+			// An epoch minted by this call fenced the holder already: write
+			// its lease now rather than leave the role without a writer.
+			decision = Decision{Action: ActionChallenge}
+		} else if state.Lease != nil && state.Lease.Member == c.member {
+			var err error
+			if decision, err = c.namedByLease(ctx, state, now, decision); err != nil {
+				if ctx.Err() != nil {
+					return nil, c.abandon(ctx, ctx.Err())
+				}
+				if errors.Is(err, ErrDuplicateMember) || errors.Is(err, ErrNotAuthorized) {
+					return nil, c.abandon(ctx, err)
+				}
+				c.lastErr = err
+				c.logger.Warn("coordination: could not tell whether the lease that names this member is superseded; reading again", slog.Any("error", err))
+				c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
+				continue
+			}
+		}
 		switch decision.Action {
 		case ActionWait:
 			c.wait(ctx, decision.WaitUntil)
 			continue
 		case ActionHold, ActionChallenge:
-			if now < c.notBefore {
+			if c.minted == nil && now < c.notBefore {
 				c.wait(ctx, c.notBefore)
 				continue
 			}
-			if c.viewIncomplete(now) {
+			if c.minted == nil && c.viewIncomplete(now) {
 				c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
 				continue
 			}
@@ -320,8 +351,19 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 // minted epoch.
 func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	if c.minted == nil {
-		token, err := c.transport.AcquireEpoch(ctx, c.role)
+		// One bounded attempt: a challenge that the cluster cannot serve
+		// now goes back to reading the partition, and mints again only if
+		// the view that justified it still stands. An unbounded retry would
+		// land its InitProducerId whenever the cluster recovers, and fence
+		// whoever holds the role by then.
+		bound := c.mintAttemptBound()
+		attempt, cancel := context.WithTimeout(ctx, bound)
+		token, err := c.transport.AcquireEpoch(attempt, c.role)
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && attempt.Err() != nil {
+				return nil, fmt.Errorf("coordination: mint the epoch of role %s: the attempt gave up after %v; the member reads the partition again before it tries again: %w", c.role, bound, err)
+			}
 			return nil, fmt.Errorf("coordination: mint the epoch of role %s: %w", c.role, err)
 		}
 		c.minted = &token
@@ -335,6 +377,74 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 		return nil, fmt.Errorf("coordination: write the first lease of role %s under %s: %w", c.role, token, err)
 	}
 	return startLeadership(c, lease), nil
+}
+
+// mintAttemptBound bounds one InitProducerId attempt of a challenge: the
+// poll interval, and at least minMintAttempt so that a cold client on a
+// loaded machine can finish a healthy mint.
+func (c *campaign) mintAttemptBound() time.Duration {
+	return max(c.settings.pollInterval, minMintAttempt)
+}
+
+// minMintAttempt is the floor of mintAttemptBound.
+const minMintAttempt = 500 * time.Millisecond
+
+// namedByLease decides what this call does about a lease that names its own
+// member, which this call did not write. Three processes can have written
+// it, and only the coordinator's token and the lease's renewals tell them
+// apart:
+//
+//   - A member that was deposed since: the transaction coordinator holds
+//     another token than the lease's, so another member minted after this
+//     lease, and its own lease is on the way. The member is a standby now, at
+//     the rank of this call's registration (the tail of the roster): no
+//     failback. It evaluates as if the lease named nobody.
+//   - A live process with the same member id: it renews the lease. Seen
+//     renewed while this call waits, it ends the call with an error that
+//     wraps [ErrDuplicateMember], instead of fencing that process.
+//   - An earlier incarnation of this member (a crash, a restart, or a
+//     leadership of this process that ended without a fence): the
+//     coordinator still holds the lease's token, and nobody renews it. The
+//     member takes the role back under a new epoch: at once when this
+//     process minted the lease's token, and otherwise once the lease went
+//     one renew interval plus one poll interval without a renewal, or
+//     expired.
+func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64, decision Decision) (Decision, error) {
+	lease := *state.Lease
+	if decision.Action != ActionHold && decision.Action != ActionChallenge {
+		return decision, nil
+	}
+	describeCtx, cancel := context.WithTimeout(ctx, c.mintAttemptBound())
+	current, held, err := c.transport.DescribeEpoch(describeCtx, c.role)
+	cancel()
+	if err != nil {
+		return decision, fmt.Errorf("coordination: describe the epoch of role %s: %w", c.role, err)
+	}
+	if held && current != lease.Token {
+		deposed := state
+		deposed.Lease = &Lease{Token: lease.Token, GrantedAt: lease.GrantedAt, Deadline: lease.Deadline}
+		if c.namedLease == nil || c.namedLease.Token != lease.Token {
+			c.logger.Info("coordination: the lease names this member, but the coordinator holds a newer token: competing as a standby",
+				slog.String("lease_token", lease.Token.String()), slog.String("coordinator_token", current.String()))
+		}
+		c.namedLease, c.namedLeaseSeenAt = &lease, now
+		return Evaluate(deposed, c.member, now, c.settings.lease), nil
+	}
+	if recorder, ok := c.transport.(MintRecorder); ok && recorder.Minted(lease.Token) {
+		return Decision{Action: ActionChallenge}, nil
+	}
+	switch {
+	case c.namedLease == nil || c.namedLease.Token != lease.Token:
+		c.namedLease, c.namedLeaseSeenAt = &lease, now
+	case lease.GrantedAt > c.namedLease.GrantedAt:
+		return decision, fmt.Errorf("coordination: member %s of role %s: the lease that names this member was renewed under %s while this call waited (granted at %d ms, then at %d ms): "+
+			"another live process uses this member id, and this call would fence it: %w", c.member, c.role, lease.Token, c.namedLease.GrantedAt, lease.GrantedAt, ErrDuplicateMember)
+	}
+	quietUntil := c.namedLeaseSeenAt + (c.settings.lease.renewInterval + c.settings.pollInterval).Milliseconds()
+	if decision.Action == ActionHold && now < quietUntil {
+		return Decision{Action: ActionWait, WaitUntil: quietUntil}, nil
+	}
+	return Decision{Action: ActionChallenge}, nil
 }
 
 // wait parks until the instant untilMillis, one poll interval, a wake-up

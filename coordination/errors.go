@@ -53,3 +53,12 @@ var ErrProducerLost = errors.New("the producer of the epoch is lost")
 // transaction.max.timeout.ms. [AcquireLeadership] returns it at once, before
 // it registers, instead of waiting for a role it could never hold safely.
 var ErrMisconfigured = errors.New("misconfigured")
+
+// ErrDuplicateMember reports that another live process competes for the same
+// role under the same member id. Two such processes would fence each other
+// in turn, and the roster would show one of them. [AcquireLeadership]
+// detects it from the state topic, and returns it at once: the lease that
+// names the member is renewed while the call waits, or another
+// registration of the member replaces the call's own. Give every process
+// its own member id.
+var ErrDuplicateMember = errors.New("another live process uses this member id")

@@ -654,8 +654,19 @@ func klLifecycle(t *testing.T, c *kafkatest.Cluster) {
 	if err := la2.Resign(ctx); err != nil {
 		t.Fatalf("the recovered node-a's Resign: %v", err)
 	}
-	if state := e.state(t, role); len(state.Roster) != 0 || state.Lease != nil {
-		t.Fatalf("the role after every member resigned: roster %s, lease %+v; want both empty", ktRoster(state), state.Lease)
+	// Resign commits the lease tombstone and appends the registration
+	// tombstone together; the commit markers reach the partition a moment
+	// after EndTxn returns, so a reader sees the cleared lease shortly after.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		state := e.state(t, role)
+		if len(state.Roster) == 0 && state.Lease == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the role 10 s after every member resigned: roster %s, lease %+v; want both empty", ktRoster(state), state.Lease)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -210,22 +210,23 @@ func (r *kafkaReader) follow(tp TopicPartition) (*followedPartition, error) {
 // record that a newer record of its key superseded stays in the log, dead,
 // until the next compaction of the log.
 type viewRecord struct {
-	offset int64
-	key    string
-	value  []byte
-	dead   bool
+	offset    int64
+	key       string
+	value     []byte
+	timestamp int64 // the record's timestamp, in ms since the Unix epoch
+	dead      bool
 }
 
 // addLocked folds one fetched record into the view: O(1), amortised over
 // the compactions of the log. The caller holds r.mu, and adds the records
 // in offset order.
-func (p *followedPartition) addLocked(offset int64, key string, value []byte) {
+func (p *followedPartition) addLocked(offset int64, key string, value []byte, timestamp int64) {
 	if i, ok := p.view[key]; ok {
 		p.log[i] = viewRecord{offset: p.log[i].offset, dead: true}
 		p.dead++
 	}
 	p.view[key] = len(p.log)
-	p.log = append(p.log, viewRecord{offset: offset, key: key, value: value})
+	p.log = append(p.log, viewRecord{offset: offset, key: key, value: value, timestamp: timestamp})
 	if p.dead > 1024 && p.dead > len(p.log)/2 {
 		live := make([]viewRecord, 0, len(p.log)-p.dead)
 		for _, r := range p.log {
@@ -332,7 +333,7 @@ func (p *followedPartition) snapshotLocked(from int64) ([]StateRecord, int64) {
 			if record.key != "" {
 				key = []byte(record.key)
 			}
-			records = append(records, StateRecord{Offset: record.offset, Key: key, Value: slices.Clone(record.value)})
+			records = append(records, StateRecord{Offset: record.offset, Key: key, Value: slices.Clone(record.value), Timestamp: record.timestamp})
 		}
 	}
 	return records, p.next
@@ -717,7 +718,7 @@ func (r *kafkaReader) apply(p *followedPartition, offset int64, fetched kgo.Fetc
 		if n := len(p.log); n > 0 && record.Offset <= p.log[n-1].offset {
 			continue // a fetch from an offset inside a batch repeats its head
 		}
-		p.addLocked(record.Offset, string(record.Key), slices.Clone(record.Value))
+		p.addLocked(record.Offset, string(record.Key), slices.Clone(record.Value), record.Timestamp.UnixMilli())
 	}
 	if next > p.next {
 		p.next, changed = next, true

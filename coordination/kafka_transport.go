@@ -125,6 +125,7 @@ var (
 	_ GuardedWriter        = (*KafkaTransport)(nil)
 	_ PartitionFollower    = (*KafkaTransport)(nil)
 	_ StableOffsetReporter = (*KafkaTransport)(nil)
+	_ MintRecorder         = (*KafkaTransport)(nil)
 )
 
 // abortTimeout bounds the EndTxn(abort) after a failed write.
@@ -1024,6 +1025,14 @@ func tombstoneAsNull(value []byte) []byte {
 		return nil
 	}
 	return value
+}
+
+// Minted reports whether this transport minted token, and implements
+// [MintRecorder]. It is safe for concurrent use.
+func (t *KafkaTransport) Minted(token FencingToken) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.minted[token] != nil
 }
 
 // isClosed reports whether Close ran.

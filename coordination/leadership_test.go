@@ -1160,26 +1160,34 @@ func TestLeadershipLostRepliesDuringTheChallenge(t *testing.T) {
 	})
 }
 
-func TestLeadershipRestartedHolderTakesItsRoleBackAtOnce(t *testing.T) {
+// TestLeadershipRestartedHolderTakesItsRoleBack: a holder crashes and
+// restarts while its lease is live. The lease names it and nobody renews
+// it, so after one quiet renew interval (and poll) the restarted member
+// takes the role back, ahead of the standby, and its new epoch fences its
+// old incarnation. It does not wait for the deadline, and it does not
+// challenge at once either: a lease that names the member may belong to a
+// second live process with the same member id.
+func TestLeadershipRestartedHolderTakesItsRoleBack(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		node1, node2 := e.member("node-1"), e.member("node-2")
 		old := e.acquireNow(node1)
 		standby := e.campaign(node2)
 		e.runTo(12_000)
 
-		// node-1 restarts while its lease is live: the lease names it, so it
-		// challenges at once and its new epoch fences its old incarnation.
+		// node-1 crashes (its client is cut) and restarts at once.
+		node1.raw.Cut()
 		restarted := e.member("node-1")
-		again := e.acquireNow(restarted)
-		if !again.Token().Supersedes(old.Token()) {
-			t.Fatalf("%s does not supersede %s", again.Token(), old.Token())
+		again := e.campaign(restarted)
+		e.runTo(22_000)
+		again.waiting(t, "before the lease was quiet for a renew interval and a poll")
+		e.runTo(23_000)
+		l := again.won(t)
+		if !l.Token().Supersedes(old.Token()) {
+			t.Fatalf("%s does not supersede %s", l.Token(), old.Token())
 		}
-		if got := again.Lease().GrantedAt; got != scAt(12_000) {
-			t.Fatalf("the restarted member was granted its lease at %d ms, want 12000", got-scStart)
+		if got := l.Lease().GrantedAt; got != scAt(23_000) {
+			t.Fatalf("the restarted member was granted its lease at %d ms, want 23000", got-scStart)
 		}
-		scHolds(t, old)
-		e.runTo(20_000) // the old incarnation's renewal
-		scEnded(t, old, coordination.ErrFenced)
 		standby.waiting(t, "while node-1 holds")
 		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
 			t.Fatalf("the standby minted %d times", got)
@@ -1187,13 +1195,38 @@ func TestLeadershipRestartedHolderTakesItsRoleBackAtOnce(t *testing.T) {
 		if e.roster() != "node-2,node-1" {
 			t.Fatalf("roster = %s, want node-2,node-1", e.roster())
 		}
+		node1.raw.Heal()
+		e.runTo(30_000) // the old incarnation's renewal
+		scEnded(t, old, coordination.ErrFenced)
 		if err := old.Resign(context.Background()); !errors.Is(err, coordination.ErrFenced) {
 			t.Fatalf("Resign of the fenced incarnation = %v", err)
 		}
 		if err := standby.abandon(t); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled AcquireLeadership = %v", err)
 		}
-		e.resign(again)
+		e.resign(l)
+	})
+}
+
+// TestLeadershipLiveDuplicateMemberIsRefused (issue 10, bug 9): a second
+// process starts with the member id of a live holder. The lease that names
+// the id is renewed while the second process waits, so AcquireLeadership
+// returns ErrDuplicateMember instead of fencing the live holder, and it
+// deregisters nothing of the holder's.
+func TestLeadershipLiveDuplicateMemberIsRefused(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		holder := e.acquireNow(e.member("node-1"))
+		duplicate := e.campaign(e.member("node-1"))
+		e.runTo(11_000) // the holder's renewal at 10 s, and the next poll
+		if !duplicate.finished() {
+			t.Fatalf("the duplicate is still waiting after the holder renewed")
+		}
+		if !errors.Is(duplicate.err, coordination.ErrDuplicateMember) {
+			t.Fatalf("the duplicate's AcquireLeadership = %v, want ErrDuplicateMember", duplicate.err)
+		}
+		scHolds(t, holder)
+		e.checkToken(holder.Token(), "after the duplicate was refused")
+		e.resign(holder)
 	})
 }
 

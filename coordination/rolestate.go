@@ -19,6 +19,13 @@ type StateRecord struct {
 	// Value is the encoded record value. An empty value is a tombstone. See
 	// [IsTombstone].
 	Value []byte
+
+	// Timestamp is the record's timestamp, in milliseconds since the Unix
+	// epoch, and zero when the reader does not know it. Over Kafka it is
+	// the CreateTime that the writer's producer stamped, so it reads the
+	// writer's clock. The fold reads it from a lease tombstone only: see
+	// [RoleState.LeaseClearedAt].
+	Timestamp int64
 }
 
 // RosterEntry is one member of the roster of a role.
@@ -46,6 +53,15 @@ type RoleState struct {
 
 	// Lease is the lease of the role, and nil when no member holds it.
 	Lease *Lease
+
+	// LeaseClearedAt is the instant at which a tombstone cleared the lease
+	// of the role, in milliseconds since the Unix epoch: the timestamp of
+	// that tombstone, written by the clock of the member that resigned. It
+	// is zero while a lease stands, when no tombstone cleared one, and when
+	// the reader gave no timestamp or log compaction removed the tombstone.
+	// [Evaluate] anchors the stagger of a role without a lease on it, so
+	// the rank order holds after a resignation too.
+	LeaseClearedAt int64
 }
 
 // Entry returns the roster entry of a member, and it reports whether the
@@ -148,6 +164,7 @@ type foldedRegistration struct {
 type foldedLease struct {
 	offset    int64
 	tombstone bool
+	clearedAt int64 // a tombstone's timestamp, in ms since the Unix epoch
 	lease     Lease
 }
 
@@ -193,7 +210,9 @@ func (b *RoleStateBuilder) Apply(record StateRecord) error {
 		b.registrations[key.Member] = folded
 	case KindLease:
 		folded := foldedLease{offset: record.Offset, tombstone: tombstone}
-		if !tombstone {
+		if tombstone {
+			folded.clearedAt = max(record.Timestamp, 0)
+		} else {
 			lease, err := DecodeLease(record.Value)
 			if err != nil {
 				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
@@ -230,6 +249,9 @@ func (b *RoleStateBuilder) Build() RoleState {
 		// made-up list deterministic.
 		return strings.Compare(a.Member.name, b.Member.name)
 	})
+	if b.leaseSeen && b.lease.tombstone {
+		state.LeaseClearedAt = b.lease.clearedAt
+	}
 	if b.leaseSeen && !b.lease.tombstone {
 		lease := b.lease.lease
 		state.Lease = &lease

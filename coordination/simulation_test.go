@@ -164,6 +164,7 @@ type simWorld struct {
 	firstWrite map[coordination.FencingToken]time.Time // when each token's first command was acknowledged
 	quiet      atomic.Bool                             // no more faults, and no more resignations
 	result     simResult
+	crashed    map[*coordinationtest.Transport]bool // transports of crashed incarnations: cut for good
 }
 
 // simMember is one member process: a transport, a skewed clock, and one
@@ -303,7 +304,16 @@ func (w *simWorld) stopMember(m *simMember, resign bool) {
 		return
 	}
 	if !resign {
+		// A crash is for good: no later heal of a cut reconnects it, or
+		// the crashed incarnation would come back to life as a second
+		// live process with the member's id.
+		w.mu.Lock()
+		if w.crashed == nil {
+			w.crashed = make(map[*coordinationtest.Transport]bool)
+		}
+		w.crashed[m.transport] = true
 		m.transport.Cut()
+		w.mu.Unlock()
 	}
 	m.cancel()
 	m.wg.Wait()
@@ -425,7 +435,14 @@ func (w *simWorld) injectFault() {
 	case 0: // a cut of the member's network
 		w.trace("%s cut for %v", m.name, extent)
 		transport.Cut()
-		go func() { time.Sleep(extent); transport.Heal() }()
+		go func() {
+			time.Sleep(extent)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.crashed[transport] {
+				transport.Heal()
+			}
+		}()
 	case 1: // a pause: every call hangs, then lands late
 		w.trace("%s paused for %v", m.name, extent)
 		var releases []func()

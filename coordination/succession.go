@@ -61,16 +61,20 @@ type Decision struct {
 //  2. A member that the lease names, while that lease is live, gets
 //     [ActionHold].
 //  3. A challenger of rank n gets [ActionChallenge] from the deadline plus n
-//     challenge staggers on. With no lease, the anchor is the registration
-//     instant of the member instead of a deadline, so rank 0 challenges at
-//     once and rank n challenges n staggers later.
+//     challenge staggers on. With no lease, the anchor is the later of the
+//     registration instant of the member and [RoleState.LeaseClearedAt]
+//     (the instant a resignation's tombstone cleared the lease), so rank 0
+//     challenges at once and rank n challenges n staggers later, after a
+//     resignation as after a join.
 //  4. Every other member gets [ActionWait]. The instant it carries is the
 //     earliest instant at which this answer changes for an unchanged role
 //     state.
 //
 // The anchor of rule 3 always comes from the role state, and never from the
 // current instant. A member that has no lease to wait for anchors on its own
-// registration record. An anchor of "now plus n staggers" would move forward
+// registration record, or on the tombstone that cleared the lease when that
+// came later: without it every standby of a resigned role would find its
+// own registration long past and challenge at once. An anchor of "now plus n staggers" would move forward
 // on every evaluation, and a standby of rank 1 or more would then wait for
 // ever while rank 0 is dead.
 //
@@ -93,7 +97,8 @@ func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseCon
 		}
 		challengeAt = timing.ChallengeAt(rank)
 	} else {
-		challengeAt = addMillis(entry.RegisteredAt, config.ChallengeDelay(rank))
+		anchor := max(entry.RegisteredAt, state.LeaseClearedAt)
+		challengeAt = addMillis(anchor, config.ChallengeDelay(rank))
 	}
 	if nowMillis >= challengeAt {
 		return Decision{Action: ActionChallenge}

@@ -174,3 +174,17 @@ type StableOffsetReporter interface {
 type StateTopicChecker interface {
 	CheckStateTopic(ctx context.Context, options ...Option) error
 }
+
+// MintRecorder is implemented by a transport that remembers the tokens it
+// minted. [AcquireLeadership] asks it about a lease that names its own
+// member: a token that this transport minted belongs to an earlier
+// leadership of this very process (one that ended on a lost producer, say),
+// so the call takes the role back at once; any other token that the
+// coordinator still holds may belong to a second live process with the same
+// member id, so the call first watches the lease for one renew interval.
+// [KafkaTransport] and the in-memory transport of package coordinationtest
+// implement it.
+type MintRecorder interface {
+	// Minted reports whether this transport minted token with AcquireEpoch.
+	Minted(token FencingToken) bool
+}

@@ -35,6 +35,20 @@ type Cluster struct {
 	roles     map[int64]coordination.Role                     // the role of each producer id
 	nextID    int64
 	watchers  map[coordination.TopicPartition]map[*watcher]struct{}
+	clock     coordination.Clock // stamps appended records; nil stamps none
+}
+
+// SetClock makes the cluster stamp every record it appends with the
+// instant that clock reads, as a Kafka producer stamps CreateTime: the
+// [coordination.StateRecord.Timestamp] of a read, and so the
+// [coordination.RoleState.LeaseClearedAt] of a resigned role. Pass the
+// clock that the members use. A cluster without a clock stamps zero
+// ("unknown"), and the members then anchor a role without a lease on their
+// own registrations. It is safe for concurrent use.
+func (c *Cluster) SetClock(clock coordination.Clock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock = clock
 }
 
 // NewCluster builds an empty cluster: no record in any partition, and no
@@ -68,6 +82,11 @@ type Entry struct {
 
 	// Writer is the member name of the [Transport] that wrote the record.
 	Writer string
+
+	// Timestamp is the instant the cluster appended the record, in
+	// milliseconds since the Unix epoch, by the clock of [Cluster.SetClock];
+	// zero without one.
+	Timestamp int64
 }
 
 // partitionLog is the log of one partition. next is the offset that the
@@ -243,12 +262,17 @@ func (c *Cluster) appendLocked(partition coordination.TopicPartition, key, value
 		log = &partitionLog{}
 		c.logs[partition] = log
 	}
+	var timestamp int64
+	if c.clock != nil {
+		timestamp = c.clock.NowMillis()
+	}
 	log.entries = append(log.entries, Entry{
-		Offset: log.next,
-		Key:    bytes.Clone(key),
-		Value:  bytes.Clone(value),
-		Token:  token,
-		Writer: writer,
+		Offset:    log.next,
+		Key:       bytes.Clone(key),
+		Value:     bytes.Clone(value),
+		Token:     token,
+		Writer:    writer,
+		Timestamp: timestamp,
 	})
 	log.next++
 	for w := range c.watchers[partition] {
@@ -272,9 +296,10 @@ func (c *Cluster) readLocked(partition coordination.TopicPartition, from, end in
 			continue
 		}
 		records = append(records, coordination.StateRecord{
-			Offset: entry.Offset,
-			Key:    bytes.Clone(entry.Key),
-			Value:  bytes.Clone(entry.Value),
+			Offset:    entry.Offset,
+			Key:       bytes.Clone(entry.Key),
+			Value:     bytes.Clone(entry.Value),
+			Timestamp: entry.Timestamp,
 		})
 	}
 	return records

@@ -87,6 +87,20 @@ func (t *Transport) AcquireEpoch(ctx context.Context, role coordination.Role) (c
 	return token, nil
 }
 
+// Minted reports whether this transport's newest mint of the token's role
+// is token, and implements [coordination.MintRecorder]. It is safe for
+// concurrent use.
+func (t *Transport) Minted(token coordination.FencingToken) bool {
+	t.cluster.mu.Lock()
+	defer t.cluster.mu.Unlock()
+	for _, minted := range t.minted {
+		if minted == token {
+			return true
+		}
+	}
+	return false
+}
+
 // DescribeEpoch reports the token that the cluster holds for the role now,
 // and false with [coordination.NoEpoch] for a role that no member has
 // minted.
