@@ -147,7 +147,7 @@ type campaign struct {
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when this call first saw it held, in ms; 0 for none
 
-	ownRegistrationSeen bool  // this call's registration was in the roster once
+	ownRegistrationSeen bool   // this call's registration was in the roster once
 	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
 }
