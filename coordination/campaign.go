@@ -357,7 +357,7 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 		// land its InitProducerId whenever the cluster recovers, and fence
 		// whoever holds the role by then.
 		bound := c.mintAttemptBound()
-		attempt, cancel := context.WithTimeout(ctx, bound)
+		attempt, cancel := withClockTimeout(ctx, c.settings.clock, bound)
 		token, err := c.transport.AcquireEpoch(attempt, c.role)
 		cancel()
 		if err != nil {
@@ -414,7 +414,7 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 	if decision.Action != ActionHold && decision.Action != ActionChallenge {
 		return decision, nil
 	}
-	describeCtx, cancel := context.WithTimeout(ctx, c.mintAttemptBound())
+	describeCtx, cancel := withClockTimeout(ctx, c.settings.clock, c.mintAttemptBound())
 	current, held, err := c.transport.DescribeEpoch(describeCtx, c.role)
 	cancel()
 	if err != nil {
@@ -445,6 +445,37 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 		return Decision{Action: ActionWait, WaitUntil: quietUntil}, nil
 	}
 	return Decision{Action: ActionChallenge}, nil
+}
+
+// withClockTimeout is context.WithTimeout on the campaign's clock, so that a
+// test that drives a ManualClock drives the bound too. The context ends
+// with context.DeadlineExceeded as its error when the extent passes on
+// clock. Its goroutine ends when the context ends; the caller calls cancel.
+func withClockTimeout(parent context.Context, clock Clock, extent time.Duration) (context.Context, context.CancelFunc) {
+	if _, system := clock.(SystemClock); system {
+		return context.WithTimeout(parent, extent)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	expired := clock.After(extent)
+	go func() {
+		select {
+		case <-expired:
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return &deadlineContext{ctx}, func() { cancel(context.Canceled) }
+}
+
+// deadlineContext reports the cause of its end as its error, so that a
+// bound that passed on a ManualClock reads as context.DeadlineExceeded.
+type deadlineContext struct{ context.Context }
+
+func (c *deadlineContext) Err() error {
+	if c.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.Context)
 }
 
 // wait parks until the instant untilMillis, one poll interval, a wake-up

@@ -1,0 +1,214 @@
+package coordination_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+)
+
+// The regression tests of issue 9 ("no needless failovers") on the
+// in-memory cluster, in virtual time: scLease 30 s, scRenew 10 s, scStagger
+// 5 s, scPoll 1 s. The Kafka-level ones (bounded calls, exact errors) are
+// in kafka_liveness_test.go.
+
+// TestLivenessLateChallengeIsAbandoned (issue 9, item 1): a standby decides
+// to challenge while the cluster cannot serve its InitProducerId. Its mint
+// attempt gives up after one poll interval, and it reads the partition
+// again before it tries again. The holder comes back and renews in the
+// meantime, so when the cluster serves mints again the standby mints
+// nothing: the view that justified the challenge is gone. Before the fix
+// the mint waited for ever and landed when the cluster recovered, fencing
+// the healthy holder.
+func TestLivenessLateChallengeIsAbandoned(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		holder := e.acquireNow(node1)
+		standby := e.campaign(node2)
+
+		node1.raw.Cut() // the holder's renewals fail from 10 s on
+		releaseMints := node2.raw.Block(coordinationtest.OpAcquireEpoch)
+		e.runTo(30_000) // the deadline: the standby challenges, and its mint hangs
+		if node2.raw.Calls(coordinationtest.OpAcquireEpoch) == 0 {
+			t.Fatalf("the standby did not challenge at the deadline")
+		}
+		node1.raw.Heal()
+		e.runTo(33_000) // the holder's renewal retries land; the standby's attempts give up
+		attempts := node2.raw.Calls(coordinationtest.OpAcquireEpoch)
+		releaseMints()
+		e.runTo(45_000)
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != attempts {
+			t.Fatalf("the standby minted again (%d attempts, %d before the release) against a renewed lease", got, attempts)
+		}
+		e.checkToken(holder.Token(), "after the cluster served mints again")
+		scHolds(t, holder)
+		standby.waiting(t, "while the renewed holder leads")
+		if err := standby.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(holder)
+	})
+}
+
+// TestLivenessNoFailbackAfterAFence (issue 9, item 2): a standby minted and
+// so fenced the holder, but its first lease write has not landed yet, so the
+// lease still names the deposed holder. The deposed holder competes again at
+// once. The coordinator holds another token than that lease, so the deposed
+// member competes as a standby at the tail, and the member that minted
+// takes the role. Before the fix the lease's name made it challenge at once
+// and fence the new leader (seen 41 ms after each fence on Kafka).
+func TestLivenessNoFailbackAfterAFence(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		deposed := e.acquireNow(node1)
+		standby := e.campaign(node2)
+
+		node1.raw.Cut() // the holder goes quiet: the standby challenges at the deadline
+		node2.raw.FailNext(coordinationtest.OpWriteLease, errors.New("injected: NOT_ENOUGH_REPLICAS"))
+		node2.raw.FailNext(coordinationtest.OpWriteLease, errors.New("injected: NOT_ENOUGH_REPLICAS"))
+		e.runTo(30_000) // the standby mints; its first lease write fails
+		minted := e.cluster.Token(e.role)
+		if minted == deposed.Token() {
+			t.Fatalf("the standby did not mint at the deadline")
+		}
+		node1.raw.Heal()
+		e.runTo(30_500) // the deposed holder's renewal retry is fenced
+		e.runTo(31_000)
+		scEnded(t, deposed, coordination.ErrFenced)
+		if state := e.state(); state.Lease == nil || state.Lease.Member != node1.id {
+			t.Fatalf("the lease = %+v, want the deposed holder's still", state.Lease)
+		}
+		mintsBefore := node1.raw.Calls(coordinationtest.OpAcquireEpoch)
+		again := e.campaign(node1)
+		e.runTo(35_000)
+		if got := node1.raw.Calls(coordinationtest.OpAcquireEpoch); got != mintsBefore {
+			t.Fatalf("the deposed holder minted %d times after its fence: failback", got-mintsBefore)
+		}
+		leader := standby.won(t)
+		if leader.Token() != minted {
+			t.Fatalf("the new leader holds %s, want the token it minted, %s", leader.Token(), minted)
+		}
+		again.waiting(t, "while the member that fenced it leads")
+		if e.roster() != "node-2,node-1" {
+			t.Fatalf("roster = %s, want node-2,node-1 (the deposed member at the tail)", e.roster())
+		}
+		if err := again.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(leader)
+	})
+}
+
+// TestLivenessStaggerHoldsAfterResign (issue 9, item 3): after a
+// resignation the standbys anchor their stagger on the lease tombstone's
+// timestamp, so rank 0 takes the role at once and rank 1 waits one
+// stagger. Before the fix rank 1 anchored on its own registration, long
+// past, and challenged at once too (it won 3 of 4 handovers on Kafka).
+func TestLivenessStaggerHoldsAfterResign(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		e.cluster.SetClock(e.clock)
+		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		holder := e.acquireNow(node1)
+		rank0 := e.campaign(node2)
+		rank1 := e.campaign(node3)
+		e.runTo(12_000)
+		e.resign(holder)
+		if got := e.state().LeaseClearedAt; got != scAt(12_000) {
+			t.Fatalf("LeaseClearedAt = %d ms, want 12000", got-scStart)
+		}
+		e.handOver()
+		leader := rank0.won(t)
+		rank1.waiting(t, "after the handover to rank 0")
+		if got := node3.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
+			t.Fatalf("the rank 1 standby challenged %d times after the resignation, want 0", got)
+		}
+		if err := rank1.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(leader)
+	})
+}
+
+// TestLivenessStaggerRank1TakesOverOneStaggerAfterResign: when rank 0 is
+// gone, rank 1 takes a resigned role one stagger after the tombstone, not
+// at once and not a lease later.
+func TestLivenessStaggerRank1TakesOverOneStaggerAfterResign(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		e.cluster.SetClock(e.clock)
+		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		holder := e.acquireNow(node1)
+		rank0 := e.campaign(node2)
+		rank1 := e.campaign(node3)
+		e.runTo(12_000)
+		node2.raw.Cut() // rank 0 cannot mint
+		e.resign(holder)
+		e.runTo(16_000)
+		rank1.waiting(t, "before one stagger after the resignation")
+		e.runTo(17_000)
+		leader := rank1.won(t)
+		if got := leader.Lease().GrantedAt; got != scAt(17_000) {
+			t.Fatalf("rank 1 took the role at %d ms, want 17000 (the tombstone plus one stagger)", got-scStart)
+		}
+		node2.raw.Heal()
+		if err := rank0.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(leader)
+	})
+}
+
+// TestLivenessRenewalPreemptsAStuckWrite (issue 9, item 5): a guarded write
+// hangs for longer than the lease. The due renewal waits for it half a
+// renew interval, then cancels it and renews, so the lease never lapses and
+// the standby never challenges. The cancelled write says why it failed,
+// and the leadership goes on.
+//
+// It runs over the transport itself only: coordinationtest.Plain hides
+// GuardedWriter, which a write needs.
+func TestLivenessRenewalPreemptsAStuckWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := scNewEnv(t, false)
+		defer e.teardown()
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		holder := e.acquireNow(node1)
+		standby := e.campaign(node2)
+
+		release := node1.raw.Block(coordinationtest.OpWriteGuarded) // every write hangs until 50 s
+		written := make(chan error, 1)
+		go func() {
+			written <- holder.Write(context.Background(), coordination.GuardedRecord{Topic: "commands", Value: []byte("open valve 7")})
+		}()
+		e.runTo(14_000)
+		select {
+		case err := <-written:
+			t.Fatalf("the stuck write returned before the renewal preempted it: %v", err)
+		default:
+		}
+		e.runTo(15_000) // the renewal fell due at 10 s and waited half a renew interval
+		err := <-written
+		if err == nil || !strings.Contains(err.Error(), "renewal cancelled it") {
+			t.Fatalf("the preempted write returned %v, want an error that names the renewal", err)
+		}
+		if got := holder.Lease().GrantedAt; got != scAt(15_000) {
+			t.Fatalf("the lease was renewed at %d ms, want 15000", got-scStart)
+		}
+		e.runTo(50_000) // past the first lease's deadline (30 s) and the write's hang
+		release()
+		scHolds(t, holder)
+		e.checkToken(holder.Token(), "after a write hung for longer than the lease")
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
+			t.Fatalf("the standby challenged %d times while the holder's write hung", got)
+		}
+		if err := holder.Write(context.Background(), coordination.GuardedRecord{Topic: "commands", Value: []byte("open valve 8")}); err != nil {
+			t.Fatalf("a write after the hang: %v", err)
+		}
+		if err := standby.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(holder)
+	})
+}
