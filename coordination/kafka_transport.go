@@ -118,6 +118,12 @@ type KafkaTransport struct {
 	stateTopics map[string]bool                 // topics of Append, WriteLease and the reads
 	warm        map[Role]*warmClient            // clients opened ahead of a mint
 	closeOnce   sync.Once
+
+	// closers are the franz-go clients being closed in the background: a
+	// franz-go Close waits up to a second for requests in flight, which a
+	// call bounded by its context cannot wait for. Close waits for them
+	// at most closeBound.
+	closers sync.WaitGroup
 }
 
 var (
@@ -265,7 +271,8 @@ type epochProducer struct {
 	role     Role
 	token    FencingToken
 	requests *requestCounter
-	slot     chan struct{} // a semaphore of one, held for a whole transaction
+	slot     chan struct{}   // a semaphore of one, held for a whole transaction
+	closers  *sync.WaitGroup // the transport's; close ends client on it
 
 	mu       sync.Mutex  // guards client and closeErr
 	client   *kgo.Client // nil once closed
@@ -310,7 +317,7 @@ func (p *epochProducer) close(reason error) error {
 	default:
 		reason = fmt.Errorf("%w: %w", reason, ErrProducerLost)
 	}
-	p.client.Close()
+	p.closers.Go(p.client.Close)
 	p.client = nil
 	p.closeErr = reason
 	return reason
@@ -381,7 +388,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 		client.Close()
 		return NoEpoch, err
 	}
-	producer := &epochProducer{role: role, token: token, requests: requests, slot: make(chan struct{}, 1), client: client, baseline: requests.inits.Load()}
+	producer := &epochProducer{role: role, token: token, requests: requests, slot: make(chan struct{}, 1), closers: &t.closers, client: client, baseline: requests.inits.Load()}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -1043,10 +1050,17 @@ func (t *KafkaTransport) isClosed() bool {
 }
 
 // Close closes every client of the transport and ends its reader: the
-// transactional producers, the plain producer and the reader's client. It
-// waits for a transaction in flight to end. Every later call returns an
-// error, and every write under a token of this transport an error that
-// wraps [ErrFenced]. Close is idempotent and safe for concurrent use.
+// transactional producers, the plain producer and the reader's client. A
+// transaction in flight fails at once; its write returns an error that
+// wraps [ErrProducerLost]. Every later call returns an error, and every
+// write under a token of this transport an error that wraps
+// [ErrProducerLost]: the epoch's producer is gone, though no other member
+// fenced it. Close is idempotent and safe for concurrent use.
+//
+// Close returns within 500 ms (closeBound). franz-go's own Close of a
+// client waits up to a second for requests in flight to a silent broker;
+// such a client finishes closing in the background, on a goroutine of the
+// transport, and sends nothing more.
 //
 // Close takes no epoch back: a resigned member's epoch stays the newest
 // until another member mints one.
@@ -1063,12 +1077,27 @@ func (t *KafkaTransport) Close() {
 		t.mu.Unlock()
 		for _, w := range warm {
 			w.cancel()
-			w.client.Close()
+			t.closers.Go(w.client.Close)
 		}
 		for _, p := range producers {
 			p.close(fmt.Errorf("coordination: token %s of role %s: %w", p.token, p.role, errTransportClosed))
 		}
-		t.reader.close()
-		t.plain.Close()
+		t.closers.Go(t.reader.close)
+		t.closers.Go(t.plain.Close)
 	})
+	closed := make(chan struct{})
+	go func() { // ends when the last client has closed
+		t.closers.Wait()
+		close(closed)
+	}()
+	bound := time.NewTimer(closeBound)
+	defer bound.Stop()
+	select {
+	case <-closed:
+	case <-bound.C:
+	}
 }
+
+// closeBound bounds how long [KafkaTransport.Close] waits for franz-go to
+// close the transport's clients.
+const closeBound = 500 * time.Millisecond
