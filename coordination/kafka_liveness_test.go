@@ -2,13 +2,17 @@ package coordination_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -175,7 +179,9 @@ func klBoundedCalls(t *testing.T, c *kafkatest.Cluster) {
 
 	dialer.pause()
 	write, cancel := context.WithTimeout(ctx, time.Second)
-	took = klTimed(func() { err = holder.Write(write, coordination.GuardedRecord{Topic: commands, Value: []byte("during the pause")}) })
+	took = klTimed(func() {
+		err = holder.Write(write, coordination.GuardedRecord{Topic: commands, Value: []byte("during the pause")})
+	})
 	cancel()
 	t.Logf("Write with a 1 s context on a silent cluster returned after %v: %v", took, err)
 	if took > time.Second+klOverrun {
@@ -242,4 +248,110 @@ func klMissingTopic(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("a renewal after the failed write: %v", err)
 	}
 	klAlive(t, "node-1", holder)
+}
+
+// TestKafkaLivenessTimeoutAbortIsNoFence (issue 9, item 7): a commit held
+// back longer than the transaction timeout meets the transaction
+// coordinator's own abort, which bumps the epoch though no member minted.
+// The write must say so and end the epoch's producer with ErrProducerLost,
+// not report a fence by another member (ErrFenced). The Produce of the
+// write is held back by the dialer, after its AddPartitionsToTxn opened the
+// transaction, until the coordinator shows the abort.
+// Kafka only: kfake does not abort transactions at their timeout.
+func TestKafkaLivenessTimeoutAbortIsNoFence(t *testing.T) {
+	c := kafkatest.Kafka(t)
+	e := klNewEnv(t, c, klConfig(t, 3*time.Second, time.Second, time.Second))
+	role := ktRole(t, "timeout-abort")
+	commands := c.CreateTopic(t, "coord-timeout-commands", 1, nil)
+	ctx := ktContext(t)
+	dialer := &klPausableDialer{}
+	t.Cleanup(dialer.resume)
+	holder := e.transport(t, kgo.Dialer(dialer.only(kmsg.Produce)))
+	token, err := holder.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+
+	dialer.pause()
+	write, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	result := make(chan error, 1)
+	go func() {
+		result <- holder.WriteGuarded(write, token, []coordination.GuardedRecord{{Topic: commands, Value: []byte("held back")}})
+	}()
+	admin := c.Admin(t)
+	klEventually(t, 20*time.Second, "the coordinator aborts the transaction at its timeout", func() (bool, string) {
+		described, err := admin.DescribeTransactions(ctx, role.String())
+		if err != nil {
+			return false, err.Error()
+		}
+		txn := described[role.String()]
+		return txn.ProducerID == token.ProducerID() && txn.ProducerEpoch == token.ProducerEpoch()+1 &&
+				(txn.State == "CompleteAbort" || txn.State == "PrepareAbort"),
+			fmt.Sprintf("%d:%d %s", txn.ProducerID, txn.ProducerEpoch, txn.State)
+	})
+	dialer.resume()
+	select {
+	case err = <-result:
+	case <-write.Done():
+		t.Fatalf("the held-back write did not return within its context")
+	}
+	t.Logf("the write whose transaction the coordinator aborted at its timeout: %v", err)
+	switch {
+	case err == nil:
+		t.Fatalf("a commit after the coordinator's timeout abort succeeded")
+	case errors.Is(err, coordination.ErrFenced):
+		t.Fatalf("the coordinator's timeout abort reported as a fence: %v", err)
+	case !errors.Is(err, coordination.ErrProducerLost):
+		t.Fatalf("the coordinator's timeout abort = %v; want an error that wraps ErrProducerLost", err)
+	case !strings.Contains(err.Error(), "aborted the transaction") || !strings.Contains(err.Error(), "timeout"):
+		t.Fatalf("the coordinator's timeout abort = %v; want a message that says the coordinator aborted at the timeout", err)
+	}
+	// A real fence still reads as one: the holder mints again, a rival
+	// mints after it, and the holder's write under its new token fails
+	// with ErrFenced.
+	again, err := holder.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch after the abort: %v", err)
+	}
+	if _, err := e.transport(t).AcquireEpoch(ctx, role); err != nil {
+		t.Fatalf("the rival's AcquireEpoch: %v", err)
+	}
+	err = holder.WriteGuarded(ctx, again, []coordination.GuardedRecord{{Topic: commands, Value: []byte("after the rival's mint")}})
+	if !errors.Is(err, coordination.ErrFenced) {
+		t.Fatalf("a write under %s after a rival minted = %v; want ErrFenced", again, err)
+	}
+}
+
+// only returns a dial function like dial's whose connections pause, while
+// the dialer is paused, only the requests of one api key: the rest of the
+// transaction reaches the broker.
+func (d *klPausableDialer) only(key kmsg.Key) func(ctx context.Context, network, host string) (net.Conn, error) {
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		var dialer net.Dialer
+		conn, err := dialer.DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return &klOneKeyConn{klPausableConn: klPausableConn{Conn: conn, dialer: d}, key: key}, nil
+	}
+}
+
+// klOneKeyConn holds back the writes of the requests of one api key while
+// its dialer is paused. franz-go writes a request in one Write, which
+// starts with the request's length (4 bytes) and api key (2 bytes).
+type klOneKeyConn struct {
+	klPausableConn
+	key kmsg.Key
+}
+
+func (c *klOneKeyConn) Read(p []byte) (int, error) { return c.Conn.Read(p) }
+
+func (c *klOneKeyConn) Write(p []byte) (int, error) {
+	if len(p) >= 6 && int16(binary.BigEndian.Uint16(p[4:6])) == c.key.Int16() {
+		if err := c.wait(); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
 }

@@ -822,7 +822,7 @@ func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProduc
 	var failures []error
 	for _, result := range results {
 		if result.Err != nil {
-			failures = append(failures, result.Err)
+			failures = append(failures, recordError(result.Record, result.Err))
 		}
 	}
 	if len(failures) > 0 {
@@ -982,6 +982,15 @@ func (t *KafkaTransport) abortOpen(producer *epochProducer) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(abortTimeout, t.lease.Duration()))
 	defer cancel()
 	_, _ = t.reader.client.Request(ctx, req)
+}
+
+// recordError names the topic of a record that the broker refused, and for
+// a refused topic the ACL that the member lacks. It wraps err.
+func recordError(record *kgo.Record, err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return fmt.Errorf("the member may not write topic %s (it needs WRITE on Topic:%s): %w", record.Topic, record.Topic, err)
+	}
+	return fmt.Errorf("record for %s: %w", record.Topic, err)
 }
 
 // unsentRecordError reports an error with which franz-go fails a record
