@@ -32,6 +32,12 @@
 // [FencingToken.Compare] reads the producer id first. See [NoEpoch] for the
 // token of a role that no member has taken.
 //
+// Authority is equality with the pair that the coordinator holds now
+// ([LeadershipStatus.Authoritative]), never an order: each broker
+// allocates producer ids from a block of its own, so after the role's
+// coordinator moved a new leader was seen with 2:0 after the deposed
+// 1001:32766. Order leaderships by the commit order of their records.
+//
 // # Rank comes from the log
 //
 // A candidate appends a registration record to [StateTopic]. The offset of

@@ -14,12 +14,19 @@ import (
 // values, the broker enforces them, and a write from an older pair fails with
 // a fenced error. A holder passes the token to every guarded write.
 //
-// The pair is load-bearing. [FencingToken.Compare] reads the producer id
-// first and the producer epoch second, so the order is lexicographic. A
-// producer epoch is an int16 and it wraps. Kafka then allocates a new
-// producer id and resets the epoch to zero. A comparison on the epoch alone
-// would rank that fresh token below the stale one, and the old leader would
-// keep the role. Never compare the epoch on its own.
+// The pair is load-bearing. A producer epoch is an int16 and it wraps:
+// Kafka then allocates a new producer id and resets the epoch to zero. A
+// check on the epoch alone would take that fresh token for a stale one.
+// Never compare the epoch on its own.
+//
+// Authority is equality, not order: the token of the leader is the pair
+// that the transaction coordinator holds for the role now
+// ([LeadershipStatus.Authoritative], [DescribeLeadership]). Producer ids
+// are not monotonic in time: each broker allocates ids from a block of its
+// own, so after the role's transaction coordinator moved, a legitimate new
+// leader was seen with 2:0 after the deposed 1001:32766. To order the
+// leaderships of a role, use the order in which their records were
+// committed to the log (their offsets), never [FencingToken.Compare].
 //
 // A FencingToken is a comparable immutable value: == tests two tokens for
 // equality, and a token is safe to share between goroutines.
@@ -87,14 +94,20 @@ func (t FencingToken) ProducerID() int64 { return t.producerID }
 // minted, or -1 for [NoEpoch].
 func (t FencingToken) ProducerEpoch() int16 { return t.producerEpoch }
 
-// Compare orders two tokens lexicographically. It reads the producer id
-// first, and it reads the producer epoch only for two tokens of one producer
-// id. It returns a negative number when t ranks below other, zero for two
-// equal tokens, and a positive number when t supersedes other.
+// Compare orders two tokens lexicographically: the producer id first, and
+// the producer epoch only for two tokens of one producer id. It returns a
+// negative number when t ranks below other, zero for two equal tokens, and
+// a positive number when t ranks above other.
 //
-// The producer id leads, because Kafka allocates producer ids from a
-// monotonic block allocator and resets the epoch to zero at every new id.
-// The pair stays monotonic where the epoch alone does not.
+// The order is a fixed total order on pairs, for sorting and display, and
+// it is the order of minting only within one producer id, whose epoch
+// grows by one at every mint. Across producer ids it says nothing about
+// which token is newer: Kafka's brokers allocate producer ids from blocks
+// of their own, so a later mint may carry a smaller id (2:0 was seen after
+// 1001:32766 when the role's coordinator moved to another broker). Decide
+// authority by equality with the coordinator's pair
+// ([LeadershipStatus.Authoritative]), and order leaderships by the commit
+// order of their records in the log.
 func (t FencingToken) Compare(other FencingToken) int {
 	if c := cmp.Compare(t.producerID, other.producerID); c != 0 {
 		return c
@@ -103,7 +116,9 @@ func (t FencingToken) Compare(other FencingToken) int {
 }
 
 // Supersedes reports whether t ranks above other under
-// [FencingToken.Compare].
+// [FencingToken.Compare]. Within one producer id it tells the later mint;
+// across producer ids it does not (see Compare): it is no test of
+// authority.
 func (t FencingToken) Supersedes(other FencingToken) bool { return t.Compare(other) > 0 }
 
 // String writes the producer_id:producer_epoch form, such as "4242:7".
