@@ -156,6 +156,13 @@ func (t *KafkaTransport) topicMetadata(ctx context.Context, topic string) (kmsg.
 // for invalid options, for a missing DESCRIBE or DESCRIBE_CONFIGS ACL
 // (wrapping [ErrNotAuthorized]), and for a cluster it cannot reach.
 // [AcquireLeadership] calls it before it registers.
+//
+// It also reads broker.session.timeout.ms from a broker that leads a
+// partition of the topic, and logs a warning on the options' logger
+// ([WithLogger]) when the lease of the options ([WithLeaseConfig]) is
+// shorter than [MinLeaseForFailureDetection] allows: such a lease stays
+// safe, but every broker fault costs a leadership change. That read needs
+// DESCRIBE_CONFIGS on the cluster; without it the check is skipped.
 func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option) error {
 	s, err := newSettings(options)
 	if err != nil {
@@ -196,6 +203,9 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 	}
 	for _, p := range strings.Split(policy, ",") {
 		if strings.TrimSpace(p) == "compact" {
+			if len(metadata.Partitions) > 0 {
+				t.warnShortLease(ctx, s, metadata.Partitions[0].Leader)
+			}
 			return nil
 		}
 	}

@@ -174,7 +174,10 @@ func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, e
 // kgo.WithHooks, kgo.RequestTimeoutOverhead or kgo.MaxVersions. Every client
 // of the transport takes them.
 //
-// Pass connection settings only. The transport sets, after the options,
+// Pass connection settings only. The transport sets, before the options, a
+// metadata minimum age of 500 ms (franz-go's default is 5 s), so that a
+// client learns the new leaders soon after a broker fault; an option may
+// override it. The transport sets, after the options,
 // what its correctness rests on: the seed brokers, acks=all, no linger, a
 // partitioner that keeps the caller's partition, and for the transactional
 // clients the transactional id, the transaction timeout, and the version cap
@@ -193,7 +196,10 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 			return nil, fmt.Errorf("coordination: NewKafkaTransport: broker %d is empty", i)
 		}
 	}
-	base := append(slices.Clone(clientOptions), kgo.SeedBrokers(brokers...))
+	// The caller's options come after the transport's defaults, so that
+	// they override them.
+	base := append([]kgo.Opt{kgo.MetadataMinAge(metadataMinAge)}, clientOptions...)
+	base = append(base, kgo.SeedBrokers(brokers...))
 
 	plain, err := kgo.NewClient(append(slices.Clone(base),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
