@@ -28,12 +28,14 @@ import (
 func TestKafkaLivenessFake(t *testing.T) {
 	t.Run("BoundedCalls", func(t *testing.T) { klBoundedCalls(t, kafkatest.Fake(t)) })
 	t.Run("MissingTopicFailsTheWriteOnly", func(t *testing.T) { klMissingTopic(t, kafkatest.Fake(t)) })
+	t.Run("DeadSeedBroker", func(t *testing.T) { klDeadSeed(t, kafkatest.Fake(t)) })
 }
 
 func TestKafkaLivenessKafka(t *testing.T) {
 	kafkatest.Kafka(t)
 	t.Run("BoundedCalls", func(t *testing.T) { klBoundedCalls(t, kafkatest.Kafka(t)) })
 	t.Run("MissingTopicFailsTheWriteOnly", func(t *testing.T) { klMissingTopic(t, kafkatest.Kafka(t)) })
+	t.Run("DeadSeedBroker", func(t *testing.T) { klDeadSeed(t, kafkatest.Kafka(t)) })
 }
 
 // klOverrun is the most that a call may run past its context: the issue's
@@ -354,4 +356,39 @@ func (c *klOneKeyConn) Write(p []byte) (int, error) {
 		}
 	}
 	return c.Conn.Write(p)
+}
+
+// klDeadSeed (issue 10, bug 1, the library's part): with a dead broker
+// first among the seeds, DescribeEpoch and DescribeLeadership answer from
+// the brokers that are up, every time, instead of failing with franz-go's
+// "unable to dial" shard error.
+func klDeadSeed(t *testing.T, c *kafkatest.Cluster) {
+	e := klNewEnv(t, c, klConfig(t, 6*time.Second, 2*time.Second, time.Second))
+	role := ktRole(t, "dead-seed")
+	holder := e.campaign(t, e.member(t, "node-1"), role, "node-1").await(t, 30*time.Second)
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := listener.Addr().String()
+	listener.Close()
+	transport, err := coordination.NewKafkaTransport(e.lease, append([]string{dead}, c.Brokers...)...)
+	if err != nil {
+		t.Fatalf("NewKafkaTransport: %v", err)
+	}
+	t.Cleanup(transport.Close)
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(ktContext(t), 15*time.Second)
+		token, held, err := transport.DescribeEpoch(ctx, role)
+		cancel()
+		if err != nil || !held || token != holder.Token() {
+			t.Fatalf("DescribeEpoch %d with the dead seed %s first = %s, %t, %v; want %s, true, nil", i, dead, token, held, err, holder.Token())
+		}
+	}
+	ctx, cancel := context.WithTimeout(ktContext(t), 15*time.Second)
+	defer cancel()
+	status, err := coordination.DescribeLeadership(ctx, transport, role)
+	if err != nil || !status.Authoritative(holder.Token()) {
+		t.Fatalf("DescribeLeadership with the dead seed %s first = %v, %v; want %s authoritative", dead, status, err, holder.Token())
+	}
 }

@@ -561,6 +561,23 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 		return NoEpoch, false, errTransportClosed
 	}
 	op := "DescribeEpoch of role " + role.String()
+	backoff := 50 * time.Millisecond
+	for {
+		token, held, err := t.describeEpochOnce(ctx, role, op)
+		if err == nil || !retriableMint(err) {
+			return token, held, err
+		}
+		select {
+		case <-ctx.Done():
+			return NoEpoch, false, fmt.Errorf("coordination: %s: %w (last error: %w)", op, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// describeEpochOnce is one DescribeTransactions of DescribeEpoch.
+func (t *KafkaTransport) describeEpochOnce(ctx context.Context, role Role, op string) (FencingToken, bool, error) {
 	described, err := t.admin.DescribeTransactions(ctx, role.String())
 	if err != nil {
 		return NoEpoch, false, describeKafkaError(op, err)
