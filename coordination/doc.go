@@ -137,4 +137,28 @@
 //   - A transport may implement [PartitionFollower]; a waiting member then
 //     folds only new records, and wakes on each one instead of at the next
 //     poll.
+//   - No failback: a fenced member whose lease still names it does not take
+//     the role back. While the coordinator's pair differs from the lease's
+//     token it competes as any standby, by the rank of its new registration.
+//     A member that restarts while its own lease is live takes the role back
+//     at once only when its transport minted that token ([MintRecorder]);
+//     otherwise it waits one renew interval and one poll, and a renewal seen
+//     meanwhile means that another live process uses its name:
+//     [AcquireLeadership] then returns [ErrDuplicateMember].
+//   - After a resignation the stagger anchors on the lease tombstone's
+//     timestamp ([RoleState.LeaseClearedAt]): rank 0 challenges at once, rank
+//     n after n staggers, so the rank order holds for a handover too.
+//   - A challenge is one bounded mint attempt (the poll interval, at least
+//     500 ms). When it does not land, the member reads the partition again
+//     and decides again: a challenge whose reason is gone is dropped, and a
+//     late mint never deposes a leader that the member did not see fail.
+//   - Every call returns within its context plus a small bound: a write whose
+//     transaction is in flight when the context ends waits 250 ms more, then
+//     returns an error that wraps [ErrProducerLost] (outcome unknown) and
+//     ends the epoch's producer; [Leadership.Resign] with a context that had
+//     already ended takes 600 ms for its tombstones; [KafkaTransport.Close]
+//     returns within 500 ms.
+//   - A due renewal does not starve behind a slow guarded write: it waits at
+//     most half a renew interval for the write, then cancels it (the write's
+//     error says so) and renews.
 package coordination
