@@ -612,13 +612,19 @@ func (t *KafkaTransport) describeEpochOnce(ctx context.Context, role Role, op st
 // NOT_ENOUGH_REPLICAS) until ctx ends, and returns at most 250 ms
 // (abandonGrace) after that, with an error that says whether the record may
 // still be appended; it returns a permanent error for a missing WRITE ACL
-// on the topic. It is safe for concurrent use.
+// on the topic. It refuses a key that decodes as a lease key, and sends
+// nothing: a lease outside a transaction under the role's epoch would let
+// an unfenced writer fake one. It is safe for concurrent use.
 func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, key, value []byte) error {
 	if err := t.useStateTopic(partition); err != nil {
 		return err
 	}
 	if t.isClosed() {
 		return errTransportClosed
+	}
+	if decoded, err := DecodeKey(key); err == nil && decoded.Kind == KindLease {
+		return fmt.Errorf("coordination: append to %s: the lease key of role %s: a lease is written with WriteLease, "+
+			"in a transaction under the role's epoch, never appended outside one, where no fence guards it", partition, decoded.Role)
 	}
 	if decoded, err := DecodeKey(key); err == nil && decoded.Kind == KindRegistration {
 		// The registration of a candidate: open the client of its next mint

@@ -198,8 +198,9 @@ func (t *Transport) WatchPartition(partition coordination.TopicPartition) (<-cha
 
 // Append appends a copy of one record to the partition, outside any
 // transaction, and wakes the watchers of the partition. A nil value appends
-// a tombstone. It returns an error for an empty topic name and a negative
-// partition.
+// a tombstone. It returns an error for an empty topic name, a negative
+// partition, and a key that decodes as a lease key: a lease goes through
+// WriteLease, under the role's epoch, as on Kafka.
 func (t *Transport) Append(ctx context.Context, partition coordination.TopicPartition, key, value []byte) error {
 	lost, err := t.enter(ctx, OpAppend)
 	if err != nil {
@@ -207,6 +208,9 @@ func (t *Transport) Append(ctx context.Context, partition coordination.TopicPart
 	}
 	if err := checkPartition(partition); err != nil {
 		return t.errorf(OpAppend, "%w", err)
+	}
+	if decoded, err := coordination.DecodeKey(key); err == nil && decoded.Kind == coordination.KindLease {
+		return t.errorf(OpAppend, "the lease key of role %s: a lease is written with WriteLease, in a transaction under the role's epoch, never appended outside one", decoded.Role)
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
@@ -219,7 +223,8 @@ func (t *Transport) Append(ctx context.Context, partition coordination.TopicPart
 // It returns an error that wraps [coordination.ErrFenced], and appends
 // nothing, when the token is not the newest token of its role or not the
 // token this transport minted last for that role. It returns an error for
-// an empty topic name and a negative partition.
+// an empty topic name, a negative partition, and a key that decodes as the
+// key of another role than the token's, and appends nothing.
 func (t *Transport) WriteLease(ctx context.Context, partition coordination.TopicPartition, token coordination.FencingToken, key, value []byte) error {
 	lost, err := t.enter(ctx, OpWriteLease)
 	if err != nil {
@@ -232,6 +237,10 @@ func (t *Transport) WriteLease(ctx context.Context, partition coordination.Topic
 	defer t.cluster.mu.Unlock()
 	if err := t.authorizeLocked(OpWriteLease, token); err != nil {
 		return err
+	}
+	if decoded, err := coordination.DecodeKey(key); err == nil && decoded.Role != t.cluster.roles[token.ProducerID()] {
+		return t.errorf(OpWriteLease, "the key of role %s under token %s of role %s: a token writes the records of its own role only",
+			decoded.Role, token, t.cluster.roles[token.ProducerID()])
 	}
 	t.cluster.appendLocked(partition, key, value, token, t.member)
 	return lost

@@ -1,0 +1,23 @@
+package coordinationtest_test
+
+import (
+	"testing"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+)
+
+// TestTransportConformance runs the conformance suite on the in-memory
+// transport, and on the plain wrapper that hides its optional interfaces.
+func TestTransportConformance(t *testing.T) {
+	cluster := coordinationtest.NewCluster()
+	coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
+		NewTransport: func(t *testing.T) coordination.Transport { return cluster.Transport(t.Name()) },
+		GuardedTopic: "commands",
+	})
+	t.Run("Plain", func(t *testing.T) {
+		coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
+			NewTransport: func(t *testing.T) coordination.Transport { return coordinationtest.Plain(cluster.Transport(t.Name())) },
+		})
+	})
+}
