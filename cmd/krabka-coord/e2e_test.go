@@ -262,7 +262,7 @@ func TestE2EKafka(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &created); err != nil {
 		t.Fatalf("create-topic --output json: %v: %s", err, stdout)
 	}
-	if !created.Created || created.Topic != e.topic || created.Partitions != 4 || created.CleanupPolicy != "compact" || created.MinInsyncReplicas != 1 {
+	if !created.Created || created.Topic != e.topic || created.Partitions != 4 || created.CleanupPolicy != "compact" || created.MinInsyncReplicas == nil {
 		t.Fatalf("create-topic = %+v", created)
 	}
 	code, stdout, stderr, _ = runBinary(t, e.binary, e.env, 60*time.Second, e.args("create-topic")...)
@@ -315,7 +315,7 @@ func (e *e2e) electFailover(t *testing.T) {
 		t.Fatalf("describe roster = %+v; want node-a holding (no rank), then node-b at rank 0", r)
 	}
 	l := state.Lease
-	if l == nil || l.Holder != "node-a" || l.Token != tokenA.String() || !l.Live || !l.Authoritative || l.TimeLeftMs <= 0 || l.TimeLeftMs > 4000 ||
+	if l == nil || l.Holder != "node-a" || l.Token.Token != tokenA.String() || !l.Live || !l.Authoritative || l.TimeLeftMs <= 0 || l.TimeLeftMs > 4000 ||
 		l.Deadline.Millis-l.GrantedAt.Millis != 4000 {
 		t.Fatalf("describe lease = %+v; want node-a's live, authoritative lease of 4s under %s", l, tokenA)
 	}
@@ -357,7 +357,7 @@ func (e *e2e) electFailover(t *testing.T) {
 		t.Fatalf("the standby took over %v after the resignation; want at once, well before the 4s lease", took)
 	}
 	after := e.describe(t, role)
-	if after.Lease == nil || after.Lease.Holder != "node-b" || after.Lease.Token != tokenB.String() || !after.Lease.Authoritative || len(after.Roster) != 1 {
+	if after.Lease == nil || after.Lease.Holder != "node-b" || after.Lease.Token.Token != tokenB.String() || !after.Lease.Authoritative || len(after.Roster) != 1 {
 		t.Fatalf("describe after the failover = %+v", after)
 	}
 

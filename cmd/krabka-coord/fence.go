@@ -35,8 +35,8 @@ it and exits 2, unless --force, which mints the role's first epoch.`,
   krabka-coord fence controller --keep-lease --output json   # standbys wait for the deadline`,
 		Args: exactArgs("ROLE"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			return g.onRole(cmd, args[0], func(ctx context.Context, transport *coordination.KafkaTransport, role coordination.Role) error {
-				result, err := fenceRole(ctx, g, transport, role, !keepLease, force)
+			return g.onRoles(cmd, args, func(ctx context.Context, s *session, roles []coordination.Role) error {
+				result, err := fenceRole(ctx, s, roles[0], !keepLease, force)
 				if err != nil {
 					return err
 				}
@@ -76,37 +76,76 @@ type fenceJSON struct {
 // fenceRole mints a new epoch of the role and, with release, clears its
 // lease. Without force it refuses a role that has no epoch, no lease and no
 // member: a mistyped name would get a transactional id of its own.
-func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role, release, force bool) (fenceJSON, error) {
+func fenceRole(ctx context.Context, s *session, role coordination.Role, release, force bool) (fenceJSON, error) {
+	g, transport := s.g, s.transport
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	result := fenceJSON{Role: role.String(), Topic: partition.Topic, Partition: partition.Partition}
-	before, err := coordination.DescribeLeadership(ctx, transport, role)
+	var before coordination.LeadershipStatus
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		before, err = coordination.DescribeLeadership(ctx, transport, role)
+		return err
+	})
 	if err != nil {
-		return result, clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+		if interruptedBy(ctx) {
+			return result, interruptedError("before fence minted an epoch")
+		}
+		if isDenied(err) {
+			// fence needs WRITE on the transactional id, which implies the
+			// DESCRIBE of DescribeTransactions.
+			return result, s.deniedError("describe the epoch of role "+showName(role.String()), roleACL(opWrite, role), err)
+		}
+		return result, s.epochError(role, err)
 	}
 	if before.Held {
 		result.OldToken = newTokenJSON(before.Token)
 	}
-	state, err := coordination.DescribeRoleState(ctx, transport, role, g.coordOptions()...)
+	var state coordination.RoleState
+	err = retryTransient(ctx, func(ctx context.Context) (err error) {
+		state, err = coordination.DescribeRoleState(ctx, transport, role, g.coordOptions()...)
+		return err
+	})
 	var format *coordination.FormatError
 	if err != nil && !errors.As(err, &format) {
-		return result, clusterError("read %s: %s", partition, strings.TrimPrefix(err.Error(), "coordination: "))
+		if interruptedBy(ctx) {
+			return result, interruptedError("before fence minted an epoch")
+		}
+		if isDenied(err) {
+			return result, s.deniedError("read "+partition.String(), topicACL(opRead, g.topic), err)
+		}
+		return result, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	}
 	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
 		return result, usageError("role %s has never been taken and has no members: check the name, or pass --force to mint its first epoch", showName(role.String()))
 	}
+	if interruptedBy(ctx) {
+		return result, interruptedError("before fence minted an epoch")
+	}
+	// From the mint on, fence finishes its writes: a signal now would
+	// leave the lease of a deposed holder for the standbys to wait out.
+	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	if state.Lease != nil {
 		result.Holder, result.LeaseToken = state.Lease.Member.String(), state.Lease.Token.String()
 	}
 	token, err := transport.AcquireEpoch(ctx, role)
 	if err != nil {
-		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), strings.TrimPrefix(err.Error(), "coordination: "))
+		if isDenied(err) {
+			return result, s.deniedError("mint a new epoch of role "+showName(role.String())+" (InitProducerId)", roleACL(opWrite, role), err)
+		}
+		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	}
 	result.NewToken = newTokenJSON(token)
 	if release && state.Lease != nil {
 		holder := state.Lease.Member
 		if err := transport.WriteLease(ctx, partition, token, coordination.EncodeKey(coordination.LeaseKey(role)), nil); err != nil {
-			fmt.Fprintf(g.stderr, "krabka-coord: warning: the epoch is minted, but the lease was not cleared (%s); the standbys take over at its deadline\n",
-				oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			hint := ""
+			if isDenied(err) {
+				need := topicACL(opWrite, g.topic)
+				hint = fmt.Sprintf("; %s lacks %s: grant it with: %s", g.principal(), need, need.grantCommand(g.principal(), s.brokers[0]))
+			}
+			fmt.Fprintf(g.stderr, "krabka-coord: warning: the epoch is minted, but the lease was not cleared (%s); the standbys take over at its deadline%s\n",
+				oneLine(strings.TrimPrefix(err.Error(), "coordination: ")), hint)
 			return result, nil
 		}
 		result.LeaseReleased = true

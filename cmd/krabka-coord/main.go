@@ -69,12 +69,29 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		// Every RunE classifies its own errors, so an unclassified one
 		// comes from cobra: an unknown command or flag, a wrong argument
 		// count.
-		exit = &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, strings.TrimSpace("krabka-coord "+commandPath(root, args)))}
+		exit = &exitError{code: exitUsage, err: cobraError(err, strings.TrimSpace("krabka-coord "+commandPath(root, args)))}
 	}
 	if exit.err != nil && !exit.silent {
 		fmt.Fprintln(stderr, "krabka-coord: "+oneLine(exit.err.Error()))
 	}
 	return exit.code
+}
+
+// cobraError rewrites an error of cobra as one line: its suggestions
+// ("Did you mean this?" and a list) become "(did you mean x?", and the
+// help of the command follows.
+func cobraError(err error, path string) error {
+	text, suggestions, found := strings.Cut(err.Error(), "\n\nDid you mean this?\n")
+	if !found {
+		return fmt.Errorf("%w (see '%s --help')", err, path)
+	}
+	var names []string
+	for _, line := range strings.Split(suggestions, "\n") {
+		if name := strings.TrimSpace(line); name != "" {
+			names = append(names, name)
+		}
+	}
+	return fmt.Errorf("%s (did you mean %s?; see '%s --help')", strings.TrimSpace(text), strings.Join(names, " or "), path)
 }
 
 // commandPath names the subcommand of args for a usage hint, or "" when
