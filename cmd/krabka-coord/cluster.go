@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -164,7 +163,28 @@ type session struct {
 	transport *coordination.KafkaTransport
 }
 
-func (s *session) close() { s.transport.Close() }
+// closeBound bounds the close of a session: a broker that drops packets
+// can hold a request of the transport's reader for its request timeout,
+// and a command that is done has nothing left to wait for.
+const closeBound = 2 * time.Second
+
+// close closes the transport, and gives up waiting after closeBound; the
+// goroutine that closes it then ends when the transport's requests time
+// out, or with the process.
+func (s *session) close() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.transport.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeBound):
+		if s.g.verbose {
+			fmt.Fprintf(s.g.stderr, "krabka-coord: the connections to Kafka did not close within %v; leaving them\n", closeBound)
+		}
+	}
+}
 
 // openChecked connects to the cluster, opens a KafkaTransport with this
 // lease policy, and checks the state topic, as every command that reads or
@@ -266,32 +286,13 @@ func topicConfigs(ctx context.Context, client *kgo.Client, topic string) (map[st
 
 // maxTransactionTimeout returns the brokers' transaction.max.timeout.ms,
 // and false when the cluster does not tell (DESCRIBE_CONFIGS on the
-// Cluster is missing, or the answer does not parse).
+// Cluster is missing).
 func (c *cluster) maxTransactionTimeout(ctx context.Context) (time.Duration, bool) {
-	client, err := kgo.NewClient(c.clientOpts()...)
-	if err != nil {
+	ms, ok := c.brokerConfigInt(ctx, "transaction.max.timeout.ms")
+	if !ok || ms <= 0 {
 		return 0, false
 	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	described, err := kadm.NewClient(client).DescribeBrokerConfigs(ctx)
-	if err != nil {
-		return 0, false
-	}
-	for _, config := range described {
-		if config.Err != nil {
-			continue
-		}
-		for _, entry := range config.Configs {
-			if entry.Key == "transaction.max.timeout.ms" && entry.Value != nil {
-				if ms, err := strconv.ParseInt(*entry.Value, 10, 64); err == nil && ms > 0 {
-					return time.Duration(ms) * time.Millisecond, true
-				}
-			}
-		}
-	}
-	return 0, false
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // permanentError marks an error that retryTransient does not retry.

@@ -212,11 +212,8 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 	if replication == 0 {
 		replication = -1
 		if defaultRF, ok := c.brokerConfigInt(ctx, "default.replication.factor"); ok {
-			if want.minISR > defaultRF {
+			if int64(want.minISR) > defaultRF {
 				return usageError("--min-insync-replicas %d is above the cluster's default.replication.factor %d: no write could succeed; pass --replication-factor too", want.minISR, defaultRF)
-			}
-			if defaultRF > brokers && brokers > 0 {
-				return clusterError("the cluster's default.replication.factor %d is above its %s: pass --replication-factor %d or less", defaultRF, fmtCount(brokers, "live broker", "live brokers"), brokers)
 			}
 		}
 	}
@@ -256,31 +253,48 @@ func kafkaDetail(err error) string {
 	return oneLine(err.Error())
 }
 
-// brokerConfigInt reads an integer config of the brokers, and reports
+// brokerConfigInt reads an integer config of a live broker, and reports
 // false when the cluster does not tell (DESCRIBE_CONFIGS on the Cluster
 // missing).
-func (c *cluster) brokerConfigInt(ctx context.Context, key string) (int, bool) {
+func (c *cluster) brokerConfigInt(ctx context.Context, key string) (int64, bool) {
+	value, ok := c.brokerConfig(ctx, key)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(value, 10, 64)
+	return v, err == nil
+}
+
+// brokerConfig reads a config of one live broker, static or dynamic, and
+// reports false when the cluster does not tell.
+func (c *cluster) brokerConfig(ctx context.Context, key string) (string, bool) {
 	client, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
-		return 0, false
+		return "", false
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	described, err := kadm.NewClient(client).DescribeBrokerConfigs(ctx)
+	admin := kadm.NewClient(client)
+	brokers, err := admin.ListBrokers(ctx)
+	if err != nil || len(brokers) == 0 {
+		return "", false
+	}
+	described, err := admin.DescribeBrokerConfigs(ctx, brokers[0].NodeID)
 	if err != nil {
-		return 0, false
+		return "", false
 	}
 	for _, config := range described {
+		if config.Err != nil {
+			continue
+		}
 		for _, entry := range config.Configs {
 			if entry.Key == key && entry.Value != nil {
-				if v, err := strconv.Atoi(*entry.Value); err == nil {
-					return v, true
-				}
+				return *entry.Value, true
 			}
 		}
 	}
-	return 0, false
+	return "", false
 }
 
 // partitionsReady reports, with an error, a topic of which a partition

@@ -204,8 +204,9 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 // lease against the brokers' transaction.max.timeout.ms when the cluster
 // tells it.
 func (h *holder) preflight(ctx context.Context) error {
-	err := retryTransient(ctx, func(ctx context.Context) error {
-		_, _, err := h.transport.ReadPartitionFrom(ctx, h.partition, 0)
+	var records []coordination.StateRecord
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		records, _, err = h.transport.ReadPartitionFrom(ctx, h.partition, 0)
 		return err
 	})
 	switch {
@@ -231,11 +232,61 @@ func (h *holder) preflight(ctx context.Context) error {
 	case err != nil:
 		return h.session.epochError(h.role, err)
 	}
+	if err := h.refuseLiveHolder(ctx, records); err != nil {
+		return err
+	}
 	if limit, ok := h.session.maxTransactionTimeout(ctx); ok && h.config.Duration() > limit {
 		return clusterError("--lease-duration %v is above the brokers' transaction.max.timeout.ms (%v), and the lease is the transaction timeout of the role: pass --lease-duration %v or less, or raise transaction.max.timeout.ms on the brokers",
 			h.config.Duration(), limit, limit)
 	}
 	return nil
+}
+
+// refuseLiveHolder refuses, before anything is written, a member whose
+// name a live lease carries and whose holder keeps renewing it: another
+// live process under the same member id. Registering would replace that
+// process's registration, and leaving again would take it out of the
+// roster. A lease that is not renewed within half its extent is a crashed
+// earlier incarnation, which the campaign takes over as usual.
+func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.StateRecord) error {
+	builder := coordination.NewRoleStateBuilder(h.role)
+	for _, record := range records {
+		_ = builder.Apply(record)
+	}
+	lease := builder.Build().Lease
+	if lease == nil || lease.Member != h.member || time.Now().UnixMilli() >= lease.Deadline {
+		return nil
+	}
+	watch := min(time.Duration(lease.Deadline-lease.GrantedAt)*time.Millisecond/2+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
+	watchCtx, cancel := context.WithTimeout(ctx, watch)
+	defer cancel()
+	next := int64(0)
+	if len(records) > 0 {
+		next = records[len(records)-1].Offset + 1
+	}
+	changed, stop := h.transport.WatchPartition(h.partition)
+	defer stop()
+	for {
+		more, n, err := h.transport.ReadPartitionFrom(watchCtx, h.partition, next)
+		if err == nil {
+			next = n
+			for _, record := range more {
+				_ = builder.Apply(record)
+			}
+			if renewed := builder.Build().Lease; renewed != nil && renewed.Member == h.member && renewed.Token == lease.Token && renewed.GrantedAt > lease.GrantedAt {
+				return usageError("member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease at %s; two processes under one member id would fence each other: give this process another MEMBER, or stop the other one",
+					h.shownMember(), h.shownRole(), lease.Token, formatMillis(renewed.GrantedAt))
+			}
+		}
+		select {
+		case <-watchCtx.Done():
+			if interruptedBy(ctx) {
+				return interruptedError("before member " + h.shownMember() + " registered")
+			}
+			return nil
+		case <-changed:
+		}
+	}
 }
 
 // probe reads the role's partition every few seconds, so that /healthz of

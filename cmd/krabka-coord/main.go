@@ -58,7 +58,16 @@ func main() {
 // execute runs the command line args and returns the exit code. It prints
 // an error as one line on stderr.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	root := newRootCommand(stdout, stderr, getenv)
+	return executeWith(ctx, args, stdout, stderr, getenv, nil)
+}
+
+// executeWith is execute, with configure applied to the globals before
+// the command runs (nil for none): the tests set a dialer with it.
+func executeWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, configure func(*globals)) int {
+	root, g := newRoot(stdout, stderr, getenv)
+	if configure != nil {
+		configure(g)
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -52,6 +54,10 @@ type globals struct {
 	stderr io.Writer
 	getenv func(string) string
 	flags  *pflag.FlagSet // the persistent flags, to ask which were set
+
+	// dial, when set, opens every connection to a broker: the tests cut
+	// a member's network with it.
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
 }
 
 func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
@@ -85,9 +91,11 @@ was elected.`,
   krabka-coord create-topic
   krabka-coord elect controller node-1
   krabka-coord describe controller --output json`,
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("krabka-coord {{.Version}}\n")
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -135,6 +143,8 @@ was elected.`,
 		newElectCommand(g),
 		newRunCommand(g),
 		newFenceCommand(g),
+		newListCommand(g),
+		newStepDownCommand(g),
 	)
 	return root, g
 }
@@ -261,6 +271,9 @@ func (g *globals) brokersGiven() bool {
 // clientOptions builds the franz-go options of the TLS and SASL flags.
 func (g *globals) clientOptions() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.DialTimeout(g.connectTimeout)}
+	if g.dial != nil {
+		opts = append(opts, kgo.Dialer(g.dial))
+	}
 	tlsConfig, err := g.tlsConfig()
 	if err != nil {
 		return nil, err
