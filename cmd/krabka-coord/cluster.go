@@ -166,7 +166,7 @@ type session struct {
 // closeBound bounds the close of a session: a broker that drops packets
 // can hold a request of the transport's reader for its request timeout,
 // and a command that is done has nothing left to wait for.
-const closeBound = 2 * time.Second
+const closeBound = time.Second
 
 // close closes the transport, and gives up waiting after closeBound; the
 // goroutine that closes it then ends when the transport's requests time

@@ -232,7 +232,13 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 		return clusterError("create the state topic %s: %s", topic, oneLine(err.Error()))
 	}
 	for {
-		err := partitionsReady(ctx, client, topic, want.partitions)
+		// A fresh Metadata request first: the sharded ListOffsets goes by
+		// franz-go's metadata, which otherwise predates the topic for its
+		// minimum age (5 s).
+		_, _, _, err := describeTopic(ctx, client, topic)
+		if err == nil {
+			err = partitionsReady(ctx, client, topic, want.partitions)
+		}
 		if err == nil {
 			return nil
 		}

@@ -321,11 +321,16 @@ func (h *holder) shownRole() string   { return showName(h.role.String()) }
 func (h *holder) shownMember() string { return showName(h.member.String()) }
 
 // close stops the metrics server and the probe, and releases the
-// transport.
+// transport, within two closeBounds.
 func (h *holder) close() {
 	if h.stop != nil {
 		h.stop()
-		<-h.probeDone
+		// A read in flight to a broker that drops packets may outlast its
+		// cancellation; the probe then ends when its own bound passes.
+		select {
+		case <-h.probeDone:
+		case <-time.After(closeBound):
+		}
 	}
 	h.session.close()
 }
