@@ -30,7 +30,6 @@ const (
 	opDescribe        = "Describe"
 	opDescribeConfigs = "DescribeConfigs"
 	opCreate          = "Create"
-	opIdempotentWrite = "IdempotentWrite"
 )
 
 // Kafka ACL resource types.
@@ -139,15 +138,15 @@ func kafkaCause(err error) string {
 
 // memberDenial picks the ACL that a refusal of a member's campaign names:
 // the transactional id (WRITE covers the DESCRIBE of DescribeTransactions),
-// IDEMPOTENT_WRITE on the cluster for the producer id of a cluster older
-// than Kafka 3.0, and otherwise the topic: READ when the read was refused,
-// WRITE when a registration or a lease write was.
+// and otherwise the topic: READ when the read was refused, WRITE when a
+// registration or a lease write was. A refused producer id of the plain
+// producer (CLUSTER_AUTHORIZATION_FAILED) names WRITE on the topic too:
+// since Kafka 3.0 WRITE on a topic implies IDEMPOTENT_WRITE, and the
+// member needs it anyway.
 func memberDenial(err error, role coordination.Role, topic string, readOK bool) aclNeed {
 	switch {
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return roleACL(opWrite, role)
-	case errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return aclNeed{operation: opIdempotentWrite, resourceType: resCluster}
 	case !readOK:
 		return topicACL(opRead, topic)
 	}

@@ -210,7 +210,8 @@ func (g *globals) openChecked(ctx context.Context, lease coordination.LeaseConfi
 
 // checkTopic checks the state topic as a member does at start: it exists,
 // its partition count is --partitions, and it is compacted. The metadata
-// read needs DESCRIBE on the topic; the compaction check needs
+// read needs DESCRIBE on the topic, which the READ that every caller needs
+// next implies; the compaction check needs
 // DESCRIBE_CONFIGS, which a member may lack without harm, so a refusal of
 // it is a warning that names the ACL, and no error.
 func (c *cluster) checkTopic(ctx context.Context) error {
@@ -233,7 +234,9 @@ func (c *cluster) checkTopic(ctx context.Context) error {
 		return clusterError("the state topic %s does not exist: create it with 'krabka-coord create-topic --topic %s --partitions %d', or pass the --topic that the members use",
 			topic, topic, c.g.partitions)
 	case isDenied(err):
-		return c.deniedError("describe the state topic "+topic, topicACL(opDescribe, topic), err)
+		// The command reads the topic next, and READ implies DESCRIBE:
+		// naming DESCRIBE would only lead to the next refusal.
+		return c.deniedError("describe the state topic "+topic, topicACL(opRead, topic), err)
 	case err != nil:
 		return clusterError("describe the state topic %s: %s", topic, oneLine(err.Error()))
 	case partitions != c.g.partitions:
