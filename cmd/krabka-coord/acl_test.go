@@ -152,7 +152,9 @@ func TestACLSets(t *testing.T) {
 			// A live holder, so that fence has a lease to clear.
 			ctx, cancel := context.WithCancel(context.Background())
 			holder := startCLI(ctx, nil, append(append([]string{"elect", role, "admin-2"}, plain...), fastLease...)...)
-			waitDescribe(t, plain, role, func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "admin-2" && r.Lease.Authoritative })
+			waitDescribe(t, plain, role, func(r describeJSON) bool {
+				return r.Lease != nil && r.Lease.Holder == "admin-2" && r.Lease.Authoritative
+			})
 			code, stdout, stderr := runCLI(t, env, append([]string{"fence", role}, alice...)...)
 			cancel()
 			<-holder
