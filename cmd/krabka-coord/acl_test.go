@@ -70,7 +70,7 @@ func TestACLSets(t *testing.T) {
 		done := startCLI(ctx, nil, append(append([]string{"elect", role, "admin-1"}, plain...), fastLease...)...)
 		waitDescribe(t, plain, role, func(r describeJSON) bool { return r.Lease != nil })
 		cancel()
-		if r := <-done; r.code != exitOK {
+		if r := done.wait(); r.code != exitOK {
 			t.Fatalf("elect as the super user: exit %d: %s", r.code, r.stderr)
 		}
 	}
@@ -157,7 +157,7 @@ func TestACLSets(t *testing.T) {
 			})
 			code, stdout, stderr := runCLI(t, env, append([]string{"fence", role}, alice...)...)
 			cancel()
-			<-holder
+			holder.wait()
 			return cliResult{code, stdout, stderr}
 		}},
 	}

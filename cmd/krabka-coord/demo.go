@@ -930,7 +930,16 @@ type commandJSON struct {
 	Seq    int    `json:"seq"`
 	Member string `json:"member"`
 	Token  string `json:"token"`
-	Offset int64  `json:"offset,omitempty"`
+	Offset int64  `json:"offset"`
+}
+
+// demoCommandJSON is a command as the demo's JSON document shows it: the
+// record's value, with the token as an object, and the record's offset.
+type demoCommandJSON struct {
+	Seq    int        `json:"seq"`
+	Member string     `json:"member"`
+	Token  *tokenJSON `json:"token"`
+	Offset int64      `json:"offset"`
 }
 
 // checkJSON is the result of one check of the demo.
@@ -1114,6 +1123,18 @@ func (d *demo) readCommands(ctx context.Context) ([]commandJSON, error) {
 	}
 }
 
+// demoCommands converts the commands read back for the JSON document.
+func demoCommands(commands []commandJSON) []demoCommandJSON {
+	out := make([]demoCommandJSON, len(commands))
+	for i, c := range commands {
+		out[i] = demoCommandJSON{Seq: c.Seq, Member: c.Member, Offset: c.Offset}
+		if token, err := coordination.ParseFencingToken(c.Token); err == nil {
+			out[i].Token = newTokenJSON(token)
+		}
+	}
+	return out
+}
+
 // timeline prints the events of the demo as they happen, or collects them
 // for the JSON document.
 type timeline struct {
@@ -1125,14 +1146,20 @@ type timeline struct {
 	events []timelineEvent
 }
 
-// timelineEvent is one row of the timeline.
+// timelineEvent is one row of the timeline. See json.md.
 type timelineEvent struct {
-	ElapsedMs int64  `json:"elapsed_ms"`
-	Member    string `json:"member"`
-	Event     string `json:"event"`
-	Token     string `json:"token"`
-	Rank      string `json:"rank"`
-	Message   string `json:"message"`
+	At        timeJSON   `json:"at"`
+	ElapsedMs int64      `json:"elapsed_ms"`
+	Member    string     `json:"member"` // "-" for the log itself
+	Event     string     `json:"event"`
+	Token     *tokenJSON `json:"token"`
+
+	// Rank is the member's standing: leader, deposed, a rank of succession,
+	// or "-".
+	Rank    string `json:"rank"`
+	Message string `json:"message"`
+
+	token string // the token column of the text row
 }
 
 func (t *timeline) header(d *demo) {
@@ -1154,7 +1181,11 @@ func (t *timeline) header(d *demo) {
 func (t *timeline) add(member, event, token, rank, message string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := timelineEvent{ElapsedMs: time.Since(t.start).Milliseconds(), Member: member, Event: event, Token: token, Rank: rank, Message: message}
+	now := time.Now()
+	e := timelineEvent{At: newTimeJSON(now.UnixMilli()), ElapsedMs: now.Sub(t.start).Milliseconds(), Member: member, Event: event, Rank: rank, Message: message, token: token}
+	if parsed, err := coordination.ParseFencingToken(token); err == nil {
+		e.Token = newTokenJSON(parsed)
+	}
 	t.events = append(t.events, e)
 	if !t.json {
 		fmt.Fprint(t.w, formatTimelineRow(e, t.width))
@@ -1163,7 +1194,7 @@ func (t *timeline) add(member, event, token, rank, message string) {
 
 // formatTimelineRow writes one row of the timeline.
 func formatTimelineRow(e timelineEvent, width int) string {
-	return fmt.Sprintf("%7.2fs  %-7s  %-*s  %-7s  %s\n", float64(e.ElapsedMs)/1000, e.Member, width, e.Token, e.Rank, e.Message)
+	return fmt.Sprintf("%7.2fs  %-7s  %-*s  %-7s  %s\n", float64(e.ElapsedMs)/1000, e.Member, width, e.token, e.Rank, e.Message)
 }
 
 // demoJSON is the document of demo --output json.
@@ -1178,9 +1209,9 @@ type demoJSON struct {
 	LeaseMs      int64           `json:"lease_ms"`
 	RenewMs      int64           `json:"renew_ms"`
 	StaggerMs    int64           `json:"stagger_ms"`
-	Events       []timelineEvent `json:"events"`
-	Commands     []commandJSON   `json:"commands"`
-	Checks       []checkJSON     `json:"checks"`
+	Events       []timelineEvent   `json:"events"`
+	Commands     []demoCommandJSON `json:"commands"`
+	Checks       []checkJSON       `json:"checks"`
 }
 
 // finish prints the checks, and reports whether all of them held.
@@ -1199,7 +1230,7 @@ func (t *timeline) finish(d *demo, commands []commandJSON, elapsed time.Duration
 			OK: ok, DurationMs: elapsed.Milliseconds(), Cluster: d.cluster, Role: d.role.String(),
 			StateTopic: d.part.Topic, Partition: d.part.Partition, CommandTopic: d.commands,
 			LeaseMs: d.config.Duration().Milliseconds(), RenewMs: d.config.RenewInterval().Milliseconds(), StaggerMs: d.config.ChallengeStagger().Milliseconds(),
-			Events: t.events, Commands: commands, Checks: checks,
+			Events: t.events, Commands: demoCommands(commands), Checks: checks,
 		})
 		return ok
 	}

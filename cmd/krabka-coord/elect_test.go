@@ -10,17 +10,25 @@ import (
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
-// startCLI runs a command line in process until ctx ends, and delivers its
-// exit code and output.
-func startCLI(ctx context.Context, configure func(*globals), args ...string) <-chan cliResult {
-	done := make(chan cliResult, 1)
+// startCLI runs a command line in process until ctx ends. Its output can
+// be read while it runs; wait delivers the exit code and the output.
+func startCLI(ctx context.Context, configure func(*globals), args ...string) *inProcess {
+	r := &inProcess{done: make(chan cliResult, 1)}
 	go func() {
-		var out, errOut syncBuffer
-		code := executeWith(ctx, args, &out, &errOut, func(string) string { return "" }, configure)
-		done <- cliResult{code, out.String(), errOut.String()}
+		code := executeWith(ctx, args, &r.stdout, &r.stderr, func(string) string { return "" }, configure)
+		r.done <- cliResult{code, r.stdout.String(), r.stderr.String()}
 	}()
-	return done
+	return r
 }
+
+// inProcess is a command line that runs in process.
+type inProcess struct {
+	done           chan cliResult
+	stdout, stderr syncBuffer
+}
+
+// wait waits for the end of the command line.
+func (r *inProcess) wait() cliResult { return <-r.done }
 
 type cliResult struct {
 	code           int
@@ -56,7 +64,7 @@ func TestElectRefusesALiveDuplicate(t *testing.T) {
 		t.Fatalf("after the duplicate: %+v; want node-1 holding and registered", after)
 	}
 	cancel()
-	if r := <-first; r.code != exitOK {
+	if r := first.wait(); r.code != exitOK {
 		t.Fatalf("the first elect: exit %d: %s", r.code, r.stderr)
 	}
 }
@@ -99,7 +107,7 @@ func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 	stopped := time.Now()
 	cancel(errInterrupted)
 	select {
-	case r := <-done:
+	case r := <-done.done:
 		took := time.Since(stopped)
 		if r.code != exitOK || !strings.Contains(r.stderr, "did not confirm its resignation within 2s") || strings.Contains(r.stderr, "resign role controller: resign role controller") {
 			t.Fatalf("elect cut off, after the signal: exit %d, stderr %q; want 0 and the warning", r.code, r.stderr)

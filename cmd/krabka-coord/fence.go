@@ -53,7 +53,7 @@ it and exits 2, unless --force, which mints the role's first epoch.`,
 	return cmd
 }
 
-// fenceJSON is the result of fence.
+// fenceJSON is the result of fence. See json.md.
 type fenceJSON struct {
 	Role      string     `json:"role"`
 	Topic     string     `json:"topic"`
@@ -61,16 +61,17 @@ type fenceJSON struct {
 	OldToken  *tokenJSON `json:"old_token"`
 	NewToken  *tokenJSON `json:"new_token"`
 
-	// Holder is the member that the lease named, and "" without a lease.
-	Holder     string `json:"holder,omitempty"`
-	LeaseToken string `json:"lease_token,omitempty"`
+	// Holder is the member that the lease named, and "" without a lease;
+	// LeaseToken is the lease's token, null without a lease.
+	Holder     string     `json:"holder"`
+	LeaseToken *tokenJSON `json:"lease_token"`
 
 	// LeaseReleased: fence cleared the lease, and HolderRemoved: it took
 	// the holder's registration out of the roster, so the first standby,
-	// Next, takes over at once.
+	// Next ("" for none), takes over at once.
 	LeaseReleased bool   `json:"lease_released"`
 	HolderRemoved bool   `json:"holder_removed"`
-	Next          string `json:"next,omitempty"`
+	Next          string `json:"next"`
 }
 
 // fenceRole mints a new epoch of the role and, with release, clears its
@@ -126,7 +127,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if state.Lease != nil {
-		result.Holder, result.LeaseToken = state.Lease.Member.String(), state.Lease.Token.String()
+		result.Holder, result.LeaseToken = state.Lease.Member.String(), newTokenJSON(state.Lease.Token)
 	}
 	token, err := transport.AcquireEpoch(ctx, role)
 	if err != nil {
@@ -179,7 +180,7 @@ func printFence(g *globals, r fenceJSON) {
 	}
 	fmt.Fprintf(g.stdout, "fenced role %s: token %s -> %s\n", showName(r.Role), old, r.NewToken.Token)
 	if r.Holder != "" {
-		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", showName(r.Holder), r.LeaseToken)
+		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", showName(r.Holder), tokenText(r.LeaseToken))
 	} else {
 		fmt.Fprintf(g.stdout, "  no lease: no member held the role; every writer under an older token is refused\n")
 	}

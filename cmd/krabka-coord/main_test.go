@@ -544,7 +544,7 @@ func TestFormatting(t *testing.T) {
 	if got := formatAgo(1000, 3500); got != "2.50s ago" {
 		t.Errorf("formatAgo = %q", got)
 	}
-	if got := formatTimelineRow(timelineEvent{ElapsedMs: 4010, Member: "node-2", Token: "19:1", Rank: "leader", Message: "takes over"}, 9); got != "   4.01s  node-2   19:1       leader   takes over\n" {
+	if got := formatTimelineRow(timelineEvent{ElapsedMs: 4010, Member: "node-2", token: "19:1", Rank: "leader", Message: "takes over"}, 9); got != "   4.01s  node-2   19:1       leader   takes over\n" {
 		t.Errorf("formatTimelineRow = %q", got)
 	}
 	if got := oneLine("a\nb\r\nc\n"); got != "a; b; c" {
