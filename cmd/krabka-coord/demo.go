@@ -1199,16 +1199,16 @@ func formatTimelineRow(e timelineEvent, width int) string {
 
 // demoJSON is the document of demo --output json.
 type demoJSON struct {
-	OK           bool            `json:"ok"`
-	DurationMs   int64           `json:"duration_ms"`
-	Cluster      string          `json:"cluster"`
-	Role         string          `json:"role"`
-	StateTopic   string          `json:"state_topic"`
-	Partition    int             `json:"partition"`
-	CommandTopic string          `json:"command_topic"`
-	LeaseMs      int64           `json:"lease_ms"`
-	RenewMs      int64           `json:"renew_ms"`
-	StaggerMs    int64           `json:"stagger_ms"`
+	OK           bool              `json:"ok"`
+	DurationMs   int64             `json:"duration_ms"`
+	Cluster      string            `json:"cluster"`
+	Role         string            `json:"role"`
+	StateTopic   string            `json:"state_topic"`
+	Partition    int               `json:"partition"`
+	CommandTopic string            `json:"command_topic"`
+	LeaseMs      int64             `json:"lease_ms"`
+	RenewMs      int64             `json:"renew_ms"`
+	StaggerMs    int64             `json:"stagger_ms"`
 	Events       []timelineEvent   `json:"events"`
 	Commands     []demoCommandJSON `json:"commands"`
 	Checks       []checkJSON       `json:"checks"`
