@@ -65,6 +65,16 @@ when every check holds, and 1 otherwise.`,
   krabka-coord demo --brokers 127.0.0.1:9092`,
 		Args: exactArgs(),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if g.brokersGiven() {
+				// A real broker on a loaded host: a mint or a renewal may
+				// take hundreds of milliseconds, so the timings of the
+				// embedded cluster would fail over by accident.
+				for name, value := range map[string]string{"lease-duration": "6s", "renew-interval": "2s", "challenge-stagger": "2s", "timeout": "90s"} {
+					if !cmd.Flags().Changed(name) {
+						_ = cmd.Flags().Set(name, value)
+					}
+				}
+			}
 			config, err := flags.lease.config()
 			if err != nil {
 				return err
@@ -75,15 +85,15 @@ when every check holds, and 1 otherwise.`,
 			if flags.interval <= 0 || flags.timeout <= 0 {
 				return usageError("--interval and --timeout want durations above zero")
 			}
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
-			return runDemo(ctx, g, flags, config, cmd.Flags().Changed("topic"))
+			signals := followSignals(cmd.Context())
+			defer signals.stop()
+			return runDemo(signals.ctx, g, flags, config, cmd.Flags().Changed("topic"))
 		}),
 	}
-	flags.lease.add(cmd.Flags(), 3*time.Second, time.Second, time.Second, 200*time.Millisecond)
+	flags.lease.add(cmd.Flags(), 3*time.Second, time.Second, time.Second, 200*time.Millisecond) // 6s, 2s, 2s on a real cluster
 	cmd.Flags().StringVar(&flags.role, "role", "", "role of the members (default: controller; on a real cluster controller-demo-<random>, so that no real role is fenced)")
 	cmd.Flags().DurationVar(&flags.interval, "interval", 300*time.Millisecond, "gap between two commands of the leader")
-	cmd.Flags().DurationVar(&flags.timeout, "timeout", 55*time.Second, "give up, and exit 1, when the scenario has not ended after this long")
+	cmd.Flags().DurationVar(&flags.timeout, "timeout", 55*time.Second, "give up, and exit 1, when the scenario has not ended after this long (90s on a real cluster)")
 	cmd.Flags().BoolVar(&flags.keepTopics, "keep-topics", false, "on a real cluster, keep the topics that the demo created (it never deletes a --topic you name)")
 	return cmd
 }
@@ -385,7 +395,11 @@ func (d *demo) scenario(ctx context.Context) error {
 	state := d.currentState()
 	rank, _ := state.RankOf(leader.id)
 	standbys := len(state.Roster) - 1
-	d.check("no failback", rank == standbys-1, fmt.Sprintf("%s rejoined at rank %d of %d standbys (last)", leader.name, rank, standbys))
+	if rank == standbys-1 {
+		d.check("no failback", true, fmt.Sprintf("%s rejoined at rank %d of %d standbys (last)", leader.name, rank, standbys))
+	} else {
+		d.check("no failback", false, fmt.Sprintf("%s rejoined at rank %d of %d standbys; want rank %d, the last", leader.name, rank, standbys, standbys-1))
+	}
 	if err := d.waitCommands(ctx, successor, 5); err != nil {
 		return err
 	}
@@ -407,9 +421,16 @@ func (d *demo) scenario(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	handover := time.Since(d.resignAt)
-	d.check("handover at once", third != leader && handover < d.config.Duration(), fmt.Sprintf(
-		"%s took over %s after %s resigned, without waiting for a deadline (lease %v)", third.name, formatShort(handover), successor.name, d.config.Duration()))
+	handover := third.electedTime().Sub(d.resignAt)
+	switch {
+	case third == leader:
+		d.check("handover at once", false, fmt.Sprintf("%s, the deposed leader that rejoined last, took over after %s resigned; want %s, the first standby", third.name, successor.name, "the member of rank 0"))
+	case handover >= d.config.Duration():
+		d.check("handover at once", false, fmt.Sprintf("%s took over %s after %s resigned; want well within the lease %v, without waiting for a deadline (a mint on a loaded host can be slow: rerun with a longer --lease-duration)",
+			third.name, formatShort(handover), successor.name, d.config.Duration()))
+	default:
+		d.check("handover at once", true, fmt.Sprintf("%s took over %s after %s resigned, without waiting for a deadline (lease %v)", third.name, formatShort(handover), successor.name, d.config.Duration()))
+	}
 	return d.waitCommands(ctx, third, 3)
 }
 
@@ -437,15 +458,33 @@ func (d *demo) closeTransports() {
 	}
 }
 
-// waitElected waits for the next election.
+// waitElected waits for the next election, and then one renew interval
+// more, so that an election that a later challenger fenced at once (two
+// challengers on a loaded host) does not pass for the outcome: it returns
+// the last member elected whose leadership still holds.
 func (d *demo) waitElected(ctx context.Context, timeout time.Duration, what string) (*demoMember, error) {
+	var elected *demoMember
 	select {
-	case m := <-d.elected:
-		return m, nil
+	case elected = <-d.elected:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 	case <-time.After(timeout):
 		return nil, fmt.Errorf("no member took the role within %v of waiting for %s", timeout, what)
+	}
+	settle := time.After(d.config.RenewInterval())
+	for {
+		select {
+		case m := <-d.elected:
+			d.out.add(m.name, "note", m.currentToken().String(), "leader", fmt.Sprintf("a second election during %s: %s took the role from %s", what, m.name, elected.name))
+			elected = m
+		case <-settle:
+			if l := elected.currentLeadership(); l == nil || l.Err() != nil {
+				return nil, fmt.Errorf("%s was elected during %s, and lost the role at once: %v", elected.name, what, l.Err())
+			}
+			return elected, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
 	}
 }
 
@@ -542,18 +581,18 @@ func (d *demo) onRoleEvent(event roleEvent) {
 	case eventDeregistered:
 		d.out.add(event.Member, "leave", "-", "-", "leaves the roster (registration tombstone)")
 	case eventExpired:
-		d.out.add(event.Member, "expire", event.Token, "-", fmt.Sprintf("its lease expires: no renewal reached the log before the deadline %s", formatMillis(event.Deadline)))
-	case eventGranted, eventTakeover:
+		d.out.add(event.Member, "expire", tokenText(event.Token), "-", fmt.Sprintf("its lease expires: no renewal reached the log before the deadline %s", event.Deadline.Time))
+	case eventGranted, eventTakeover, eventReacquired:
 		d.mu.Lock()
 		d.takeovers = append(d.takeovers, event)
 		d.mu.Unlock()
 		if d.g.verbose {
-			d.out.add(event.Member, event.Kind, event.Token, "leader", event.Message)
+			d.out.add(event.Member, event.Kind, tokenText(event.Token), "leader", event.Message)
 		}
 		d.out.add("-", "roster", "-", "-", "the log now says: "+rosterLine(event.roleState))
-	case eventRenewed, eventReleased:
+	case eventRenewed, eventReleased, eventRestored:
 		if d.g.verbose {
-			d.out.add(event.Member, event.Kind, event.Token, "-", event.Message)
+			d.out.add(event.Member, event.Kind, tokenText(event.Token), "-", event.Message)
 		}
 	}
 }
@@ -570,7 +609,19 @@ func (d *demo) electedNote(m *demoMember, l *coordination.Leadership) string {
 		return fmt.Sprintf("takes over at the deadline, %s after %s crashed: mints a new epoch, which fences %s",
 			formatSeconds(time.Since(d.crashAt)), d.crashed.name, d.crashed.currentToken())
 	}
-	return "elected: no lease yet, so rank 0 challenges at once: mints an epoch, writes the first lease"
+	// The rank it had: its place among the registrations, as no lease
+	// stood.
+	rank := -1
+	for i, entry := range d.state.Roster {
+		if entry.Member == m.id {
+			rank = i
+		}
+	}
+	if rank <= 0 {
+		return "elected: no lease yet, so rank 0 challenges at once: mints an epoch, writes the first lease"
+	}
+	return fmt.Sprintf("elected at rank %d: no lease yet, and no member of a lower rank took the role within %v of the challenge stagger (a slow mint on a loaded host): mints an epoch, writes the first lease",
+		rank, d.config.ChallengeDelay(rank))
 }
 
 // check records the result of one check.
@@ -607,6 +658,13 @@ type demoMember struct {
 	token      coordination.FencingToken
 	acks       int // commands of the current term
 	stopped    chan struct{}
+	electedAt  time.Time // of the current term
+}
+
+func (m *demoMember) electedTime() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.electedAt
 }
 
 // campaign starts AcquireLeadership; on election the member dispatches
@@ -625,7 +683,7 @@ func (m *demoMember) campaign(parent context.Context) {
 			return
 		}
 		m.mu.Lock()
-		m.leadership, m.token, m.acks = l, l.Token(), 0
+		m.leadership, m.token, m.acks, m.electedAt = l, l.Token(), 0, time.Now()
 		m.mu.Unlock()
 		m.d.out.add(m.name, "elected", l.Token().String(), "leader", m.d.electedNote(m, l))
 		m.d.elected <- m
@@ -872,7 +930,16 @@ type commandJSON struct {
 	Seq    int    `json:"seq"`
 	Member string `json:"member"`
 	Token  string `json:"token"`
-	Offset int64  `json:"offset,omitempty"`
+	Offset int64  `json:"offset"`
+}
+
+// demoCommandJSON is a command as the demo's JSON document shows it: the
+// record's value, with the token as an object, and the record's offset.
+type demoCommandJSON struct {
+	Seq    int        `json:"seq"`
+	Member string     `json:"member"`
+	Token  *tokenJSON `json:"token"`
+	Offset int64      `json:"offset"`
 }
 
 // checkJSON is the result of one check of the demo.
@@ -924,28 +991,31 @@ func (d *demo) checkCommands(ctx context.Context) []commandJSON {
 	d.check("none lost", lost == 0 && len(read) == len(acked), fmt.Sprintf(
 		"%d acknowledged, %d in the topic, %d acknowledged but missing", len(acked), len(read), lost))
 
-	// No command of a deposed leader after its successor's first: the
-	// tokens never go back along the log.
+	// No command of a deposed leader after its successor's first: along
+	// the log, a token that another one followed never comes back. Commit
+	// order in the log orders the terms; the producer ids of two
+	// leaderships say nothing about their order.
 	fencedOK, terms := true, []string{}
-	var previous coordination.FencingToken
+	superseded := make(map[string]bool)
+	previous := ""
 	for i, c := range read {
-		token, err := coordination.ParseFencingToken(c.Token)
-		if err != nil {
+		if _, err := coordination.ParseFencingToken(c.Token); err != nil {
 			fencedOK, terms = false, []string{fmt.Sprintf("command %d carries token %q: %v", c.Seq, c.Token, err)}
 			break
 		}
-		if i > 0 && token != previous {
-			if token.Compare(previous) < 0 {
+		if i > 0 && c.Token != previous {
+			if superseded[c.Token] {
 				fencedOK = false
-				terms = append(terms, fmt.Sprintf("command %d under %s follows a command under the newer %s", c.Seq, token, previous))
+				terms = append(terms, fmt.Sprintf("command %d under %s comes after commands under %s, which followed it: a deposed leader wrote after its successor", c.Seq, c.Token, previous))
 				break
 			}
+			superseded[previous] = true
 			terms[len(terms)-1] += fmt.Sprintf("-%d", read[i-1].Seq)
 		}
-		if i == 0 || token != previous {
+		if i == 0 || c.Token != previous {
 			terms = append(terms, fmt.Sprintf("%s %s: %d", c.Member, c.Token, c.Seq))
 		}
-		previous = token
+		previous = c.Token
 	}
 	if fencedOK && len(read) > 0 {
 		terms[len(terms)-1] += fmt.Sprintf("-%d", read[len(read)-1].Seq)
@@ -959,7 +1029,28 @@ func (d *demo) checkCommands(ctx context.Context) []commandJSON {
 			terms = append(terms, fmt.Sprintf("the refused command %d of %s is in the topic", c.Seq, crashed.name))
 		}
 	}
-	d.check("no deposed writer", fencedOK, "terms "+strings.Join(terms, ", ")+"; tokens never go back")
+	verdict := "; no token comes back after its successor's first command"
+	if !fencedOK {
+		verdict = "; want no command under a token after its successor's first"
+	}
+	d.check("no deposed writer", fencedOK, "terms "+strings.Join(terms, ", ")+verdict)
+
+	// No failover before the crash: the holder renewed in time all along.
+	d.mu.Lock()
+	crashAt := d.crashAt
+	early := []string{}
+	for _, t := range d.takeovers {
+		if (t.Kind == eventTakeover || t.Kind == eventReacquired) && !crashAt.IsZero() && t.At.Millis < crashAt.UnixMilli() {
+			early = append(early, t.Message)
+		}
+	}
+	d.mu.Unlock()
+	if len(early) == 0 {
+		d.check("no early failover", true, "the first leader renewed its lease in time until it crashed")
+	} else {
+		d.check("no early failover", false, fmt.Sprintf("the role changed hands before the crash (%s): a renewal did not land within the lease %v, renewed every %v; the host or the cluster is too slow for these timings: rerun with a longer --lease-duration and --renew-interval",
+			strings.Join(early, "; "), d.config.Duration(), d.config.RenewInterval()))
+	}
 
 	// The refusal itself, and the failover at the deadline.
 	if crashed != nil {
@@ -969,8 +1060,13 @@ func (d *demo) checkCommands(ctx context.Context) []commandJSON {
 		takeovers := append([]roleEvent(nil), d.takeovers...)
 		d.mu.Unlock()
 		for _, t := range takeovers {
-			if t.Kind == eventTakeover && t.PreviousMember == crashed.name {
-				d.check("failover at the deadline", t.GrantedAt >= t.PreviousDeadline, t.Message)
+			if t.Kind == eventTakeover && t.PreviousMember == crashed.name && t.GrantedAt != nil && t.PreviousDeadline != nil {
+				early := t.PreviousDeadline.Millis - t.GrantedAt.Millis
+				if early <= 0 {
+					d.check("failover at the deadline", true, fmt.Sprintf("%s took over %s after %s's lease expired, not before", t.Member, formatShort(time.Duration(-early)*time.Millisecond), crashed.name))
+				} else {
+					d.check("failover at the deadline", false, fmt.Sprintf("%s's lease was granted %s BEFORE the deadline of %s's lease; want at or after it", t.Member, formatShort(time.Duration(early)*time.Millisecond), crashed.name))
+				}
 				break
 			}
 		}
@@ -1027,6 +1123,18 @@ func (d *demo) readCommands(ctx context.Context) ([]commandJSON, error) {
 	}
 }
 
+// demoCommands converts the commands read back for the JSON document.
+func demoCommands(commands []commandJSON) []demoCommandJSON {
+	out := make([]demoCommandJSON, len(commands))
+	for i, c := range commands {
+		out[i] = demoCommandJSON{Seq: c.Seq, Member: c.Member, Offset: c.Offset}
+		if token, err := coordination.ParseFencingToken(c.Token); err == nil {
+			out[i].Token = newTokenJSON(token)
+		}
+	}
+	return out
+}
+
 // timeline prints the events of the demo as they happen, or collects them
 // for the JSON document.
 type timeline struct {
@@ -1038,14 +1146,20 @@ type timeline struct {
 	events []timelineEvent
 }
 
-// timelineEvent is one row of the timeline.
+// timelineEvent is one row of the timeline. See json.md.
 type timelineEvent struct {
-	ElapsedMs int64  `json:"elapsed_ms"`
-	Member    string `json:"member"`
-	Event     string `json:"event"`
-	Token     string `json:"token"`
-	Rank      string `json:"rank"`
-	Message   string `json:"message"`
+	At        timeJSON   `json:"at"`
+	ElapsedMs int64      `json:"elapsed_ms"`
+	Member    string     `json:"member"` // "-" for the log itself
+	Event     string     `json:"event"`
+	Token     *tokenJSON `json:"token"`
+
+	// Rank is the member's standing: leader, deposed, a rank of succession,
+	// or "-".
+	Rank    string `json:"rank"`
+	Message string `json:"message"`
+
+	token string // the token column of the text row
 }
 
 func (t *timeline) header(d *demo) {
@@ -1067,7 +1181,11 @@ func (t *timeline) header(d *demo) {
 func (t *timeline) add(member, event, token, rank, message string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := timelineEvent{ElapsedMs: time.Since(t.start).Milliseconds(), Member: member, Event: event, Token: token, Rank: rank, Message: message}
+	now := time.Now()
+	e := timelineEvent{At: newTimeJSON(now.UnixMilli()), ElapsedMs: now.Sub(t.start).Milliseconds(), Member: member, Event: event, Rank: rank, Message: message, token: token}
+	if parsed, err := coordination.ParseFencingToken(token); err == nil {
+		e.Token = newTokenJSON(parsed)
+	}
 	t.events = append(t.events, e)
 	if !t.json {
 		fmt.Fprint(t.w, formatTimelineRow(e, t.width))
@@ -1076,24 +1194,24 @@ func (t *timeline) add(member, event, token, rank, message string) {
 
 // formatTimelineRow writes one row of the timeline.
 func formatTimelineRow(e timelineEvent, width int) string {
-	return fmt.Sprintf("%7.2fs  %-7s  %-*s  %-7s  %s\n", float64(e.ElapsedMs)/1000, e.Member, width, e.Token, e.Rank, e.Message)
+	return fmt.Sprintf("%7.2fs  %-7s  %-*s  %-7s  %s\n", float64(e.ElapsedMs)/1000, e.Member, width, e.token, e.Rank, e.Message)
 }
 
 // demoJSON is the document of demo --output json.
 type demoJSON struct {
-	OK           bool            `json:"ok"`
-	DurationMs   int64           `json:"duration_ms"`
-	Cluster      string          `json:"cluster"`
-	Role         string          `json:"role"`
-	StateTopic   string          `json:"state_topic"`
-	Partition    int             `json:"partition"`
-	CommandTopic string          `json:"command_topic"`
-	LeaseMs      int64           `json:"lease_ms"`
-	RenewMs      int64           `json:"renew_ms"`
-	StaggerMs    int64           `json:"stagger_ms"`
-	Events       []timelineEvent `json:"events"`
-	Commands     []commandJSON   `json:"commands"`
-	Checks       []checkJSON     `json:"checks"`
+	OK           bool              `json:"ok"`
+	DurationMs   int64             `json:"duration_ms"`
+	Cluster      string            `json:"cluster"`
+	Role         string            `json:"role"`
+	StateTopic   string            `json:"state_topic"`
+	Partition    int               `json:"partition"`
+	CommandTopic string            `json:"command_topic"`
+	LeaseMs      int64             `json:"lease_ms"`
+	RenewMs      int64             `json:"renew_ms"`
+	StaggerMs    int64             `json:"stagger_ms"`
+	Events       []timelineEvent   `json:"events"`
+	Commands     []demoCommandJSON `json:"commands"`
+	Checks       []checkJSON       `json:"checks"`
 }
 
 // finish prints the checks, and reports whether all of them held.
@@ -1112,7 +1230,7 @@ func (t *timeline) finish(d *demo, commands []commandJSON, elapsed time.Duration
 			OK: ok, DurationMs: elapsed.Milliseconds(), Cluster: d.cluster, Role: d.role.String(),
 			StateTopic: d.part.Topic, Partition: d.part.Partition, CommandTopic: d.commands,
 			LeaseMs: d.config.Duration().Milliseconds(), RenewMs: d.config.RenewInterval().Milliseconds(), StaggerMs: d.config.ChallengeStagger().Milliseconds(),
-			Events: t.events, Commands: commands, Checks: checks,
+			Events: t.events, Commands: demoCommands(commands), Checks: checks,
 		})
 		return ok
 	}

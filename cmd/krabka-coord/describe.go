@@ -19,44 +19,99 @@ import (
 const requestTimeout = 30 * time.Second
 
 func newDescribeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "describe ROLE",
-		Short: "Show the roster, the lease and the epoch of a role",
-		Long: `describe reads the partition of the state topic that holds ROLE, and asks
-the transaction coordinator for the role's current epoch. It takes no epoch
-and joins no group, so it is safe to run at any time.
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "describe ROLE... | describe --all",
+		Short: "Show the roster, the lease and the epoch of roles",
+		Long: `describe reads the partition of the state topic that holds each ROLE (with
+--all, every role that a record of the state topic names), and asks the
+transaction coordinator for the role's current epoch. It takes no epoch and
+joins no group, so it is safe to run at any time.
 
-It prints:
+It prints, for each role:
   - the roster in rank order: the holder, then the standbys in the order in
     which they challenge (member, offset of its registration record,
-    registration time);
+    registration time, and when the log last heard of the member: the
+    holder's newest renewal, a standby's registration; a standby writes
+    nothing while it waits, so the log cannot tell a live standby from a
+    dead one);
   - the lease: holder, token, granted, deadline, time left, live or expired;
   - the coordinator's current token (DescribeTransactions), and whether the
     lease's token is authoritative, that is equal to it. A lease whose token
     is older than the coordinator's names a holder that was fenced, or a
     challenge in progress;
-  - the partition of the state topic.`,
+  - the partition of the state topic.
+
+A role that has no epoch, no lease and no member was never taken: most
+likely a typo. describe prints the roles it found and exits 2.
+
+A broker that does not answer, or a transaction coordinator that moved with
+its broker, is retried within 30 s: Kafka moves the partitions of a dead
+broker within about ten seconds.`,
 		Example: `  krabka-coord describe controller --brokers 127.0.0.1:9092
-  krabka-coord describe controller --output json | jq .lease
+  krabka-coord describe controller scheduler
+  krabka-coord describe --all --output json | jq -c '{role, holder: .lease.holder}'
   KRABKA_BROKERS=kafka-1:9093 krabka-coord describe controller --tls --sasl-mechanism scram-sha-512 --sasl-user ops`,
-		Args: exactArgs("ROLE"),
+		Args: rolesOrAll(&all),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			return g.onRole(cmd, args[0], func(ctx context.Context, transport *coordination.KafkaTransport, role coordination.Role) error {
-				result, err := describeRole(ctx, g, transport, role)
-				if err != nil {
-					return err
+			return g.onRoles(cmd, args, func(ctx context.Context, s *session, roles []coordination.Role) error {
+				if all {
+					scanned, err := scanRoles(ctx, s)
+					if err != nil {
+						return err
+					}
+					roles = roles[:0]
+					for _, fold := range scanned {
+						roles = append(roles, fold.role)
+					}
 				}
-				if g.json() {
-					return writeJSON(g.stdout, result)
+				var unknown []string
+				for i, role := range roles {
+					result, err := describeRole(ctx, s, role)
+					if err != nil {
+						return err
+					}
+					if !result.Coordinator.Held && result.Lease == nil && len(result.Roster) == 0 && !all {
+						unknown = append(unknown, role.String())
+						continue
+					}
+					if g.json() {
+						if err := writeJSON(g.stdout, result); err != nil {
+							return err
+						}
+						continue
+					}
+					if i > 0 {
+						fmt.Fprintln(g.stdout)
+					}
+					printDescribe(g.stdout, result)
 				}
-				printDescribe(g.stdout, result)
+				if len(unknown) > 0 {
+					return neverSeen(unknown)
+				}
 				return nil
 			})
 		}),
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "every role that a record of the state topic names")
+	return cmd
 }
 
-// describeJSON is the result of describe.
+// rolesOrAll checks the arguments of a command that takes ROLE... or
+// --all.
+func rolesOrAll(all *bool) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case *all && len(args) > 0:
+			return usageError("%s takes ROLE... or --all, not both (see '%s --help')", cmd.Name(), cmd.CommandPath())
+		case !*all && len(args) == 0:
+			return usageError("%s takes at least one ROLE, or --all (see '%s --help')", cmd.Name(), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// describeJSON is the result of describe: the state of one role.
 type describeJSON struct {
 	Role        string          `json:"role"`
 	Topic       string          `json:"topic"`
@@ -67,11 +122,11 @@ type describeJSON struct {
 	Coordinator coordinatorJSON `json:"coordinator"`
 
 	// LastStableOffset and HighWatermark are the offsets of the partition
-	// as the read saw them; a high watermark above the last stable offset
-	// means an open transaction hides newer records.
-	LastStableOffset *int64   `json:"last_stable_offset,omitempty"`
-	HighWatermark    *int64   `json:"high_watermark,omitempty"`
-	Warnings         []string `json:"warnings,omitempty"`
+	// as the read saw them, null when unknown; a high watermark above the
+	// last stable offset means an open transaction hides newer records.
+	LastStableOffset *int64   `json:"last_stable_offset"`
+	HighWatermark    *int64   `json:"high_watermark"`
+	Warnings         []string `json:"warnings"`
 }
 
 // rosterJSON is one member of the roster.
@@ -80,20 +135,24 @@ type rosterJSON struct {
 	Holder bool   `json:"holder"`
 
 	// Rank is the rank of succession of a standby, from 0; the holder has
-	// none, and JSON leaves it out.
-	Rank         *int     `json:"rank,omitempty"`
+	// none (null).
+	Rank         *int     `json:"rank"`
 	Offset       int64    `json:"offset"`
 	RegisteredAt timeJSON `json:"registered_at"`
+
+	// LastSeen is the newest record of the member in the log: the
+	// holder's newest renewal, a standby's registration.
+	LastSeen timeJSON `json:"last_seen"`
 }
 
 // leaseJSON is the lease of a role.
 type leaseJSON struct {
-	Holder string `json:"holder"`
-	tokenJSON
-	GrantedAt  timeJSON `json:"granted_at"`
-	Deadline   timeJSON `json:"deadline"`
-	TimeLeftMs int64    `json:"time_left_ms"`
-	Live       bool     `json:"live"`
+	Holder     string    `json:"holder"`
+	Token      tokenJSON `json:"token"`
+	GrantedAt  timeJSON  `json:"granted_at"`
+	Deadline   timeJSON  `json:"deadline"`
+	TimeLeftMs int64     `json:"time_left_ms"`
+	Live       bool      `json:"live"`
 
 	// Authoritative: the lease's token is the coordinator's current one.
 	Authoritative bool `json:"authoritative"`
@@ -105,28 +164,47 @@ type coordinatorJSON struct {
 	Token *tokenJSON `json:"token"`
 }
 
-// describeRole reads the state and the epoch of a role.
-func describeRole(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role) (describeJSON, error) {
+// describeRole reads the state and the epoch of a role, and retries what a
+// dead broker or a moved coordinator fails.
+func describeRole(ctx context.Context, s *session, role coordination.Role) (describeJSON, error) {
+	g := s.g
 	partition, err := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	if err != nil {
 		return describeJSON{}, usageError("%v", err)
 	}
 	var warnings []string
-	state, err := coordination.DescribeRoleState(ctx, transport, role, g.coordOptions()...)
+	var state coordination.RoleState
+	err = retryTransient(ctx, func(ctx context.Context) (err error) {
+		state, err = coordination.DescribeRoleState(ctx, s.transport, role, g.coordOptions()...)
+		return err
+	})
 	if err != nil {
 		var format *coordination.FormatError
-		if !errors.As(err, &format) {
-			return describeJSON{}, clusterError("read %s: %s", partition, strings.TrimPrefix(err.Error(), "coordination: "))
+		switch {
+		case errors.As(err, &format):
+			warnings = append(warnings, "skipped a record that does not decode: "+strings.TrimPrefix(err.Error(), "coordination: "))
+		case isDenied(err):
+			return describeJSON{}, s.deniedError("read "+partition.String(), topicACL(opRead, g.topic), err)
+		case interruptedBy(ctx):
+			return describeJSON{}, interruptedError("while reading " + partition.String())
+		default:
+			return describeJSON{}, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 		}
-		warnings = append(warnings, "skipped a record that does not decode: "+strings.TrimPrefix(err.Error(), "coordination: "))
 	}
-	status, err := coordination.DescribeLeadership(ctx, transport, role)
+	var status coordination.LeadershipStatus
+	err = retryTransient(ctx, func(ctx context.Context) (err error) {
+		status, err = coordination.DescribeLeadership(ctx, s.transport, role)
+		return err
+	})
 	if err != nil {
-		return describeJSON{}, clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+		if interruptedBy(ctx) {
+			return describeJSON{}, interruptedError("while describing the epoch of role " + showName(role.String()))
+		}
+		return describeJSON{}, s.epochError(role, err)
 	}
 	result := buildDescribe(role, partition, state, status, time.Now().UnixMilli())
 	result.Warnings = append(result.Warnings, warnings...)
-	if lastStable, high, ok := transport.StableOffsets(partition); ok {
+	if lastStable, high, ok := s.transport.StableOffsets(partition); ok {
 		result.LastStableOffset, result.HighWatermark = &lastStable, &high
 		if high > lastStable {
 			result.Warnings = append(result.Warnings, fmt.Sprintf(
@@ -145,6 +223,7 @@ func buildDescribe(role coordination.Role, partition coordination.TopicPartition
 		Partition:  partition.Partition,
 		ObservedAt: newTimeJSON(nowMillis),
 		Roster:     rankOrder(state),
+		Warnings:   []string{},
 	}
 	if status.Held {
 		result.Coordinator = coordinatorJSON{Held: true, Token: newTokenJSON(status.Token)}
@@ -153,7 +232,7 @@ func buildDescribe(role coordination.Role, partition coordination.TopicPartition
 		left := max(lease.Deadline-nowMillis, 0)
 		result.Lease = &leaseJSON{
 			Holder:        lease.Member.String(),
-			tokenJSON:     *newTokenJSON(lease.Token),
+			Token:         *newTokenJSON(lease.Token),
 			GrantedAt:     newTimeJSON(lease.GrantedAt),
 			Deadline:      newTimeJSON(lease.Deadline),
 			TimeLeftMs:    left,
@@ -171,7 +250,8 @@ func rankOrder(state coordination.RoleState) []rosterJSON {
 	roster := make([]rosterJSON, 0, len(state.Roster))
 	for _, entry := range state.Roster {
 		if hasHolder && entry.Member == holder {
-			roster = append(roster, rosterJSON{Member: entry.Member.String(), Holder: true, Offset: entry.Offset, RegisteredAt: newTimeJSON(entry.RegisteredAt)})
+			roster = append(roster, rosterJSON{Member: entry.Member.String(), Holder: true, Offset: entry.Offset,
+				RegisteredAt: newTimeJSON(entry.RegisteredAt), LastSeen: newTimeJSON(max(entry.RegisteredAt, state.Lease.GrantedAt))})
 		}
 	}
 	for _, entry := range state.Roster {
@@ -179,7 +259,8 @@ func rankOrder(state coordination.RoleState) []rosterJSON {
 			continue
 		}
 		rank, _ := state.RankOf(entry.Member)
-		roster = append(roster, rosterJSON{Member: entry.Member.String(), Rank: &rank, Offset: entry.Offset, RegisteredAt: newTimeJSON(entry.RegisteredAt)})
+		roster = append(roster, rosterJSON{Member: entry.Member.String(), Rank: &rank, Offset: entry.Offset,
+			RegisteredAt: newTimeJSON(entry.RegisteredAt), LastSeen: newTimeJSON(entry.RegisteredAt)})
 	}
 	return roster
 }
@@ -198,16 +279,16 @@ func printDescribe(w io.Writer, r describeJSON) {
 		if !l.Live {
 			state = "EXPIRED " + formatAgo(l.Deadline.Millis, r.ObservedAt.Millis)
 		}
-		fmt.Fprintf(w, "lease:       held by %s, token %s, %s\n", showName(l.Holder), l.Token, state)
+		fmt.Fprintf(w, "lease:       held by %s, token %s, %s\n", showName(l.Holder), l.Token.Token, state)
 		fmt.Fprintf(w, "             granted %s, deadline %s\n", l.GrantedAt.Time, l.Deadline.Time)
 		switch {
 		case l.Authoritative:
-			fmt.Fprintf(w, "             token %s is authoritative: the coordinator holds it\n", l.Token)
+			fmt.Fprintf(w, "             token %s is authoritative: the coordinator holds it\n", l.Token.Token)
 		case r.Coordinator.Held:
 			fmt.Fprintf(w, "             token %s is NOT authoritative: the coordinator holds %s, so %s is fenced or a challenger is taking over\n",
-				l.Token, r.Coordinator.Token.Token, showName(l.Holder))
+				l.Token.Token, r.Coordinator.Token.Token, showName(l.Holder))
 		default:
-			fmt.Fprintf(w, "             token %s is NOT authoritative: the coordinator knows no epoch of the role\n", l.Token)
+			fmt.Fprintf(w, "             token %s is NOT authoritative: the coordinator knows no epoch of the role\n", l.Token.Token)
 		}
 	} else {
 		fmt.Fprintf(w, "lease:       none (no member holds the role; the first standby challenges at once)\n")
@@ -217,13 +298,13 @@ func printDescribe(w io.Writer, r describeJSON) {
 	} else {
 		fmt.Fprintf(w, "roster (rank order):\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  RANK\tMEMBER\tOFFSET\tREGISTERED AT\n")
+		fmt.Fprintf(tw, "  RANK\tMEMBER\tOFFSET\tREGISTERED AT\tLAST SEEN\n")
 		for _, m := range r.Roster {
-			rank := "holder"
+			rank, seen := "holder", "renewed "+formatAgo(m.LastSeen.Millis, r.ObservedAt.Millis)
 			if m.Rank != nil {
-				rank = fmt.Sprint(*m.Rank)
+				rank, seen = fmt.Sprint(*m.Rank), "registered "+formatAgo(m.LastSeen.Millis, r.ObservedAt.Millis)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", rank, showName(m.Member), m.Offset, m.RegisteredAt.Time)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", rank, showName(m.Member), m.Offset, m.RegisteredAt.Time, seen)
 		}
 		tw.Flush()
 	}

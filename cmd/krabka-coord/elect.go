@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,30 +14,28 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
-// signalContext ends on SIGINT, SIGTERM or SIGHUP: the terminal or the
-// session that started the process went away, and an unattended elect or
-// run would otherwise die of it without resigning, and leave the command of
-// run running. A SIGHUP that was ignored at start (nohup) stays ignored.
-func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	signals := []os.Signal{os.Interrupt, syscall.SIGTERM}
-	if !signal.Ignored(syscall.SIGHUP) {
-		signals = append(signals, syscall.SIGHUP)
-	}
-	return signal.NotifyContext(parent, signals...)
-}
-
 // holdFlags are the flags of the commands that take a role: elect and run.
 type holdFlags struct {
-	lease  leaseFlags
-	listen string
-	wait   time.Duration
+	lease          leaseFlags
+	listen         string
+	wait           time.Duration
+	rejoin         bool
+	stepDownRemote bool
 }
 
 func (h *holdFlags) add(f *pflag.FlagSet) {
 	h.lease.add(f, coordination.DefaultLeaseDuration, coordination.DefaultRenewInterval, coordination.DefaultChallengeStagger, coordination.DefaultPollInterval)
-	f.StringVar(&h.listen, "listen", "", "serve Prometheus metrics on /metrics and the health of the leadership on /healthz at this address, such as :9464")
+	f.StringVar(&h.listen, "listen", "", "serve Prometheus metrics on /metrics and the health of the member on /healthz at this address, such as :9464")
 	f.DurationVar(&h.wait, "wait", 0, "give up when not elected within this long, and exit 1 (default: wait until a signal)")
+	f.BoolVar(&h.rejoin, "rejoin", false, "keep campaigning after a fence or a lost leadership, at the tail of the roster, as a supervisor loop would (counted in krabka_coord_rejoins_total)")
+	f.BoolVar(&h.stepDownRemote, "step-down-endpoint", false, "accept POST /step-down on --listen, as 'krabka-coord step-down ROLE --at ADDR' sends it")
 }
+
+// resignTimeout bounds a resignation: two tombstones that take
+// milliseconds on a healthy cluster. A cluster that does not answer within
+// it leaves the lease to expire, and the standbys take over at its
+// deadline.
+const resignTimeout = 2 * time.Second
 
 func newElectCommand(g *globals) *cobra.Command {
 	flags := &holdFlags{}
@@ -49,45 +45,73 @@ func newElectCommand(g *globals) *cobra.Command {
 		Long: `elect registers MEMBER for ROLE, waits for its turn under the succession rules,
 takes the role (the transaction coordinator mints a new epoch), prints the
 fencing token, and holds the role: it renews the lease every
---renew-interval. On SIGINT, SIGTERM or SIGHUP it resigns (a lease
-tombstone, so the first standby takes over at once) and exits 0; a SIGHUP
-that was ignored when it started (nohup) stays ignored. When a renewal is refused
-because another member minted a newer epoch (a fence, or a takeover after
-this process stalled past its lease), it leaves the roster and exits 3. So
-it does when the producer of its epoch fails in a way that no write under
-the token can recover from (ErrProducerLost: run it again to compete).
+--renew-interval.
+
+On SIGINT, SIGTERM or SIGHUP it resigns (a lease tombstone, so the first
+standby takes over at once) and exits 0; a resignation that the cluster does
+not confirm within 2 s is left to the lease deadline, with a warning, and a
+second signal exits at once. A SIGHUP that was ignored when it started
+(nohup) stays ignored.
+
+On SIGUSR1, or on POST /step-down with --listen and --step-down-endpoint
+('krabka-coord step-down ROLE --at ADDR'), the holder steps down: it
+resigns, so the first standby takes over at once, and campaigns again at
+the tail of the roster, without exiting (a drain).
+
+When a renewal is refused because another member minted a newer epoch (a
+fence, or a takeover after this process stalled past its lease), it leaves
+the roster and exits 3; so it does when the producer of its epoch fails in a
+way that no write under the token can recover from (ErrProducerLost). With
+--rejoin it campaigns again instead, at the tail of the roster.
+
+A second live process under the same ROLE and MEMBER is refused (exit 2):
+each would fence the other.
 
 With --listen it serves Prometheus metrics on /metrics (is-leader, token,
-leadership changes, renewal latency and failures) and /healthz, which
-answers 503 while this member believes it leads but has not renewed within
-the lease duration.
+leadership changes, rejoins, renewal latency and failures, partition reads)
+and /healthz, which answers 503 while this member believes it leads but has
+not renewed within the lease duration, or while a standby cannot read the
+partition of the role.
 
-Exit codes: 0 resigned on a signal, or interrupted (SIGINT, SIGTERM,
-SIGHUP) before it was elected, as run;
-1 not elected within --wait, or another failure; 2 usage; 3 fenced or
-leadership lost; 4 cluster unreachable, state topic misconfigured, or an
-ACL missing.`,
+Exit codes: 0 resigned on a signal, or interrupted before it was elected;
+1 not elected within --wait, or another failure; 2 usage, or a live
+duplicate of MEMBER; 3 fenced or leadership lost; 4 cluster unreachable,
+state topic misconfigured, an ACL missing, or a lease above the brokers'
+transaction.max.timeout.ms.`,
 		Example: `  krabka-coord elect controller node-1 --brokers 127.0.0.1:9092
   krabka-coord elect controller node-2 --lease-duration 6s --renew-interval 2s --challenge-stagger 1s
-  krabka-coord elect controller node-1 --listen :9464 --output json`,
+  krabka-coord elect controller node-1 --rejoin --listen :9464 --output json
+  kill -USR1 $(pgrep -f 'elect controller node-1')   # step down, stay a standby`,
 		Args: exactArgs("ROLE", "MEMBER"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
-			h, err := prepareHolder(ctx, g, flags, args[0], args[1])
+			signals := followSignals(cmd.Context())
+			defer signals.stop()
+			h, err := prepareHolder(signals.ctx, g, flags, args[0], args[1])
 			if err != nil {
 				return err
 			}
 			defer h.close()
-			leadership, err := h.acquire(ctx)
-			if err != nil || leadership == nil {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return h.resign(leadership)
-			case <-leadership.Done():
-				return h.lost(leadership)
+			for {
+				leadership, err := h.acquire(signals.ctx)
+				if err != nil || leadership == nil {
+					return err
+				}
+				select {
+				case <-signals.ctx.Done():
+					return h.resign(leadership, signals.again)
+				case <-leadership.Done():
+					if err := h.lost(leadership); !h.rejoinAfter(err) {
+						return err
+					}
+				case <-signals.stepDown:
+					if err := h.stepDown(leadership, "SIGUSR1"); err != nil {
+						return err
+					}
+				case <-h.stepDownRequests:
+					if err := h.stepDown(leadership, "POST /step-down"); err != nil {
+						return err
+					}
+				}
 			}
 		}),
 	}
@@ -103,14 +127,24 @@ type holder struct {
 	member    coordination.MemberID
 	config    coordination.LeaseConfig
 	partition coordination.TopicPartition
+	session   *session
 	transport *coordination.KafkaTransport
 	metered   *meteredTransport
 	metrics   *memberMetrics
-	stopHTTP  context.CancelFunc
+
+	// stepDownRequests receives a POST /step-down of --listen.
+	stepDownRequests chan struct{}
+
+	// stop ends the metrics server and the read probe; done closes when
+	// the probe returned.
+	stop      context.CancelFunc
+	probeDone chan struct{}
 }
 
 // prepareHolder validates the arguments and flags, connects, checks the
-// state topic, and starts the metrics server.
+// state topic, reads the role's partition and epoch once (so that a
+// missing READ or transactional-id ACL shows before the member registers),
+// and starts the metrics server and the read probe.
 func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, memberName string) (*holder, error) {
 	role, err := parseRole(roleName)
 	if err != nil {
@@ -130,20 +164,33 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	if flags.wait < 0 {
 		return nil, usageError("--wait %v: want 0 (until a signal) or a duration above zero", flags.wait)
 	}
+	if flags.stepDownRemote && flags.listen == "" {
+		return nil, usageError("--step-down-endpoint needs --listen, the address it is served on")
+	}
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	transport, err := g.openChecked(setup, config)
+	s, err := g.openChecked(setup, config)
 	if err != nil {
 		return nil, err
 	}
-	h := &holder{g: g, flags: flags, role: role, member: member, config: config, partition: partition, transport: transport,
-		metrics: newMemberMetrics(role, config.Duration())}
-	h.metered = &meteredTransport{KafkaTransport: transport, metrics: h.metrics}
+	h := &holder{g: g, flags: flags, role: role, member: member, config: config, partition: partition, session: s, transport: s.transport,
+		metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1)}
+	h.metered = &meteredTransport{KafkaTransport: s.transport, metrics: h.metrics}
+	if err := h.preflight(setup); err != nil {
+		s.close()
+		return nil, err
+	}
+	var background context.Context
+	background, h.stop = context.WithCancel(context.Background())
+	h.probeDone = make(chan struct{})
+	go h.probe(background)
 	if flags.listen != "" {
-		var serveCtx context.Context
-		serveCtx, h.stopHTTP = context.WithCancel(context.Background())
-		addr, err := h.metrics.serve(serveCtx, flags.listen)
+		var stepDown func() error
+		if flags.stepDownRemote {
+			stepDown = h.requestStepDown
+		}
+		addr, err := h.metrics.serve(background, flags.listen, stepDown)
 		if err != nil {
 			h.close()
 			return nil, err
@@ -153,26 +200,160 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	return h, nil
 }
 
+// preflight reads the role's partition and epoch once, and checks the
+// lease against the brokers' transaction.max.timeout.ms when the cluster
+// tells it.
+func (h *holder) preflight(ctx context.Context) error {
+	var records []coordination.StateRecord
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		records, _, err = h.transport.ReadPartitionFrom(ctx, h.partition, 0)
+		return err
+	})
+	switch {
+	case interruptedBy(ctx):
+		return interruptedError("before member " + h.shownMember() + " registered")
+	case isDenied(err):
+		return h.session.deniedError("read "+h.partition.String(), topicACL(opRead, h.g.topic), err)
+	case err != nil:
+		return clusterError("read %s: %s", h.partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+	}
+	h.metrics.partitionRead(nil)
+	err = retryTransient(ctx, func(ctx context.Context) error {
+		_, err := coordination.DescribeLeadership(ctx, h.transport, h.role)
+		return err
+	})
+	switch {
+	case interruptedBy(ctx):
+		return interruptedError("before member " + h.shownMember() + " registered")
+	case isDenied(err):
+		// A member needs WRITE on the transactional id to mint; WRITE
+		// implies the DESCRIBE that DescribeTransactions needs.
+		return h.session.deniedError("describe the epoch of role "+h.shownRole(), roleACL(opWrite, h.role), err)
+	case err != nil:
+		return h.session.epochError(h.role, err)
+	}
+	if err := h.refuseLiveHolder(ctx, records); err != nil {
+		return err
+	}
+	if limit, ok := h.session.maxTransactionTimeout(ctx); ok && h.config.Duration() > limit {
+		return clusterError("--lease-duration %v is above the brokers' transaction.max.timeout.ms (%v), and the lease is the transaction timeout of the role: pass --lease-duration %v or less, or raise transaction.max.timeout.ms on the brokers",
+			h.config.Duration(), limit, limit)
+	}
+	return nil
+}
+
+// refuseLiveHolder refuses, before anything is written, a member whose
+// name a live lease carries and whose holder keeps renewing it: another
+// live process under the same member id. Registering would replace that
+// process's registration, and leaving again would take it out of the
+// roster. A lease that is not renewed within half its extent is a crashed
+// earlier incarnation, which the campaign takes over as usual.
+func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.StateRecord) error {
+	builder := coordination.NewRoleStateBuilder(h.role)
+	for _, record := range records {
+		_ = builder.Apply(record)
+	}
+	lease := builder.Build().Lease
+	if lease == nil || lease.Member != h.member || time.Now().UnixMilli() >= lease.Deadline {
+		return nil
+	}
+	watch := min(time.Duration(lease.Deadline-lease.GrantedAt)*time.Millisecond/2+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
+	watchCtx, cancel := context.WithTimeout(ctx, watch)
+	defer cancel()
+	next := int64(0)
+	if len(records) > 0 {
+		next = records[len(records)-1].Offset + 1
+	}
+	changed, stop := h.transport.WatchPartition(h.partition)
+	defer stop()
+	for {
+		more, n, err := h.transport.ReadPartitionFrom(watchCtx, h.partition, next)
+		if err == nil {
+			next = n
+			for _, record := range more {
+				_ = builder.Apply(record)
+			}
+			if renewed := builder.Build().Lease; renewed != nil && renewed.Member == h.member && renewed.Token == lease.Token && renewed.GrantedAt > lease.GrantedAt {
+				return usageError("member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease at %s; two processes under one member id would fence each other: give this process another MEMBER, or stop the other one",
+					h.shownMember(), h.shownRole(), lease.Token, formatMillis(renewed.GrantedAt))
+			}
+		}
+		select {
+		case <-watchCtx.Done():
+			if interruptedBy(ctx) {
+				return interruptedError("before member " + h.shownMember() + " registered")
+			}
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// probe reads the role's partition every few seconds, so that /healthz of
+// a standby tells whether it can follow the role. It returns when ctx ends.
+func (h *holder) probe(ctx context.Context) {
+	defer close(h.probeDone)
+	interval := min(max(h.config.RenewInterval(), time.Second), 5*time.Second)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	next := int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		read, cancel := context.WithTimeout(ctx, interval)
+		_, n, err := h.transport.ReadPartitionFrom(read, h.partition, next)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			next = n
+		}
+		h.metrics.partitionRead(err)
+	}
+}
+
 // shownRole and shownMember are the names for text output: see showName.
 func (h *holder) shownRole() string   { return showName(h.role.String()) }
 func (h *holder) shownMember() string { return showName(h.member.String()) }
 
-// close releases the transport and the metrics server.
+// close stops the metrics server and the probe, and releases the
+// transport, within two closeBounds.
 func (h *holder) close() {
-	if h.stopHTTP != nil {
-		h.stopHTTP()
+	if h.stop != nil {
+		h.stop()
+		// A read in flight to a broker that drops packets may outlast its
+		// cancellation; the probe then ends when its own bound passes.
+		select {
+		case <-h.probeDone:
+		case <-time.After(closeBound):
+		}
 	}
-	h.transport.Close()
+	h.session.close()
+}
+
+// requestStepDown asks the holder to step down; the HTTP handler of POST
+// /step-down calls it.
+func (h *holder) requestStepDown() error {
+	if !h.metrics.isLeading() {
+		return fmt.Errorf("member %s does not hold role %s: nothing to step down from", h.member, h.role)
+	}
+	select {
+	case h.stepDownRequests <- struct{}{}:
+	default: // one is pending already
+	}
+	return nil
 }
 
 // acquire waits for the role. It returns nil and nil when a signal ended
 // the wait (the member left the roster), and an error with exit code 1 when
 // --wait passed.
 func (h *holder) acquire(ctx context.Context) (*coordination.Leadership, error) {
-	if !h.g.json() {
-		fmt.Fprintf(h.g.stderr, "krabka-coord: member %s campaigns for role %s on %s (lease %v, renew every %v); waiting for its turn\n",
-			h.shownMember(), h.shownRole(), h.partition, h.config.Duration(), h.config.RenewInterval())
-	}
+	h.report(holderEvent{Event: "campaigning"}, fmt.Sprintf("krabka-coord: member %s campaigns for role %s on %s (lease %v, renew every %v); waiting for its turn",
+		h.shownMember(), h.shownRole(), h.partition, h.config.Duration(), h.config.RenewInterval()), true)
 	wait := ctx
 	if h.flags.wait > 0 {
 		var cancel context.CancelFunc
@@ -185,34 +366,96 @@ func (h *holder) acquire(ctx context.Context) (*coordination.Leadership, error) 
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		fmt.Fprintf(h.g.stderr, "krabka-coord: interrupted before member %s was elected for role %s; it left the roster\n", h.shownMember(), h.shownRole())
+		h.report(holderEvent{Event: "interrupted"}, fmt.Sprintf("krabka-coord: interrupted before member %s was elected for role %s; it left the roster", h.shownMember(), h.shownRole()), true)
 		return nil, nil
 	case wait.Err() != nil:
 		return nil, failure("member %s was not elected for role %s within --wait %v; it left the roster", h.shownMember(), h.shownRole(), h.flags.wait)
-	case errors.Is(err, coordination.ErrNotAuthorized):
-		return nil, clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+	case errors.Is(err, coordination.ErrDuplicateMember):
+		return nil, usageError("member %s of role %s is in use by another live process, and two processes under one member id would fence each other: give this process another MEMBER, or stop the other one",
+			h.shownMember(), h.shownRole())
+	case isDenied(err):
+		need := memberDenial(err, h.role, h.g.topic, true)
+		return nil, h.session.deniedError(fmt.Sprintf("member %s campaigns for role %s", h.shownMember(), h.shownRole()), need, err)
+	case errors.Is(err, coordination.ErrMisconfigured):
+		return nil, clusterError("the cluster refuses the configuration of role %s: %s (a lease above the brokers' transaction.max.timeout.ms, 15m by default, is refused: pass a shorter --lease-duration)",
+			h.shownRole(), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	default:
-		return nil, failure("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+		return nil, failure("%s", oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	}
 	h.metrics.acquired(leadership.Token())
-	h.report("elected", leadership.Token(), "", fmt.Sprintf("elected: member %s holds role %s with token %s", h.shownMember(), h.shownRole(), leadership.Token()))
+	lease := leadership.Lease()
+	h.report(holderEvent{Event: "elected", Token: newTokenJSON(leadership.Token()), Deadline: timePtr(lease.Deadline)},
+		fmt.Sprintf("elected: member %s holds role %s with token %s", h.shownMember(), h.shownRole(), leadership.Token()), false)
 	return leadership, nil
 }
 
-// resign gives the role up after a signal.
-func (h *holder) resign(leadership *coordination.Leadership) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// resign gives the role up after a signal, within resignTimeout; a second
+// signal (again) stops waiting for the cluster.
+func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Signal) error {
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
-	err := leadership.Resign(ctx)
+	resigned := make(chan error, 1)
+	go func() { resigned <- leadership.Resign(ctx) }()
+	var err error
+	select {
+	case err = <-resigned:
+	case <-again:
+		cancel()
+		<-resigned // Resign returns within 250 ms of its context
+		h.metrics.ended("resigned")
+		h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token()), Message: "second signal: exit without a confirmed resignation"},
+			fmt.Sprintf("krabka-coord: second signal: member %s exits without waiting for its resignation of role %s; the standbys take over at the lease deadline at the latest", h.shownMember(), h.shownRole()), true)
+		return nil
+	}
 	if cause := leadership.Err(); cause != nil && !errors.Is(cause, coordination.ErrNotHeld) {
 		return h.lost(leadership) // a fence or a lost producer came first
 	}
 	h.metrics.ended("resigned")
 	if err != nil {
-		return failure("resign role %s: %s; the standbys take over at the lease deadline instead", h.shownRole(), strings.TrimPrefix(err.Error(), "coordination: "))
+		h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token()), Message: "resignation not confirmed: " + oneLine(strings.TrimPrefix(err.Error(), "coordination: "))},
+			fmt.Sprintf("krabka-coord: warning: member %s stopped leading role %s, but the cluster did not confirm its resignation within %v (%s); the standbys take over at the lease deadline, %s",
+				h.shownMember(), h.shownRole(), resignTimeout, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")), formatMillis(leadership.Lease().Deadline)), true)
+		return nil
 	}
-	h.report("resigned", leadership.Token(), "", fmt.Sprintf("resigned: member %s gave up role %s (token %s); the first standby, if any, takes over now", h.shownMember(), h.shownRole(), leadership.Token()))
+	h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token())},
+		fmt.Sprintf("resigned: member %s gave up role %s (token %s); the first standby, if any, takes over now", h.shownMember(), h.shownRole(), leadership.Token()), false)
 	return nil
+}
+
+// stepDown resigns and goes on as a standby: the caller campaigns again,
+// at the tail of the roster. It returns an error only when the leadership
+// had ended otherwise and the member does not rejoin.
+func (h *holder) stepDown(leadership *coordination.Leadership, by string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	err := leadership.Resign(ctx)
+	if cause := leadership.Err(); cause != nil && !errors.Is(cause, coordination.ErrNotHeld) {
+		if err := h.lost(leadership); !h.rejoinAfter(err) {
+			return err
+		}
+		return nil
+	}
+	h.metrics.ended("stepped_down")
+	h.metrics.rejoined("step_down")
+	note := "the first standby, if any, takes over now"
+	if err != nil {
+		note = fmt.Sprintf("the cluster did not confirm the resignation (%s), so the standbys take over at the lease deadline", oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+	}
+	h.report(holderEvent{Event: "stepped_down", Token: newTokenJSON(leadership.Token()), Message: by},
+		fmt.Sprintf("stepped down: member %s gave up role %s (token %s) on %s; %s; it campaigns again at the tail of the roster", h.shownMember(), h.shownRole(), leadership.Token(), by, note), false)
+	return nil
+}
+
+// rejoinAfter reports whether the member campaigns again after the end
+// that lost returned: with --rejoin after a fence, a lost producer or the
+// lease guard of run, and never after a refused permission.
+func (h *holder) rejoinAfter(err error) bool {
+	var exit *exitError
+	if !h.flags.rejoin || !errors.As(err, &exit) || exit.code != exitFenced {
+		return false
+	}
+	fmt.Fprintf(h.g.stderr, "krabka-coord: %s; --rejoin: it campaigns again\n", oneLine(exit.err.Error()))
+	return true
 }
 
 // lost handles a leadership that ended without a resignation: it leaves
@@ -220,62 +463,89 @@ func (h *holder) resign(leadership *coordination.Leadership) error {
 // for a permission that the cluster refused.
 func (h *holder) lost(leadership *coordination.Leadership) error {
 	cause := leadership.Err()
-	h.metrics.ended(endReason(cause))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	reason := endReason(cause)
+	h.metrics.ended(reason)
+	if h.flags.rejoin && (reason == "fenced" || reason == "lost") {
+		h.metrics.rejoined(reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
 	// A fenced member writes no lease, but it may still leave the roster:
 	// a registration needs no epoch.
 	_ = h.transport.Append(ctx, h.partition, coordination.EncodeKey(coordination.RegistrationKey(h.role, h.member)), nil)
-	current := ""
+	var current *tokenJSON
 	if status, err := coordination.DescribeLeadership(ctx, h.transport, h.role); err == nil && status.Held {
-		current = status.Token.String()
+		current = newTokenJSON(status.Token)
 	}
-	h.report(endReason(cause), leadership.Token(), current, "")
+	h.report(holderEvent{Event: reason, Token: newTokenJSON(leadership.Token()), CurrentToken: current, Message: shortCause(cause)}, "", false)
 	switch {
 	case errors.Is(cause, coordination.ErrNotAuthorized):
-		return clusterError("member %s lost role %s: the cluster refused a permission: %s; it left the roster",
-			h.shownMember(), h.shownRole(), strings.TrimPrefix(cause.Error(), "coordination: "))
+		need := memberDenial(cause, h.role, h.g.topic, true)
+		return h.session.deniedError(fmt.Sprintf("member %s lost role %s", h.shownMember(), h.shownRole()), need, cause)
 	case errors.Is(cause, coordination.ErrProducerLost):
 		return fencedError("lost: member %s lost role %s under token %s: the producer of its epoch is lost (%s), so no write under the token can land; it left the roster, run it again to compete",
-			h.shownMember(), h.shownRole(), leadership.Token(), strings.TrimPrefix(cause.Error(), "coordination: "))
+			h.shownMember(), h.shownRole(), leadership.Token(), oneLine(strings.TrimPrefix(cause.Error(), "coordination: ")))
 	case !errors.Is(cause, coordination.ErrFenced):
-		return failure("member %s lost role %s: %v", h.shownMember(), h.shownRole(), cause)
+		return failure("member %s lost role %s: %s", h.shownMember(), h.shownRole(), oneLine(fmt.Sprint(cause)))
 	}
 	newer := "another member minted a newer epoch"
-	if current != "" && current != leadership.Token().String() {
-		newer = "the coordinator holds " + current + " now"
+	if current != nil && current.Token != leadership.Token().String() {
+		newer = "the coordinator holds " + current.Token + " now"
 	}
 	return fencedError("fenced: member %s lost role %s under token %s: %s, and the broker refused this member's renewal; it left the roster",
 		h.shownMember(), h.shownRole(), leadership.Token(), newer)
 }
 
-// holderEvent is a line of elect and run with --output json.
+// holderEvent is a line of elect and run with --output json: one for
+// every change of the member's state. See json.md.
 type holderEvent struct {
-	Time   string `json:"time"`
-	Event  string `json:"event"`
-	Role   string `json:"role"`
-	Member string `json:"member"`
-	tokenJSON
-	Topic     string `json:"topic"`
-	Partition int    `json:"partition"`
+	At        timeJSON   `json:"at"`
+	Event     string     `json:"event"`
+	Role      string     `json:"role"`
+	Member    string     `json:"member"`
+	Topic     string     `json:"topic"`
+	Partition int        `json:"partition"`
+	Token     *tokenJSON `json:"token"`
 
-	// CurrentToken is the coordinator's token after a fence.
-	CurrentToken string `json:"current_token,omitempty"`
+	// CurrentToken is the coordinator's token after a fence, null
+	// otherwise.
+	CurrentToken *tokenJSON `json:"current_token"`
+
+	// Deadline is the lease deadline that an event concerns, null when
+	// none does.
+	Deadline *timeJSON `json:"deadline"`
+
+	// ExitCode is the exit code of run's command, null for other events.
+	ExitCode *int   `json:"exit_code"`
+	Message  string `json:"message"`
 }
 
-// report prints an event: the text on stdout, or a JSON line. A fence is
-// reported as JSON only; its text is the error line on stderr.
-func (h *holder) report(event string, token coordination.FencingToken, current, text string) {
+// report prints an event: a JSON line, or the text on stdout (on stderr
+// when toStderr: a progress note rather than a result).
+func (h *holder) report(event holderEvent, text string, toStderr bool) {
 	if h.g.json() {
-		_ = writeJSON(h.g.stdout, holderEvent{
-			Time: time.Now().UTC().Format(time.RFC3339Nano), Event: event, Role: h.role.String(), Member: h.member.String(),
-			tokenJSON: *newTokenJSON(token), Topic: h.partition.Topic, Partition: h.partition.Partition, CurrentToken: current,
-		})
+		event.At = newTimeJSON(time.Now().UnixMilli())
+		event.Role, event.Member = h.role.String(), h.member.String()
+		event.Topic, event.Partition = h.partition.Topic, h.partition.Partition
+		if event.Message == "" {
+			event.Message = text
+		}
+		_ = writeJSON(h.g.stdout, event)
 		return
 	}
-	if text != "" {
+	switch {
+	case text == "":
+	case toStderr:
+		fmt.Fprintln(h.g.stderr, text)
+	default:
 		fmt.Fprintln(h.g.stdout, text)
 	}
+}
+
+// timePtr is a timeJSON of an instant, for an optional field.
+func timePtr(millis int64) *timeJSON {
+	t := newTimeJSON(millis)
+	return &t
 }
 
 // endReason names why a leadership ended, for the metrics and the JSON

@@ -35,8 +35,8 @@ it and exits 2, unless --force, which mints the role's first epoch.`,
   krabka-coord fence controller --keep-lease --output json   # standbys wait for the deadline`,
 		Args: exactArgs("ROLE"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			return g.onRole(cmd, args[0], func(ctx context.Context, transport *coordination.KafkaTransport, role coordination.Role) error {
-				result, err := fenceRole(ctx, g, transport, role, !keepLease, force)
+			return g.onRoles(cmd, args, func(ctx context.Context, s *session, roles []coordination.Role) error {
+				result, err := fenceRole(ctx, s, roles[0], !keepLease, force)
 				if err != nil {
 					return err
 				}
@@ -53,7 +53,7 @@ it and exits 2, unless --force, which mints the role's first epoch.`,
 	return cmd
 }
 
-// fenceJSON is the result of fence.
+// fenceJSON is the result of fence. See json.md.
 type fenceJSON struct {
 	Role      string     `json:"role"`
 	Topic     string     `json:"topic"`
@@ -61,52 +61,92 @@ type fenceJSON struct {
 	OldToken  *tokenJSON `json:"old_token"`
 	NewToken  *tokenJSON `json:"new_token"`
 
-	// Holder is the member that the lease named, and "" without a lease.
-	Holder     string `json:"holder,omitempty"`
-	LeaseToken string `json:"lease_token,omitempty"`
+	// Holder is the member that the lease named, and "" without a lease;
+	// LeaseToken is the lease's token, null without a lease.
+	Holder     string     `json:"holder"`
+	LeaseToken *tokenJSON `json:"lease_token"`
 
 	// LeaseReleased: fence cleared the lease, and HolderRemoved: it took
 	// the holder's registration out of the roster, so the first standby,
-	// Next, takes over at once.
+	// Next ("" for none), takes over at once.
 	LeaseReleased bool   `json:"lease_released"`
 	HolderRemoved bool   `json:"holder_removed"`
-	Next          string `json:"next,omitempty"`
+	Next          string `json:"next"`
 }
 
 // fenceRole mints a new epoch of the role and, with release, clears its
 // lease. Without force it refuses a role that has no epoch, no lease and no
 // member: a mistyped name would get a transactional id of its own.
-func fenceRole(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role, release, force bool) (fenceJSON, error) {
+func fenceRole(ctx context.Context, s *session, role coordination.Role, release, force bool) (fenceJSON, error) {
+	g, transport := s.g, s.transport
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	result := fenceJSON{Role: role.String(), Topic: partition.Topic, Partition: partition.Partition}
-	before, err := coordination.DescribeLeadership(ctx, transport, role)
+	var before coordination.LeadershipStatus
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		before, err = coordination.DescribeLeadership(ctx, transport, role)
+		return err
+	})
 	if err != nil {
-		return result, clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+		if interruptedBy(ctx) {
+			return result, interruptedError("before fence minted an epoch")
+		}
+		if isDenied(err) {
+			// fence needs WRITE on the transactional id, which implies the
+			// DESCRIBE of DescribeTransactions.
+			return result, s.deniedError("describe the epoch of role "+showName(role.String()), roleACL(opWrite, role), err)
+		}
+		return result, s.epochError(role, err)
 	}
 	if before.Held {
 		result.OldToken = newTokenJSON(before.Token)
 	}
-	state, err := coordination.DescribeRoleState(ctx, transport, role, g.coordOptions()...)
+	var state coordination.RoleState
+	err = retryTransient(ctx, func(ctx context.Context) (err error) {
+		state, err = coordination.DescribeRoleState(ctx, transport, role, g.coordOptions()...)
+		return err
+	})
 	var format *coordination.FormatError
 	if err != nil && !errors.As(err, &format) {
-		return result, clusterError("read %s: %s", partition, strings.TrimPrefix(err.Error(), "coordination: "))
+		if interruptedBy(ctx) {
+			return result, interruptedError("before fence minted an epoch")
+		}
+		if isDenied(err) {
+			return result, s.deniedError("read "+partition.String(), topicACL(opRead, g.topic), err)
+		}
+		return result, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	}
 	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
 		return result, usageError("role %s has never been taken and has no members: check the name, or pass --force to mint its first epoch", showName(role.String()))
 	}
+	if interruptedBy(ctx) {
+		return result, interruptedError("before fence minted an epoch")
+	}
+	// From the mint on, fence finishes its writes: a signal now would
+	// leave the lease of a deposed holder for the standbys to wait out.
+	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	if state.Lease != nil {
-		result.Holder, result.LeaseToken = state.Lease.Member.String(), state.Lease.Token.String()
+		result.Holder, result.LeaseToken = state.Lease.Member.String(), newTokenJSON(state.Lease.Token)
 	}
 	token, err := transport.AcquireEpoch(ctx, role)
 	if err != nil {
-		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), strings.TrimPrefix(err.Error(), "coordination: "))
+		if isDenied(err) {
+			return result, s.deniedError("mint a new epoch of role "+showName(role.String())+" (InitProducerId)", roleACL(opWrite, role), err)
+		}
+		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	}
 	result.NewToken = newTokenJSON(token)
 	if release && state.Lease != nil {
 		holder := state.Lease.Member
 		if err := transport.WriteLease(ctx, partition, token, coordination.EncodeKey(coordination.LeaseKey(role)), nil); err != nil {
-			fmt.Fprintf(g.stderr, "krabka-coord: warning: the epoch is minted, but the lease was not cleared (%s); the standbys take over at its deadline\n",
-				oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			hint := ""
+			if isDenied(err) {
+				need := topicACL(opWrite, g.topic)
+				hint = fmt.Sprintf("; %s lacks %s: grant it with: %s", g.principal(), need, need.grantCommand(g.principal(), s.brokers[0]))
+			}
+			fmt.Fprintf(g.stderr, "krabka-coord: warning: the epoch is minted, but the lease was not cleared (%s); the standbys take over at its deadline%s\n",
+				oneLine(strings.TrimPrefix(err.Error(), "coordination: ")), hint)
 			return result, nil
 		}
 		result.LeaseReleased = true
@@ -140,7 +180,7 @@ func printFence(g *globals, r fenceJSON) {
 	}
 	fmt.Fprintf(g.stdout, "fenced role %s: token %s -> %s\n", showName(r.Role), old, r.NewToken.Token)
 	if r.Holder != "" {
-		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", showName(r.Holder), r.LeaseToken)
+		fmt.Fprintf(g.stdout, "  holder %s (lease token %s) is refused by the broker on its next write\n", showName(r.Holder), tokenText(r.LeaseToken))
 	} else {
 		fmt.Fprintf(g.stdout, "  no lease: no member held the role; every writer under an older token is refused\n")
 	}

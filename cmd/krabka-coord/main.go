@@ -58,7 +58,16 @@ func main() {
 // execute runs the command line args and returns the exit code. It prints
 // an error as one line on stderr.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	root := newRootCommand(stdout, stderr, getenv)
+	return executeWith(ctx, args, stdout, stderr, getenv, nil)
+}
+
+// executeWith is execute, with configure applied to the globals before
+// the command runs (nil for none): the tests set a dialer with it.
+func executeWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, configure func(*globals)) int {
+	root, g := newRoot(stdout, stderr, getenv)
+	if configure != nil {
+		configure(g)
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -69,12 +78,29 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		// Every RunE classifies its own errors, so an unclassified one
 		// comes from cobra: an unknown command or flag, a wrong argument
 		// count.
-		exit = &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, strings.TrimSpace("krabka-coord "+commandPath(root, args)))}
+		exit = &exitError{code: exitUsage, err: cobraError(err, strings.TrimSpace("krabka-coord "+commandPath(root, args)))}
 	}
 	if exit.err != nil && !exit.silent {
 		fmt.Fprintln(stderr, "krabka-coord: "+oneLine(exit.err.Error()))
 	}
 	return exit.code
+}
+
+// cobraError rewrites an error of cobra as one line: its suggestions
+// ("Did you mean this?" and a list) become "(did you mean x?", and the
+// help of the command follows.
+func cobraError(err error, path string) error {
+	text, suggestions, found := strings.Cut(err.Error(), "\n\nDid you mean this?\n")
+	if !found {
+		return fmt.Errorf("%w (see '%s --help')", err, path)
+	}
+	var names []string
+	for _, line := range strings.Split(suggestions, "\n") {
+		if name := strings.TrimSpace(line); name != "" {
+			names = append(names, name)
+		}
+	}
+	return fmt.Errorf("%s (did you mean %s?; see '%s --help')", strings.TrimSpace(text), strings.Join(names, " or "), path)
 }
 
 // commandPath names the subcommand of args for a usage hint, or "" when

@@ -65,7 +65,20 @@ func TestUsageErrors(t *testing.T) {
 		{"role not UTF-8", []string{"elect", "\xff\xfe", "m"}, env, "not valid UTF-8; pass the name in UTF-8"},
 		{"empty member", []string{"elect", "controller", ""}, env, "invalid MEMBER \"\": empty"},
 		{"member not UTF-8", []string{"run", "controller", "\xc3", "--", "true"}, env, "invalid MEMBER"},
-		{"missing role", []string{"describe"}, env, "describe takes 1 argument(s), ROLE, and got 0"},
+		{"missing role", []string{"describe"}, env, "describe takes at least one ROLE, or --all"},
+		{"roles and all", []string{"describe", "a", "--all"}, env, "describe takes ROLE... or --all, not both"},
+		{"missing role, watch", []string{"watch"}, env, "watch takes at least one ROLE, or --all"},
+		{"sasl without password", []string{"describe", "a", "--sasl-mechanism", "scram-sha-256", "--sasl-user", "u"}, env, "--sasl-mechanism scram-sha-256 needs a password: pass --sasl-password or set $KRABKA_SASL_PASSWORD"},
+		{"renew above a third", []string{"elect", "a", "m", "--lease-duration", "6s", "--renew-interval", "2100ms"}, env, "--renew-interval 2.1s is above a third of --lease-duration 6s: want at most 2s"},
+		{"lease too short", []string{"elect", "a", "m", "--lease-duration", "10ms", "--renew-interval", "3ms"}, env, "--lease-duration 10ms: want at least 1s"},
+		{"renew too short", []string{"run", "a", "m", "--renew-interval", "10ms", "--", "true"}, env, "--renew-interval 10ms: want at least 100ms"},
+		{"guard without room", []string{"run", "a", "m", "--lease-duration", "6s", "--renew-interval", "2s", "--grace", "3s", "--", "true"}, env,
+			"the lease guard leaves no room: --lease-duration 6s − --grace 3s − --max-clock-skew 1s − margin 1s = 1s, which must exceed --renew-interval 2s"},
+		{"negative skew", []string{"run", "a", "m", "--max-clock-skew", "-1s", "--", "true"}, env, "--max-clock-skew -1s"},
+		{"member example", []string{"elect", "controller", ""}, env, "invalid MEMBER \"\": empty; pass a non-empty name such as node-1"},
+		{"empty topic", []string{"describe", "a", "--topic", ""}, env, "--topic \"\": empty; pass the state topic of the members"},
+		{"typo", []string{"descibe", "a"}, env, "unknown command \"descibe\" for \"krabka-coord\" (did you mean describe?; see 'krabka-coord --help')"},
+		{"step-down endpoint without listen", []string{"elect", "a", "m", "--step-down-endpoint"}, env, "--step-down-endpoint needs --listen"},
 		{"too many", []string{"fence", "a", "b"}, env, "fence takes 1 argument(s), ROLE, and got 2"},
 		{"create-topic args", []string{"create-topic", "x"}, env, "create-topic takes no arguments"},
 		{"unknown flag", []string{"describe", "a", "--bogus"}, env, "unknown flag: --bogus (see 'krabka-coord describe --help')"},
@@ -79,7 +92,7 @@ func TestUsageErrors(t *testing.T) {
 		{"sasl without user", []string{"describe", "a", "--sasl-mechanism", "plain"}, env, "needs --sasl-user"},
 		{"tls cert without key", []string{"describe", "a", "--tls-cert", "c.pem"}, env, "--tls-cert and --tls-key go together"},
 		{"tls ca missing", []string{"describe", "a", "--tls-ca", "/nonexistent/ca.pem"}, env, "--tls-ca"},
-		{"lease", []string{"elect", "a", "m", "--lease-duration", "2s", "--renew-interval", "2s"}, env, "want below the lease duration"},
+		{"lease", []string{"elect", "a", "m", "--lease-duration", "2s", "--renew-interval", "2s"}, env, "is above a third of --lease-duration 2s"},
 		{"poll", []string{"elect", "a", "m", "--poll-interval", "0s"}, env, "--poll-interval 0s"},
 		{"wait", []string{"elect", "a", "m", "--wait", "-1s"}, env, "--wait -1s"},
 		{"run without dashes", []string{"run", "a", "m", "true"}, env, "with -- before the command"},
@@ -90,7 +103,7 @@ func TestUsageErrors(t *testing.T) {
 		{"min isr", []string{"create-topic", "--replication-factor", "1", "--min-insync-replicas", "2"}, env, "above --replication-factor 1"},
 		{"watch for", []string{"watch", "a", "--for", "-1s"}, env, "--for -1s"},
 		{"connect timeout", []string{"describe", "a", "--connect-timeout", "0s"}, env, "--connect-timeout 0s"},
-		{"demo lease", []string{"demo", "--lease-duration", "1s", "--renew-interval", "1s"}, env, "want below the lease duration"},
+		{"demo lease", []string{"demo", "--lease-duration", "1s", "--renew-interval", "1s"}, env, "is above a third of --lease-duration 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,14 +329,14 @@ func TestDescribeOutput(t *testing.T) {
 	if r := result.Roster; !r[0].Holder || r[0].Rank != nil || r[1].Rank == nil || *r[1].Rank != 0 || r[2].Rank == nil || *r[2].Rank != 1 {
 		t.Fatalf("roster = %+v; want the holder without a rank, then ranks 0 and 1", r)
 	}
-	if l := result.Lease; l == nil || l.Holder != "node-2" || l.Token != "4242:7" || l.TimeLeftMs != 15_000 || !l.Live || !l.Authoritative {
+	if l := result.Lease; l == nil || l.Holder != "node-2" || l.Token.Token != "4242:7" || l.TimeLeftMs != 15_000 || !l.Live || !l.Authoritative {
 		t.Fatalf("lease = %+v", result.Lease)
 	}
 	line, err := json.Marshal(result)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"partition":12`, `"member":"node-2","holder":true,"offset":1`, `"member":"node-1","holder":false,"rank":0,"offset":0`, `"producer_id":4242`, `"producer_epoch":7`, `"authoritative":true`, `"deadline":{"time":"1970-01-01T00:00:40.000Z","ms":40000}`} {
+	for _, want := range []string{`"partition":12`, `"member":"node-2","holder":true,"rank":null,"offset":1`, `"member":"node-1","holder":false,"rank":0,"offset":0`, `"last_seen":{"time":"1970-01-01T00:00:10.000Z","ms":10000}`, `"producer_id":4242`, `"producer_epoch":7`, `"authoritative":true`, `"deadline":{"time":"1970-01-01T00:00:40.000Z","ms":40000}`} {
 		if !strings.Contains(string(line), want) {
 			t.Fatalf("JSON %s lacks %s", line, want)
 		}
@@ -408,8 +421,8 @@ func TestRoleTracker(t *testing.T) {
 		t.Fatalf("events = %s", got)
 	}
 	takeover := events[0]
-	if takeover.PreviousMember != "a" || takeover.PreviousToken != "7:1" || takeover.Token != "7:2" ||
-		takeover.GrantedAt != 5100 || takeover.PreviousDeadline != 5000 || !strings.Contains(takeover.Message, "its lease expired 100ms before") {
+	if takeover.PreviousMember != "a" || tokenText(takeover.PreviousToken) != "7:1" || tokenText(takeover.Token) != "7:2" ||
+		takeover.GrantedAt.Millis != 5100 || takeover.PreviousDeadline.Millis != 5000 || !strings.Contains(takeover.Message, "its lease expired 100ms before") {
 		t.Fatalf("takeover = %+v", takeover)
 	}
 	if line := formatEvent(takeover); !strings.HasSuffix(line, "\n") || !strings.Contains(line, "takeover      b           b took over with token 7:2 from a") {
@@ -418,7 +431,7 @@ func TestRoleTracker(t *testing.T) {
 	status := func(held bool, token coordination.FencingToken) coordination.LeadershipStatus {
 		return coordination.LeadershipStatus{Role: role, Held: held, Token: token}
 	}
-	if e := epochEvent(role, status(true, t1), status(true, t2), now); e.Token != "7:2" || e.PreviousToken != "7:1" {
+	if e := epochEvent(role, status(true, t1), status(true, t2), now); tokenText(e.Token) != "7:2" || tokenText(e.PreviousToken) != "7:1" {
 		t.Fatalf("epoch event = %+v", e)
 	}
 }
@@ -427,24 +440,24 @@ func TestEventPrinterJSON(t *testing.T) {
 	var out bytes.Buffer
 	p := &eventPrinter{w: &out, json: true}
 	offset, rank := int64(3), 1
-	p.print(roleEvent{At: time.UnixMilli(0), Kind: eventRegistered, Role: "r", Member: "m", Offset: &offset, Rank: &rank, Message: "joined"})
-	p.print(roleEvent{At: time.UnixMilli(0), Kind: eventRenewed, Role: "r", Member: "m"}) // only with --verbose
+	p.print(roleEvent{At: newTimeJSON(0), Kind: eventRegistered, Role: "r", Member: "m", Offset: &offset, Rank: &rank, Message: "joined"})
+	p.print(roleEvent{At: newTimeJSON(0), Kind: eventRenewed, Role: "r", Member: "m"}) // only with --verbose
 	var event map[string]any
 	if err := json.Unmarshal(out.Bytes(), &event); err != nil {
 		t.Fatalf("%q: %v", out.String(), err)
 	}
-	if event["event"] != "registered" || event["rank"] != float64(1) || event["offset"] != float64(3) || event["time"] != "1970-01-01T00:00:00Z" {
+	if event["event"] != "registered" || event["rank"] != float64(1) || event["offset"] != float64(3) || event["at"].(map[string]any)["time"] != "1970-01-01T00:00:00.000Z" {
 		t.Fatalf("event = %v", event)
 	}
 }
 
 func TestHealthAndMetrics(t *testing.T) {
 	role, _ := coordination.NewRole("controller")
-	m := newMemberMetrics(role, 6*time.Second)
+	m := newMemberMetrics(role, coordination.TopicPartition{Topic: coordination.StateTopic, Partition: 12}, 6*time.Second)
 	now := time.Unix(1000, 0)
 	m.now = func() time.Time { return now }
 	token := mustToken(t, 42, 3)
-	server := httptest.NewServer(m.handler())
+	server := httptest.NewServer(m.handler(nil))
 	defer server.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(server.URL + path)
@@ -456,6 +469,10 @@ func TestHealthAndMetrics(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "has not read __coordination_state-12 yet") {
+		t.Fatalf("standby before its first read: %d %q", code, body)
+	}
+	m.partitionRead(nil)
 	if code, body := get("/healthz"); code != 200 || !strings.HasPrefix(body, "ok: standby") {
 		t.Fatalf("standby: %d %q", code, body)
 	}
@@ -487,6 +504,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 	}
 	m.ended("fenced")
+	m.partitionRead(nil)
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("after the fence: %d; a member that knows it lost the role is healthy", code)
 	}
@@ -526,7 +544,7 @@ func TestFormatting(t *testing.T) {
 	if got := formatAgo(1000, 3500); got != "2.50s ago" {
 		t.Errorf("formatAgo = %q", got)
 	}
-	if got := formatTimelineRow(timelineEvent{ElapsedMs: 4010, Member: "node-2", Token: "19:1", Rank: "leader", Message: "takes over"}, 9); got != "   4.01s  node-2   19:1       leader   takes over\n" {
+	if got := formatTimelineRow(timelineEvent{ElapsedMs: 4010, Member: "node-2", token: "19:1", Rank: "leader", Message: "takes over"}, 9); got != "   4.01s  node-2   19:1       leader   takes over\n" {
 		t.Errorf("formatTimelineRow = %q", got)
 	}
 	if got := oneLine("a\nb\r\nc\n"); got != "a; b; c" {

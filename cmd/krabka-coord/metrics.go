@@ -23,6 +23,7 @@ import (
 // KafkaTransport.
 type memberMetrics struct {
 	role          string
+	partition     string
 	leaseDuration time.Duration
 	now           func() time.Time
 
@@ -34,18 +35,25 @@ type memberMetrics struct {
 	writeLatency  *prometheus.HistogramVec
 	failures      prometheus.Counter
 	lastRenewal   prometheus.Gauge
+	rejoins       *prometheus.CounterVec
+	readFailures  prometheus.Counter
+	lastRead      prometheus.Gauge
+	guardStops    prometheus.Counter
 
 	mu          sync.Mutex
 	leading     bool
 	token       coordination.FencingToken
 	lastSuccess time.Time // of a lease write of the current leadership
 	written     map[coordination.FencingToken]bool
+	lastReadOK  time.Time // of the last successful read of the role's partition
+	readErr     error     // of the last read that failed since, nil after a success
 }
 
-func newMemberMetrics(role coordination.Role, leaseDuration time.Duration) *memberMetrics {
+func newMemberMetrics(role coordination.Role, partition coordination.TopicPartition, leaseDuration time.Duration) *memberMetrics {
 	labels := prometheus.Labels{"role": role.String()}
 	m := &memberMetrics{
 		role:          role.String(),
+		partition:     partition.String(),
 		leaseDuration: leaseDuration,
 		now:           time.Now,
 		registry:      prometheus.NewRegistry(),
@@ -65,7 +73,7 @@ func newMemberMetrics(role coordination.Role, leaseDuration time.Duration) *memb
 		}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krabka_coord_leadership_changes_total", ConstLabels: labels,
-			Help: "Leadership changes of this member: change=acquired, resigned, fenced, lost (the producer of the epoch failed) or denied (a permission).",
+			Help: "Leadership changes of this member: change=acquired, resigned, stepped_down, fenced, lost (the producer of the epoch failed), denied (a permission) or guard (run stopped its command when it could not confirm its lease).",
 		}, []string{"change"}),
 		writeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "krabka_coord_renewal_duration_seconds", ConstLabels: labels,
@@ -80,11 +88,31 @@ func newMemberMetrics(role coordination.Role, leaseDuration time.Duration) *memb
 			Name: "krabka_coord_last_renewal_timestamp_seconds", ConstLabels: labels,
 			Help: "Unix time of the last successful lease write of this member.",
 		}),
+		rejoins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krabka_coord_rejoins_total", ConstLabels: labels,
+			Help: "Campaigns that this member started again after a leadership ended: after=fenced, lost or guard (with --rejoin), or step_down.",
+		}, []string{"after"}),
+		readFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "krabka_coord_partition_read_failures_total", ConstLabels: labels,
+			Help: "Reads of the role's partition of the state topic that failed (a probe every few seconds).",
+		}),
+		lastRead: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "krabka_coord_last_partition_read_timestamp_seconds", ConstLabels: labels,
+			Help: "Unix time of the last successful read of the role's partition of the state topic.",
+		}),
+		guardStops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "krabka_coord_guard_stops_total", ConstLabels: labels,
+			Help: "Times that run stopped its command because it could not confirm its lease before the deadline less the grace, the clock skew and the margin.",
+		}),
 	}
 	m.registry.MustRegister(m.isLeader, m.producerID, m.producerEpoch, m.changes, m.writeLatency, m.failures, m.lastRenewal,
+		m.rejoins, m.readFailures, m.lastRead, m.guardStops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, change := range []string{"acquired", "resigned", "fenced", "lost", "denied"} {
+	for _, change := range []string{"acquired", "resigned", "stepped_down", "fenced", "lost", "denied", "guard"} {
 		m.changes.WithLabelValues(change)
+	}
+	for _, after := range []string{"fenced", "lost", "guard", "step_down"} {
+		m.rejoins.WithLabelValues(after)
 	}
 	for _, kind := range []string{"grant", "renewal"} {
 		m.writeLatency.WithLabelValues(kind)
@@ -119,6 +147,34 @@ func (m *memberMetrics) ended(change string) {
 	m.changes.WithLabelValues(change).Inc()
 }
 
+// rejoined counts a campaign started again after a leadership ended.
+func (m *memberMetrics) rejoined(after string) { m.rejoins.WithLabelValues(after).Inc() }
+
+// guardStopped counts a stop of run's command by the lease guard.
+func (m *memberMetrics) guardStopped() { m.guardStops.Inc() }
+
+// isLeading reports whether the member holds the role.
+func (m *memberMetrics) isLeading() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leading
+}
+
+// partitionRead records a read of the role's partition: nil for one that
+// succeeded.
+func (m *memberMetrics) partitionRead(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.readErr = err
+		m.readFailures.Inc()
+		return
+	}
+	m.readErr = nil
+	m.lastReadOK = m.now()
+	m.lastRead.Set(float64(m.lastReadOK.UnixNano()) / 1e9)
+}
+
 // leaseWritten records one lease write (not a tombstone) that took elapsed.
 func (m *memberMetrics) leaseWritten(token coordination.FencingToken, elapsed time.Duration, err error) {
 	m.mu.Lock()
@@ -142,14 +198,28 @@ func (m *memberMetrics) leaseWritten(token coordination.FencingToken, elapsed ti
 	m.lastRenewal.Set(float64(now.UnixNano()) / 1e9)
 }
 
-// health reports whether the member is healthy, and why: it is not when it
-// believes it leads, but its last successful lease write is older than the
-// lease duration, so the standbys may already have taken over.
+// health reports whether the member is healthy, and why. A leader is not
+// when its last successful lease write is older than the lease duration,
+// so the standbys may already have taken over; a standby is not when it
+// has not read the role's partition within the lease duration, so it could
+// not take over.
 func (m *memberMetrics) health() (bool, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.leading {
-		return true, fmt.Sprintf("ok: standby for role %s", m.role)
+		age := m.now().Sub(m.lastReadOK)
+		switch {
+		case m.lastReadOK.IsZero():
+			return false, fmt.Sprintf("unhealthy: standby for role %s, and it has not read %s yet", m.role, m.partition)
+		case age > m.leaseDuration:
+			cause := ""
+			if m.readErr != nil {
+				cause = ": " + oneLine(m.readErr.Error())
+			}
+			return false, fmt.Sprintf("unhealthy: standby for role %s, but its last successful read of %s was %s ago, longer than the lease duration %v%s",
+				m.role, m.partition, formatSeconds(age), m.leaseDuration, cause)
+		}
+		return true, fmt.Sprintf("ok: standby for role %s, read %s %s ago", m.role, m.partition, formatSeconds(age))
 	}
 	age := m.now().Sub(m.lastSuccess)
 	if age > m.leaseDuration {
@@ -159,8 +229,9 @@ func (m *memberMetrics) health() (bool, string) {
 	return true, fmt.Sprintf("ok: leads role %s with token %s, last renewal %s ago", m.role, m.token, formatSeconds(age))
 }
 
-// handler serves /metrics and /healthz.
-func (m *memberMetrics) handler() http.Handler {
+// handler serves /metrics and /healthz, and POST /step-down when stepDown
+// is not nil.
+func (m *memberMetrics) handler(stepDown func() error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -171,17 +242,34 @@ func (m *memberMetrics) handler() http.Handler {
 		}
 		fmt.Fprintln(w, message)
 	})
+	if stepDown != nil {
+		mux.HandleFunc("POST /step-down", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if role := r.URL.Query().Get("role"); role != m.role {
+				w.WriteHeader(http.StatusConflict)
+				fmt.Fprintf(w, "this member campaigns for role %q, not %q\n", m.role, role)
+				return
+			}
+			if err := stepDown(); err != nil {
+				w.WriteHeader(http.StatusConflict)
+				fmt.Fprintln(w, err)
+				return
+			}
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprintf(w, "stepping down from role %s\n", m.role)
+		})
+	}
 	return mux
 }
 
 // serve listens on addr and serves the handler until ctx ends. It returns
-// the address it listens on.
-func (m *memberMetrics) serve(ctx context.Context, addr string) (net.Addr, error) {
+// the address it listens on. The server's goroutines end when ctx ends.
+func (m *memberMetrics) serve(ctx context.Context, addr string, stepDown func() error) (net.Addr, error) {
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError("--listen %s: %v", addr, err)
 	}
-	server := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second}
+	server := &http.Server{Handler: m.handler(stepDown), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = server.Serve(listener) }()
 	go func() {
 		<-ctx.Done()

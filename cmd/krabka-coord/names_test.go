@@ -97,7 +97,7 @@ func TestNamesAreQuotedInText(t *testing.T) {
 
 	var out bytes.Buffer
 	g := &globals{stdout: &out}
-	printFence(g, fenceJSON{Role: evilRole, NewToken: newTokenJSON(token), Holder: evilMember, LeaseToken: "9:0", LeaseReleased: true, HolderRemoved: true, Next: standby})
+	printFence(g, fenceJSON{Role: evilRole, NewToken: newTokenJSON(token), Holder: evilMember, LeaseToken: newTokenJSON(mustToken(t, 9, 0)), LeaseReleased: true, HolderRemoved: true, Next: standby})
 	assertNoControl(t, "fence", out.String())
 	if !strings.Contains(out.String(), `fenced role "ctl\nfake line"`) || !strings.Contains(out.String(), `the first standby, "tab\tbed", takes over now`) {
 		t.Errorf("fence:\n%s", out.String())

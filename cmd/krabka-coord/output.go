@@ -130,3 +130,11 @@ func rankText(state coordination.RoleState, member coordination.MemberID) string
 	}
 	return fmt.Sprint(rank)
 }
+
+// tokenText writes a token of a JSON field for text output: "-" for none.
+func tokenText(token *tokenJSON) string {
+	if token == nil {
+		return "-"
+	}
+	return token.Token
+}

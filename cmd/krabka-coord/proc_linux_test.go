@@ -34,7 +34,7 @@ func TestStopGroupKillsAfterGrace(t *testing.T) {
 	go func() { exited <- child.Wait() }()
 
 	start := time.Now()
-	result := stopGroup(child, exited, 300*time.Millisecond)
+	result := stopGroup(child, exited, time.Now().Add(300*time.Millisecond), nil)
 	elapsed := time.Since(start)
 	if code := childExitCode(result); code != 137 {
 		t.Fatalf("exit code %d, want 137 (SIGKILL)", code)
@@ -69,7 +69,7 @@ func TestStopGroupCooperative(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 	start := time.Now()
-	if code := childExitCode(stopGroup(child, exited, 10*time.Second)); code != 42 {
+	if code := childExitCode(stopGroup(child, exited, time.Now().Add(10*time.Second), nil)); code != 42 {
 		t.Fatalf("exit code %d, want 42", code)
 	}
 	if elapsed := time.Since(start); elapsed > 2*time.Second {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"os/exec"
 	"time"
 )
@@ -26,7 +27,7 @@ func startCommand(child *exec.Cmd, _ io.Writer) (<-chan error, error) {
 func reapedExitCode(error) (int, bool) { return 0, false }
 
 // stopGroup kills the command: without Unix signals there is no SIGTERM.
-func stopGroup(child *exec.Cmd, exited <-chan error, _ time.Duration) error {
+func stopGroup(child *exec.Cmd, exited <-chan error, _ time.Time, _ <-chan os.Signal) error {
 	if exited == nil {
 		return nil
 	}

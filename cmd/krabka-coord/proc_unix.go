@@ -74,12 +74,12 @@ func reapedExitCode(err error) (int, bool) {
 	return reaped.status.ExitStatus(), true
 }
 
-// stopGroup stops the process group of the command: SIGTERM to the group,
-// then SIGKILL to the group when the command or a process of its group is
-// still there after grace. exited delivers the result of the command's
-// Wait, and is nil when the command has exited already. It returns that
-// result.
-func stopGroup(child *exec.Cmd, exited <-chan error, grace time.Duration) error {
+// stopGroup stops the process group of the command: SIGTERM to the group
+// now, then SIGKILL to the group when the command or a process of its
+// group is still there at killAt, or at once when escalate delivers (a
+// second Ctrl-C). exited delivers the result of the command's Wait, and is
+// nil when the command has exited already. It returns that result.
+func stopGroup(child *exec.Cmd, exited <-chan error, killAt time.Time, escalate <-chan os.Signal) error {
 	pgid := child.Process.Pid
 	if pgid <= 1 {
 		// Never signal process group 1, nor -1: every process.
@@ -92,10 +92,24 @@ func stopGroup(child *exec.Cmd, exited <-chan error, grace time.Duration) error 
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a stopped process acts on SIGTERM only once continued
-	deadline := time.NewTimer(grace)
+	deadline := time.NewTimer(time.Until(killAt))
 	defer deadline.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
+	kill := func() error {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if !done {
+			result = <-exited
+		}
+		// SIGKILL cannot be caught; wait a moment for the group to go.
+		for range 50 {
+			if !groupAlive(pgid) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return result
+	}
 	for {
 		if done && !groupAlive(pgid) {
 			return result
@@ -104,18 +118,9 @@ func stopGroup(child *exec.Cmd, exited <-chan error, grace time.Duration) error 
 		case result = <-exited:
 			done, exited = true, nil
 		case <-deadline.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			if !done {
-				result = <-exited
-			}
-			// SIGKILL cannot be caught; wait a moment for the group to go.
-			for range 50 {
-				if !groupAlive(pgid) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			return result
+			return kill()
+		case <-escalate:
+			return kill()
 		case <-poll.C:
 		}
 	}

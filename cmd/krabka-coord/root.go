@@ -4,18 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -56,6 +54,10 @@ type globals struct {
 	stderr io.Writer
 	getenv func(string) string
 	flags  *pflag.FlagSet // the persistent flags, to ask which were set
+
+	// dial, when set, opens every connection to a broker: the tests cut
+	// a member's network with it.
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
 }
 
 func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
@@ -89,9 +91,11 @@ was elected.`,
   krabka-coord create-topic
   krabka-coord elect controller node-1
   krabka-coord describe controller --output json`,
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("krabka-coord {{.Version}}\n")
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -139,6 +143,8 @@ was elected.`,
 		newElectCommand(g),
 		newRunCommand(g),
 		newFenceCommand(g),
+		newListCommand(g),
+		newStepDownCommand(g),
 	)
 	return root, g
 }
@@ -183,7 +189,7 @@ func (g *globals) logger() *slog.Logger {
 func parseRole(name string) (coordination.Role, error) {
 	role, err := coordination.NewRole(name)
 	if err != nil {
-		return role, usageError("invalid ROLE %s: %s", quoteName(name), nameProblem(err, coordination.MaxRoleLen))
+		return role, usageError("invalid ROLE %s: %s", quoteName(name), nameProblem(err, coordination.MaxRoleLen, "controller"))
 	}
 	return role, nil
 }
@@ -192,7 +198,7 @@ func parseRole(name string) (coordination.Role, error) {
 func parseMember(name string) (coordination.MemberID, error) {
 	member, err := coordination.NewMemberID(name)
 	if err != nil {
-		return member, usageError("invalid MEMBER %s: %s", quoteName(name), nameProblem(err, coordination.MaxMemberIDLen))
+		return member, usageError("invalid MEMBER %s: %s", quoteName(name), nameProblem(err, coordination.MaxMemberIDLen, "node-1"))
 	}
 	return member, nil
 }
@@ -205,12 +211,13 @@ func quoteName(name string) string {
 	return fmt.Sprintf("%q", name)
 }
 
-// nameProblem says what is wrong with a name and what to do.
-func nameProblem(err error, limit int) string {
+// nameProblem says what is wrong with a name and what to do; example is a
+// good name of the kind.
+func nameProblem(err error, limit int, example string) string {
 	text := err.Error()
 	switch {
 	case strings.HasSuffix(text, "empty"):
-		return "empty; pass a non-empty name such as controller"
+		return "empty; pass a non-empty name such as " + example
 	case strings.Contains(text, "the maximum is"):
 		return fmt.Sprintf("longer than %d bytes; pass a shorter name", limit)
 	case strings.Contains(text, "not UTF-8"):
@@ -229,9 +236,8 @@ func (g *globals) checkTopicFlags() error {
 	if g.partitions < 1 {
 		return usageError("--partitions %d: want at least 1 (the default is %d)", g.partitions, coordination.DefaultPartitions)
 	}
-	probe, _ := coordination.NewRole("probe")
-	if _, err := coordination.RoleTopicPartition(probe, g.coordOptions()...); err != nil {
-		return usageError("--topic %q: %s", g.topic, strings.TrimPrefix(err.Error(), "coordination: "))
+	if problem := topicNameProblem(g.topic); problem != "" {
+		return usageError("--topic %q: %s", g.topic, problem)
 	}
 	return nil
 }
@@ -265,6 +271,9 @@ func (g *globals) brokersGiven() bool {
 // clientOptions builds the franz-go options of the TLS and SASL flags.
 func (g *globals) clientOptions() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.DialTimeout(g.connectTimeout)}
+	if g.dial != nil {
+		opts = append(opts, kgo.Dialer(g.dial))
+	}
 	tlsConfig, err := g.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -331,6 +340,14 @@ func (g *globals) saslOption() (kgo.Opt, error) {
 		return nil, usageError("--sasl-mechanism %s needs --sasl-user (and --sasl-password or $%s)", g.saslMechanism, envSASLPassword)
 	}
 	switch strings.ToLower(g.saslMechanism) {
+	case "plain", "scram-sha-256", "scram-sha-512":
+	default:
+		return nil, usageError("--sasl-mechanism %q: want plain, scram-sha-256 or scram-sha-512", g.saslMechanism)
+	}
+	if password == "" {
+		return nil, usageError("--sasl-mechanism %s needs a password: pass --sasl-password or set $%s", g.saslMechanism, envSASLPassword)
+	}
+	switch strings.ToLower(g.saslMechanism) {
 	case "plain":
 		return kgo.SASL(plain.Auth{User: g.saslUser, Pass: password}.AsMechanism()), nil
 	case "scram-sha-256":
@@ -339,169 +356,6 @@ func (g *globals) saslOption() (kgo.Opt, error) {
 		return kgo.SASL(scram.Auth{User: g.saslUser, Pass: password}.AsSha512Mechanism()), nil
 	}
 	return nil, usageError("--sasl-mechanism %q: want plain, scram-sha-256 or scram-sha-512", g.saslMechanism)
-}
-
-// cluster is a connection to the brokers, checked at start.
-type cluster struct {
-	g       *globals
-	brokers []string
-	opts    []kgo.Opt
-}
-
-// connect validates the connection flags and checks, within
-// --connect-timeout, that a broker answers. A cluster that does not answer
-// is an error with exit code 4, so a wrong address fails fast instead of
-// in franz-go's long retries.
-func (g *globals) connect(ctx context.Context) (*cluster, error) {
-	brokers, err := g.brokerList()
-	if err != nil {
-		return nil, err
-	}
-	opts, err := g.clientOptions()
-	if err != nil {
-		return nil, err
-	}
-	c := &cluster{g: g, brokers: brokers, opts: opts}
-	client, err := kgo.NewClient(c.clientOpts()...)
-	if err != nil {
-		return nil, usageError("--brokers %s: %v", strings.Join(brokers, ","), err)
-	}
-	defer client.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, g.connectTimeout)
-	defer cancel()
-	if err := client.Ping(pingCtx); err != nil {
-		return nil, c.unreachable(err)
-	}
-	return c, nil
-}
-
-// clientOpts are the options of a plain client of the cluster.
-func (c *cluster) clientOpts() []kgo.Opt {
-	return append(append([]kgo.Opt{}, c.opts...), kgo.SeedBrokers(c.brokers...))
-}
-
-// unreachable explains a failed ping.
-func (c *cluster) unreachable(err error) error {
-	where := strings.Join(c.brokers, ",")
-	var hint string
-	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState), errors.Is(err, kerr.UnsupportedSaslMechanism),
-		strings.Contains(err.Error(), "SASL"):
-		hint = "check --sasl-mechanism, --sasl-user and --sasl-password (or $" + envSASLPassword + ") against the listener"
-	case strings.Contains(err.Error(), "tls:") || strings.Contains(err.Error(), "x509:") || strings.Contains(err.Error(), "TLS"):
-		hint = "check the --tls flags: the listener may not use TLS, or its certificate does not verify against --tls-ca and --tls-server-name"
-	case errors.Is(err, context.DeadlineExceeded):
-		err = fmt.Errorf("no answer within --connect-timeout %v", c.g.connectTimeout)
-		hint = "check --brokers (or $" + envBrokers + "), that the brokers run, and the TLS and SASL flags of the listener"
-	default:
-		hint = "check --brokers (or $" + envBrokers + ") and that the brokers run"
-	}
-	return clusterError("cannot reach Kafka at %s: %v; %s", where, err, hint)
-}
-
-// transport opens a KafkaTransport over the cluster.
-func (c *cluster) transport(lease coordination.LeaseConfig) (*coordination.KafkaTransport, error) {
-	transport, err := coordination.NewKafkaTransportWithOptions(lease, c.opts, c.brokers...)
-	if err != nil {
-		return nil, usageError("%v", err)
-	}
-	return transport, nil
-}
-
-// onRole runs a one-shot command on the role that arg names: it parses the
-// role, checks the topic flags, opens a checked transport under the request
-// timeout, and hands both to do.
-func (g *globals) onRole(cmd *cobra.Command, arg string, do func(context.Context, *coordination.KafkaTransport, coordination.Role) error) error {
-	role, err := parseRole(arg)
-	if err != nil {
-		return err
-	}
-	if err := g.checkTopicFlags(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-	defer cancel()
-	transport, err := g.openChecked(ctx, coordination.DefaultLeaseConfig())
-	if err != nil {
-		return err
-	}
-	defer transport.Close()
-	return do(ctx, transport, role)
-}
-
-// openChecked connects to the cluster, opens a KafkaTransport with this
-// lease policy, and checks the state topic, as every command that reads or
-// writes a role does first. The caller closes the transport.
-func (g *globals) openChecked(ctx context.Context, lease coordination.LeaseConfig) (*coordination.KafkaTransport, error) {
-	c, err := g.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	transport, err := c.transport(lease)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.checkTopic(ctx, transport); err != nil {
-		transport.Close()
-		return nil, err
-	}
-	return transport, nil
-}
-
-// checkTopic checks the state topic as a member does at start, and turns a
-// failure into an error that says which flag or command fixes it.
-func (c *cluster) checkTopic(ctx context.Context, transport *coordination.KafkaTransport) error {
-	err := transport.CheckStateTopic(ctx, c.g.coordOptions()...)
-	if err == nil {
-		return nil
-	}
-	if explained := c.explainTopic(ctx); explained != nil {
-		return explained
-	}
-	return clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
-}
-
-// explainTopic finds what is wrong with the state topic, and returns nil
-// when it finds nothing.
-func (c *cluster) explainTopic(ctx context.Context) error {
-	client, err := kgo.NewClient(c.clientOpts()...)
-	if err != nil {
-		return nil
-	}
-	defer client.Close()
-	admin := kadm.NewClient(client)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	topic := c.g.topic
-	partitions, _, err := topicMetadata(ctx, client, topic)
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return clusterError("the state topic %s does not exist: create it with 'krabka-coord create-topic --topic %s --partitions %d', or pass the --topic that the members use",
-			topic, topic, c.g.partitions)
-	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return clusterError("cannot describe the state topic %s: %v; grant the user DESCRIBE and READ on the topic", topic, err)
-	case err != nil:
-		return nil
-	case partitions != c.g.partitions:
-		return clusterError("the state topic %s has %d partitions, but --partitions is %d: pass --partitions %d, the count the members use (a role lands on another partition under another count)",
-			topic, partitions, c.g.partitions, partitions)
-	}
-	configs, err := admin.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return nil
-	}
-	config, err := configs.On(topic, nil)
-	if err != nil || config.Err != nil {
-		return nil
-	}
-	for _, entry := range config.Configs {
-		if entry.Key == "cleanup.policy" && entry.Value != nil && !strings.Contains(*entry.Value, "compact") {
-			return clusterError("the state topic %s has cleanup.policy=%s, but it must be compacted: "+
-				"run 'kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact', or use another --topic",
-				topic, *entry.Value, c.brokers[0], topic)
-		}
-	}
-	return nil
 }
 
 // leaseFlags are the lease timing flags of a command that takes a role.
@@ -514,21 +368,43 @@ type leaseFlags struct {
 
 // add registers the flags with the given defaults.
 func (l *leaseFlags) add(f *pflag.FlagSet, duration, renew, stagger, poll time.Duration) {
-	f.DurationVar(&l.duration, "lease-duration", duration, "extent of a lease; a standby challenges a silent holder after it (also the transaction timeout)")
-	f.DurationVar(&l.renew, "renew-interval", renew, "gap between two renewals of the holder; at most a third of the lease duration")
+	f.DurationVar(&l.duration, "lease-duration", duration, "extent of a lease, at least 1s; a standby challenges a silent holder after it (also the transaction timeout, at most the brokers' transaction.max.timeout.ms, 15m by default)")
+	f.DurationVar(&l.renew, "renew-interval", renew, "gap between two renewals of the holder; at least 100ms and at most a third of the lease duration")
 	f.DurationVar(&l.stagger, "challenge-stagger", stagger, "extra wait of each rank of succession past the deadline")
 	f.DurationVar(&l.poll, "poll-interval", poll, "longest gap between two reads of the state topic while a member waits")
 }
 
-// config validates the flags into a lease policy.
+// Bounds of the lease flags. A lease is one Kafka transaction timeout,
+// and a renewal is one transaction, which takes tens of milliseconds on a
+// healthy cluster and can take hundreds on a loaded one: a shorter lease
+// is elected and then lost at its first late renewal.
+const (
+	minLeaseDuration = time.Second
+	minRenewInterval = 100 * time.Millisecond
+)
+
+// config validates the flags into a lease policy: a lease of at least
+// minLeaseDuration, renewed at least every third of it (so that two
+// renewals may fail before the deadline), and a renew interval of at least
+// minRenewInterval.
 func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
+	switch {
+	case l.duration < minLeaseDuration:
+		return coordination.LeaseConfig{}, usageError("--lease-duration %v: want at least %v; a shorter lease is lost at the first renewal that takes longer than a third of it", l.duration, minLeaseDuration)
+	case l.renew < minRenewInterval:
+		return coordination.LeaseConfig{}, usageError("--renew-interval %v: want at least %v", l.renew, minRenewInterval)
+	case l.renew > l.duration/3:
+		return coordination.LeaseConfig{}, usageError("--renew-interval %v is above a third of --lease-duration %v: want at most %v, so that the holder may miss two renewals before its deadline",
+			l.renew, l.duration, (l.duration / 3).Truncate(time.Millisecond))
+	case l.stagger <= 0:
+		return coordination.LeaseConfig{}, usageError("--challenge-stagger %v: want a duration above zero, such as 1s", l.stagger)
+	case l.poll <= 0:
+		return coordination.LeaseConfig{}, usageError("--poll-interval %v: want a duration above zero, such as 1s", l.poll)
+	}
 	config, err := coordination.NewLeaseConfig(l.duration, l.renew, l.stagger)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "coordination: ")
 		return config, usageError("--lease-duration %v, --renew-interval %v, --challenge-stagger %v: %s", l.duration, l.renew, l.stagger, msg)
-	}
-	if l.poll <= 0 {
-		return config, usageError("--poll-interval %v: want a duration above zero, such as 1s", l.poll)
 	}
 	return config, nil
 }
@@ -536,4 +412,23 @@ func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
 // options are the library options of the lease flags.
 func (l *leaseFlags) options(config coordination.LeaseConfig) []coordination.Option {
 	return []coordination.Option{coordination.WithLeaseConfig(config), coordination.WithPollInterval(l.poll)}
+}
+
+// topicNameProblem applies Kafka's rules for a topic name, and returns ""
+// for a valid one or what is wrong.
+func topicNameProblem(topic string) string {
+	switch {
+	case topic == "":
+		return "empty; pass the state topic of the members, such as " + coordination.StateTopic
+	case topic == "." || topic == "..":
+		return `"." and ".." are not topic names`
+	case len(topic) > 249:
+		return fmt.Sprintf("%d bytes; a topic name has at most 249", len(topic))
+	}
+	for _, r := range topic {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Sprintf("holds %q; a topic name has only the characters a-z, A-Z, 0-9, '.', '_' and '-'", r)
+		}
+	}
+	return ""
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,209 +14,39 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
-// Kinds of the events of a role.
-const (
-	eventState        = "state"        // the state when watch starts
-	eventRegistered   = "registered"   // a member joined the roster
-	eventDeregistered = "deregistered" // a member left the roster
-	eventGranted      = "granted"      // a lease where there was none
-	eventRenewed      = "renewed"      // the holder renewed its lease
-	eventTakeover     = "takeover"     // a lease of another token replaced a lease
-	eventReleased     = "released"     // a lease tombstone: the holder resigned, or fence cleared it
-	eventExpired      = "expired"      // the deadline of the lease passed without a renewal
-	eventEpoch        = "epoch"        // the coordinator's token of the role changed
-)
-
-// roleEvent is one change of a role.
-type roleEvent struct {
-	At      time.Time `json:"-"`
-	Time    string    `json:"time"`
-	Kind    string    `json:"event"`
-	Role    string    `json:"role"`
-	Member  string    `json:"member,omitempty"`
-	Offset  *int64    `json:"offset,omitempty"`
-	Rank    *int      `json:"rank,omitempty"`
-	Token   string    `json:"token,omitempty"`
-	Message string    `json:"message"`
-
-	// PreviousMember and PreviousToken name the lease that a takeover
-	// replaced, or the epoch that an epoch event replaced.
-	PreviousMember string `json:"previous_member,omitempty"`
-	PreviousToken  string `json:"previous_token,omitempty"`
-
-	// Deadline and GrantedAt are the instants of a lease, and
-	// PreviousDeadline the deadline of the lease that a takeover replaced,
-	// in ms since the Unix epoch.
-	Deadline         int64 `json:"deadline_ms,omitempty"`
-	GrantedAt        int64 `json:"granted_at_ms,omitempty"`
-	PreviousDeadline int64 `json:"previous_deadline_ms,omitempty"`
-
-	// State is the whole state, for a state event.
-	State *describeJSON `json:"state,omitempty"`
-
-	// roleState is the fold right after the record of the event.
-	roleState coordination.RoleState
-}
-
-// roleTracker folds the records of one role, and says what each record
-// changed.
-type roleTracker struct {
-	role    coordination.Role
-	builder *coordination.RoleStateBuilder
-	lease   *coordination.Lease
-	next    int64 // the offset to read from next
-
-	expired int64 // the deadline of the last lease reported as expired
-}
-
-func newRoleTracker(role coordination.Role) *roleTracker {
-	return &roleTracker{role: role, builder: coordination.NewRoleStateBuilder(role)}
-}
-
-// state returns the folded state.
-func (t *roleTracker) state() coordination.RoleState { return t.builder.Build() }
-
-// apply folds records, and returns the events they make. Records below the
-// offset already folded are skipped: the reader repeats them after
-// compaction.
-func (t *roleTracker) apply(records []coordination.StateRecord, now time.Time) []roleEvent {
-	var events []roleEvent
-	for _, record := range records {
-		if record.Offset < t.next {
-			continue
-		}
-		t.next = record.Offset + 1
-		if event, ok := t.applyOne(record, now); ok {
-			events = append(events, event)
-		}
-	}
-	return events
-}
-
-func (t *roleTracker) applyOne(record coordination.StateRecord, now time.Time) (roleEvent, bool) {
-	key, err := coordination.DecodeKey(record.Key)
-	if err != nil || key.Role != t.role {
-		return roleEvent{}, false
-	}
-	if err := t.builder.Apply(record); err != nil {
-		return roleEvent{}, false
-	}
-	offset := record.Offset
-	state := t.builder.Build()
-	event := roleEvent{At: now, Role: t.role.String(), Offset: &offset, roleState: state}
-	switch key.Kind {
-	case coordination.KindRegistration:
-		event.Member = key.Member.String()
-		if coordination.IsTombstone(record.Value) {
-			event.Kind = eventDeregistered
-			event.Message = "left the roster"
-			return event, true
-		}
-		rank, _ := state.RankOf(key.Member)
-		event.Kind, event.Rank = eventRegistered, &rank
-		event.Message = fmt.Sprintf("joined the roster at offset %d, rank %d", offset, rank)
-		if holder, ok := state.Holder(); ok && holder == key.Member {
-			event.Message = fmt.Sprintf("joined the roster at offset %d, and holds the lease", offset)
-		}
-		return event, true
-	case coordination.KindLease:
-		previous := t.lease
-		if coordination.IsTombstone(record.Value) {
-			t.lease = nil
-			if previous == nil {
-				return roleEvent{}, false
-			}
-			event.Kind, event.Member, event.Token = eventReleased, previous.Member.String(), previous.Token.String()
-			event.Message = fmt.Sprintf("lease of %s (token %s) cleared: the holder resigned, or a fence released it; the first standby challenges at once",
-				showName(previous.Member.String()), previous.Token)
-			return event, true
-		}
-		lease := *state.Lease
-		t.lease = &lease
-		event.Member, event.Token, event.Deadline, event.GrantedAt = lease.Member.String(), lease.Token.String(), lease.Deadline, lease.GrantedAt
-		switch {
-		case previous == nil:
-			event.Kind = eventGranted
-			event.Message = fmt.Sprintf("%s took the role with token %s, lease until %s", showName(lease.Member.String()), lease.Token, formatMillis(lease.Deadline))
-		case previous.Member == lease.Member && previous.Token == lease.Token:
-			event.Kind = eventRenewed
-			event.Message = fmt.Sprintf("%s renewed token %s, deadline %s", showName(lease.Member.String()), lease.Token, formatAgo(lease.Deadline, now.UnixMilli()))
-		default:
-			event.Kind = eventTakeover
-			event.PreviousMember, event.PreviousToken, event.PreviousDeadline = previous.Member.String(), previous.Token.String(), previous.Deadline
-			when := fmt.Sprintf("its lease expired %s before", formatShort(time.Duration(lease.GrantedAt-previous.Deadline)*time.Millisecond))
-			if lease.GrantedAt < previous.Deadline {
-				when = fmt.Sprintf("%s before its deadline", formatShort(time.Duration(previous.Deadline-lease.GrantedAt)*time.Millisecond))
-			}
-			event.Message = fmt.Sprintf("%s took over with token %s from %s (token %s, %s)",
-				showName(lease.Member.String()), lease.Token, showName(previous.Member.String()), previous.Token, when)
-		}
-		return event, true
-	}
-	return roleEvent{}, false
-}
-
-// checkExpiry reports the lease whose deadline passed, once.
-func (t *roleTracker) checkExpiry(now time.Time) (roleEvent, bool) {
-	lease := t.lease
-	if lease == nil || now.UnixMilli() < lease.Deadline || t.expired == lease.Deadline {
-		return roleEvent{}, false
-	}
-	t.expired = lease.Deadline
-	return roleEvent{
-		At: now, Kind: eventExpired, Role: t.role.String(), Member: lease.Member.String(), Token: lease.Token.String(), Deadline: lease.Deadline,
-		Message: fmt.Sprintf("lease of %s (token %s) expired at %s without a renewal; the first standby challenges now",
-			showName(lease.Member.String()), lease.Token, formatMillis(lease.Deadline)),
-	}, true
-}
-
-// epochEvent reports a change of the coordinator's token.
-func epochEvent(role coordination.Role, previous, current coordination.LeadershipStatus, now time.Time) roleEvent {
-	event := roleEvent{At: now, Kind: eventEpoch, Role: role.String()}
-	if previous.Held {
-		event.PreviousToken = previous.Token.String()
-	}
-	if current.Held {
-		event.Token = current.Token.String()
-		event.Message = fmt.Sprintf("the transaction coordinator holds epoch %s now (was %s): every writer under an older token is fenced",
-			current.Token, orNone(event.PreviousToken))
-	} else {
-		event.Message = fmt.Sprintf("the transaction coordinator no longer knows an epoch of the role (was %s)", orNone(event.PreviousToken))
-	}
-	return event
-}
-
-func orNone(text string) string {
-	if text == "" {
-		return "none"
-	}
-	return text
-}
-
 func newWatchCommand(g *globals) *cobra.Command {
 	var duration time.Duration
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "watch ROLE",
-		Short: "Follow a role and print each change as it happens",
-		Long: `watch prints the state of ROLE, then follows the partition of the state topic
-that holds it, and prints every change as it lands: a registration, a
-deregistration, a lease granted, a takeover, a resignation (the lease
-cleared), a lease that expired without a renewal, and a new epoch at the
-transaction coordinator (a challenge or a fence). Renewals are printed with
---verbose. With --output json it prints one JSON object per line.
+		Use:   "watch ROLE... | watch --all",
+		Short: "Follow roles and print each change as it happens",
+		Long: `watch prints the state of each ROLE (with --all, of every role on the state
+topic, and of each role that appears later), then follows the partitions of
+the state topic that hold them, and prints every change as it lands: a
+registration, a deregistration, a lease granted, a takeover, a holder that
+took the role again under a new token (reacquired), a resignation (the lease
+cleared), a lease that expired without a renewal, a lease that comes back
+after it expired (restored: the holder renewed after an outage), and a new
+epoch at the transaction coordinator (a challenge or a fence). Renewals are
+printed with --verbose. With --output json it prints one JSON object per
+line.
 
 It reads the compacted view of the partition, so changes to one key that
 land within one fetch show as one: a resignation and the grant right after
 it may show as a takeover. It takes no epoch and joins no group. It runs
-until SIGINT or SIGTERM, or for --for.`,
+until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 		Example: `  krabka-coord watch controller --brokers 127.0.0.1:9092
-  krabka-coord watch controller --verbose            # renewals too
-  krabka-coord watch controller --output json | jq -c 'select(.event=="takeover")'`,
-		Args: exactArgs("ROLE"),
+  krabka-coord watch controller scheduler --verbose      # renewals too
+  krabka-coord watch --all --output json | jq -c 'select(.event=="takeover")'`,
+		Args: rolesOrAll(&all),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			role, err := parseRole(args[0])
-			if err != nil {
-				return err
+			roles := make([]coordination.Role, 0, len(args))
+			for _, arg := range args {
+				role, err := parseRole(arg)
+				if err != nil {
+					return err
+				}
+				roles = append(roles, role)
 			}
 			if err := g.checkTopicFlags(); err != nil {
 				return err
@@ -222,52 +54,127 @@ until SIGINT or SIGTERM, or for --for.`,
 			if duration < 0 {
 				return usageError("--for %v: want 0 (until a signal) or a duration above zero", duration)
 			}
-			ctx, stop := signalContext(cmd.Context())
-			defer stop()
+			signals := followSignals(cmd.Context())
+			defer signals.stop()
+			ctx := signals.ctx
 			if duration > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, duration)
 				defer cancel()
 			}
-			return watchRole(ctx, g, role)
+			return watchRoles(ctx, g, roles, all)
 		}),
 	}
-	cmd.Flags().DurationVar(&duration, "for", 0, "stop after this long (default: until SIGINT or SIGTERM)")
+	cmd.Flags().DurationVar(&duration, "for", 0, "stop after this long (default: until a signal)")
+	cmd.Flags().BoolVar(&all, "all", false, "every role of the state topic, and every role that appears later")
 	return cmd
 }
 
-// watchRole prints the state of a role and then its changes until ctx ends.
-func watchRole(ctx context.Context, g *globals, role coordination.Role) error {
+// watcher follows roles of the state topic.
+type watcher struct {
+	g        *globals
+	s        *session
+	all      bool
+	trackers map[coordination.Role]*roleTracker
+	statuses map[coordination.Role]coordination.LeadershipStatus
+	next     map[coordination.TopicPartition]int64
+	printer  *eventPrinter
+}
+
+// watchRoles prints the state of the roles and then their changes until
+// ctx ends.
+func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	transport, err := g.openChecked(setup, coordination.DefaultLeaseConfig())
+	s, err := g.openChecked(setup, coordination.DefaultLeaseConfig())
 	if err != nil {
 		return err
 	}
-	defer transport.Close()
-	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
-
-	changed, stopWatch := transport.WatchPartition(partition)
-	defer stopWatch()
-	tracker := newRoleTracker(role)
-	records, _, err := transport.ReadPartitionFrom(setup, partition, 0)
-	if err != nil {
-		return clusterError("read %s: %s", partition, strings.TrimPrefix(err.Error(), "coordination: "))
+	defer s.close()
+	w := &watcher{g: g, s: s, all: all, trackers: make(map[coordination.Role]*roleTracker),
+		statuses: make(map[coordination.Role]coordination.LeadershipStatus), next: make(map[coordination.TopicPartition]int64),
+		printer: &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose}}
+	var partitions []coordination.TopicPartition
+	if all {
+		for p := range g.partitions {
+			partitions = append(partitions, coordination.TopicPartition{Topic: g.topic, Partition: p})
+		}
+	} else {
+		seen := make(map[coordination.TopicPartition]bool)
+		for _, role := range roles {
+			w.trackers[role] = newRoleTracker(role)
+			partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
+			if !seen[partition] {
+				seen[partition] = true
+				partitions = append(partitions, partition)
+			}
+		}
 	}
-	tracker.apply(records, time.Now())
-	status, err := coordination.DescribeLeadership(setup, transport, role)
-	if err != nil {
-		return clusterError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+
+	// Subscribe before the first read, so that no change between the read
+	// and the wait is missed.
+	wake := make(chan struct{}, 1)
+	var dirtyMu sync.Mutex
+	dirty := make(map[coordination.TopicPartition]bool)
+	var followers sync.WaitGroup
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer func() { stopFollowing(); followers.Wait() }()
+	for _, partition := range partitions {
+		changed, stop := s.transport.WatchPartition(partition)
+		followers.Go(func() {
+			defer stop()
+			for {
+				select {
+				case <-followCtx.Done():
+					return
+				case <-changed:
+					dirtyMu.Lock()
+					dirty[partition] = true
+					dirtyMu.Unlock()
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+	}
+
+	for _, partition := range partitions {
+		if _, err := w.read(setup, partition, false); err != nil {
+			if interruptedBy(ctx) {
+				return nil
+			}
+			return err
+		}
+	}
+	if !g.json() {
+		what := "roles " + strings.Join(roleNames(w.roles()), ", ")
+		if len(w.trackers) == 1 {
+			what = "role " + showName(w.roles()[0].String())
+		}
+		if all {
+			what = fmt.Sprintf("every role of %s (%s now)", g.topic, fmtCount(len(w.trackers), "role", "roles"))
+		}
+		fmt.Fprintf(g.stderr, "watching %s (Ctrl-C to stop)\n", what)
 	}
 	now := time.Now()
-	state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli())
-	printer := &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose}
-	if !g.json() {
-		fmt.Fprintf(g.stderr, "watching role %s on %s (Ctrl-C to stop)\n", showName(role.String()), partition)
-	}
-	printer.print(roleEvent{At: now, Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
-	if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
-		tracker.expired = lease.Deadline // reported in the state already
+	for _, role := range w.roles() {
+		status, err := w.describeEpoch(setup, role)
+		if err != nil {
+			if interruptedBy(ctx) {
+				return nil
+			}
+			return err
+		}
+		w.statuses[role] = status
+		tracker := w.trackers[role]
+		partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
+		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli())
+		w.printer.print(roleEvent{At: newTimeJSON(now.UnixMilli()), Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
+		if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
+			tracker.expired = lease.Deadline // reported in the state already
+		}
 	}
 
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -277,38 +184,132 @@ func watchRole(ctx context.Context, g *globals, role coordination.Role) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-changed:
-			records, _, err := transport.ReadPartitionFrom(ctx, partition, tracker.next)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				fmt.Fprintf(g.stderr, "krabka-coord: warning: read %s: %s; retrying\n", partition, oneLine(err.Error()))
-				continue
+		case <-wake:
+			dirtyMu.Lock()
+			var changed []coordination.TopicPartition
+			for partition := range dirty {
+				changed = append(changed, partition)
 			}
-			for _, event := range tracker.apply(records, time.Now()) {
-				printer.print(event)
+			clear(dirty)
+			dirtyMu.Unlock()
+			for _, partition := range changed {
+				if _, err := w.read(ctx, partition, true); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					fmt.Fprintf(g.stderr, "krabka-coord: warning: read %s: %s; retrying\n", partition, oneLine(err.Error()))
+					dirtyMu.Lock()
+					dirty[partition] = true
+					dirtyMu.Unlock()
+				}
 			}
 		case now := <-tick.C:
-			if event, ok := tracker.checkExpiry(now); ok {
-				printer.print(event)
+			for _, role := range w.roles() {
+				if event, ok := w.trackers[role].checkExpiry(now); ok {
+					w.printer.print(event)
+				}
 			}
-			if now.Sub(lastEpochPoll) < time.Second {
+			// One DescribeTransactions a second for a few roles, every five
+			// seconds for many.
+			every := time.Second
+			if len(w.trackers) > 16 {
+				every = 5 * time.Second
+			}
+			if now.Sub(lastEpochPoll) < every {
 				continue
 			}
 			lastEpochPoll = now
+			roles := w.roles()
 			poll, cancel := context.WithTimeout(ctx, 5*time.Second)
-			current, err := coordination.DescribeLeadership(poll, transport, role)
+			statuses, errs := describeEpochs(poll, s, roles)
 			cancel()
-			if err != nil {
-				continue
-			}
-			if current.Held != status.Held || current.Token != status.Token {
-				printer.print(epochEvent(role, status, current, time.Now()))
-				status = current
+			for i, role := range roles {
+				if errs[i] != nil {
+					continue
+				}
+				previous := w.statuses[role]
+				if statuses[i].Held != previous.Held || statuses[i].Token != previous.Token {
+					w.printer.print(epochEvent(role, previous, statuses[i], time.Now()))
+					w.statuses[role] = statuses[i]
+				}
 			}
 		}
 	}
+}
+
+// read folds the new records of a partition into the trackers, and prints
+// their events when report. With --all, a role that a record names for the
+// first time gets a tracker.
+func (w *watcher) read(ctx context.Context, partition coordination.TopicPartition, report bool) (int, error) {
+	var records []coordination.StateRecord
+	var next int64
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		records, next, err = w.s.transport.ReadPartitionFrom(ctx, partition, w.next[partition])
+		return err
+	})
+	if err != nil {
+		if isDenied(err) {
+			return 0, w.s.deniedError("read "+partition.String(), topicACL(opRead, w.g.topic), err)
+		}
+		return 0, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+	}
+	w.next[partition] = next
+	now := time.Now()
+	events := 0
+	for _, record := range records {
+		key, err := coordination.DecodeKey(record.Key)
+		if err != nil {
+			continue
+		}
+		tracker := w.trackers[key.Role]
+		if tracker == nil {
+			if !w.all {
+				continue
+			}
+			tracker = newRoleTracker(key.Role)
+			w.trackers[key.Role] = tracker
+		}
+		for _, event := range tracker.apply([]coordination.StateRecord{record}, now) {
+			if report {
+				w.printer.print(event)
+				events++
+			}
+		}
+	}
+	return events, nil
+}
+
+// describeEpoch asks for the epoch of a role, retrying what a dead broker
+// fails.
+func (w *watcher) describeEpoch(ctx context.Context, role coordination.Role) (coordination.LeadershipStatus, error) {
+	var status coordination.LeadershipStatus
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		status, err = coordination.DescribeLeadership(ctx, w.s.transport, role)
+		return err
+	})
+	if err != nil {
+		return status, w.s.epochError(role, err)
+	}
+	return status, nil
+}
+
+// roles lists the tracked roles in name order.
+func (w *watcher) roles() []coordination.Role {
+	roles := make([]coordination.Role, 0, len(w.trackers))
+	for role := range w.trackers {
+		roles = append(roles, role)
+	}
+	slices.SortFunc(roles, func(a, b coordination.Role) int { return strings.Compare(a.String(), b.String()) })
+	return roles
+}
+
+// roleNames writes roles for text output.
+func roleNames(roles []coordination.Role) []string {
+	names := make([]string, len(roles))
+	for i, role := range roles {
+		names[i] = showName(role.String())
+	}
+	return names
 }
 
 // summarize describes a state in one line.
@@ -319,7 +320,7 @@ func summarize(r describeJSON) string {
 		if !l.Live {
 			live = "EXPIRED " + formatAgo(l.Deadline.Millis, r.ObservedAt.Millis)
 		}
-		fmt.Fprintf(&b, "%s holds token %s (%s)", showName(l.Holder), l.Token, live)
+		fmt.Fprintf(&b, "%s holds token %s (%s)", showName(l.Holder), l.Token.Token, live)
 	} else {
 		b.WriteString("no lease")
 	}
@@ -353,7 +354,6 @@ func (p *eventPrinter) print(event roleEvent) {
 	if event.Kind == eventRenewed && !p.verbose {
 		return
 	}
-	event.Time = event.At.UTC().Format(time.RFC3339Nano)
 	if p.json {
 		_ = writeJSON(p.w, event)
 		return
@@ -367,5 +367,5 @@ func formatEvent(event roleEvent) string {
 	if member == "" {
 		member = "-"
 	}
-	return fmt.Sprintf("%s  %-12s  %-10s  %s\n", formatClock(event.At), event.Kind, member, event.Message)
+	return fmt.Sprintf("%s  %-12s  %-10s  %s\n", formatClock(time.UnixMilli(event.At.Millis)), event.Kind, member, event.Message)
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
+)
+
+// startCLI runs a command line in process until ctx ends. Its output can
+// be read while it runs; wait delivers the exit code and the output.
+func startCLI(ctx context.Context, configure func(*globals), args ...string) *inProcess {
+	r := &inProcess{done: make(chan cliResult, 1)}
+	go func() {
+		code := executeWith(ctx, args, &r.stdout, &r.stderr, func(string) string { return "" }, configure)
+		r.done <- cliResult{code, r.stdout.String(), r.stderr.String()}
+	}()
+	return r
+}
+
+// inProcess is a command line that runs in process.
+type inProcess struct {
+	done           chan cliResult
+	stdout, stderr syncBuffer
+}
+
+// wait waits for the end of the command line.
+func (r *inProcess) wait() cliResult { return <-r.done }
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+var fastLease = []string{"--lease-duration", "3s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
+
+// A second live process under one member id is refused with exit code 2,
+// before it writes anything: the holder keeps its registration (issue 10,
+// bug 9: the second fenced the first, and describe showed the holder with
+// an empty roster).
+func TestElectRefusesALiveDuplicate(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "dup"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1"}, conn...), fastLease...)...)
+	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-1" })
+
+	code, stdout, stderr := runCLI(t, nil, append(append([]string{"elect", "controller", "node-1"}, conn...), fastLease...)...)
+	if code != exitUsage || stdout != "" {
+		t.Fatalf("the duplicate: exit %d, stdout %q; want %d", code, stdout, exitUsage)
+	}
+	if !strings.Contains(stderr, "member node-1 of role controller is in use by another live process") {
+		t.Fatalf("stderr %q", stderr)
+	}
+	after := waitDescribe(t, conn, "controller", func(describeJSON) bool { return true })
+	if after.Lease == nil || after.Lease.Holder != "node-1" || len(after.Roster) != 1 || after.Roster[0].Member != "node-1" {
+		t.Fatalf("after the duplicate: %+v; want node-1 holding and registered", after)
+	}
+	cancel()
+	if r := first.wait(); r.code != exitOK {
+		t.Fatalf("the first elect: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// waitDescribe polls describe until ok holds.
+func waitDescribe(t *testing.T, conn []string, role string, ok func(describeJSON) bool) describeJSON {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, stdout, _ := runCLI(t, nil, append([]string{"describe", role, "--output", "json"}, conn...)...)
+		var result describeJSON
+		if code == exitOK && json.Unmarshal([]byte(stdout), &result) == nil && ok(result) {
+			return result
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe %s: the state did not come: %s", role, stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A stop signal to a holder cut off from the brokers ends elect within
+// the resignation's bound, with exit code 0 and a warning that the
+// standbys take over at the deadline (issue 10, bug 11: it took 10 s and
+// exited 1, and the message stuttered).
+func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "cut"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	network := newCutDialer()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := startCLI(ctx, func(g *globals) { g.dial = network.dial },
+		append([]string{"elect", "controller", "node-1", "--lease-duration", "30s", "--renew-interval", "10s"}, conn...)...)
+	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil })
+	network.dropNow()
+	time.Sleep(200 * time.Millisecond)
+	stopped := time.Now()
+	cancel(errInterrupted)
+	select {
+	case r := <-done.done:
+		took := time.Since(stopped)
+		if r.code != exitOK || !strings.Contains(r.stderr, "did not confirm its resignation within 2s") || strings.Contains(r.stderr, "resign role controller: resign role controller") {
+			t.Fatalf("elect cut off, after the signal: exit %d, stderr %q; want 0 and the warning", r.code, r.stderr)
+		}
+		if took > 5*time.Second {
+			t.Fatalf("elect took %v to stop; want the resignation's bound (2s) and the close (1s)", took)
+		}
+		t.Logf("elect stopped %v after the signal", took)
+	case <-time.After(15 * time.Second):
+		t.Fatal("elect did not stop")
+	}
+}

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
+)
+
+func TestLeaseGuardArithmetic(t *testing.T) {
+	config, err := coordination.NewLeaseConfig(30*time.Second, 10*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := leaseGuard{grace: 10 * time.Second, skew: time.Second, margin: guardMargin}
+	deadline := int64(1_000_000)
+	if got := guard.killAt(deadline).UnixMilli(); got != deadline-2000 {
+		t.Errorf("killAt = %d; want the deadline less the skew and the margin, %d", got, deadline-2000)
+	}
+	if got := guard.termAt(deadline).UnixMilli(); got != deadline-12000 {
+		t.Errorf("termAt = %d; want killAt less the grace, %d", got, deadline-12000)
+	}
+	if got := guard.window(config); got != 18*time.Second {
+		t.Errorf("window = %v; want 30s - 10s - 1s - 1s = 18s", got)
+	}
+	if err := guard.check(config); err != nil {
+		t.Errorf("check of the defaults: %v", err)
+	}
+	tight, _ := coordination.NewLeaseConfig(6*time.Second, 2*time.Second, time.Second)
+	if err := (leaseGuard{grace: 2 * time.Second, skew: time.Second, margin: guardMargin}).check(tight); err == nil {
+		t.Error("check of a window of 2s with a renew interval of 2s: no error")
+	}
+}
+
+// The helper command of the guard tests: with KRABKA_COORD_HEARTBEAT set
+// to a file, it appends "start NAME NS", then "beat NAME NS" every 10 ms,
+// and it ignores SIGTERM, so only the lease guard's SIGKILL stops it.
+const heartbeatEnv = "KRABKA_COORD_HEARTBEAT"
+
+func TestHeartbeatHelper(t *testing.T) {
+	file := os.Getenv(heartbeatEnv)
+	if file == "" {
+		t.Skip("the helper command of TestRunLeaseGuard")
+	}
+	signal.Ignore(syscall.SIGTERM)
+	out, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		os.Exit(1)
+	}
+	name := os.Getenv(envMember)
+	fmt.Fprintf(out, "start %s %d\n", name, time.Now().UnixNano())
+	for {
+		time.Sleep(10 * time.Millisecond)
+		fmt.Fprintf(out, "beat %s %d\n", name, time.Now().UnixNano())
+	}
+}
+
+// cutDialer is the network of a member that the test can cut. A cut
+// refuses: every connection it opened closes, and every later dial fails.
+// A black hole drops: the connections stay open, but nothing arrives any
+// more, and every later dial hangs until its context ends, as behind a
+// firewall that drops packets.
+type cutDialer struct {
+	mu        sync.Mutex
+	cut       bool
+	blackhole chan struct{} // closed when the black hole opens
+	conns     []*holeConn
+}
+
+var errCut = errors.New("test: the network of this member is cut")
+
+func newCutDialer() *cutDialer { return &cutDialer{blackhole: make(chan struct{})} }
+
+func (d *cutDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	d.mu.Lock()
+	cut := d.cut
+	d.mu.Unlock()
+	if cut {
+		return nil, errCut
+	}
+	select {
+	case <-d.blackhole:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	default:
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	hole := &holeConn{Conn: conn, hole: d.blackhole, closed: make(chan struct{})}
+	d.mu.Lock()
+	d.conns = append(d.conns, hole)
+	d.mu.Unlock()
+	return hole, nil
+}
+
+func (d *cutDialer) cutNow() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut = true
+	for _, conn := range d.conns {
+		conn.Close()
+	}
+}
+
+func (d *cutDialer) dropNow() { close(d.blackhole) }
+
+// holeConn is a connection that stops delivering when the black hole
+// opens: reads block until it closes, writes vanish.
+type holeConn struct {
+	net.Conn
+	hole      <-chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *holeConn) Read(p []byte) (int, error) {
+	type read struct {
+		n   int
+		err error
+	}
+	select {
+	case <-c.hole:
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+	}
+	n, err := c.Conn.Read(p)
+	select {
+	case <-c.hole: // what arrived after the hole opened is dropped
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+	}
+	return n, err
+}
+
+func (c *holeConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.hole:
+		return len(p), nil
+	default:
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *holeConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// heartbeats reads the helper's file: the first start and the last beat
+// of each member, in ns.
+func heartbeats(t *testing.T, file string) (starts, lasts map[string]int64) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts, lasts = map[string]int64{}, map[string]int64{}
+	scanner := bufio.NewScanner(bytes.NewReader(data))
+	for scanner.Scan() {
+		fields := strings.Fields(scanner.Text())
+		if len(fields) != 3 {
+			continue
+		}
+		ns, err := strconv.ParseInt(fields[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		if fields[0] == "start" {
+			if _, ok := starts[fields[1]]; !ok {
+				starts[fields[1]] = ns
+			}
+		}
+		lasts[fields[1]] = max(lasts[fields[1]], ns)
+	}
+	return starts, lasts
+}
+
+// TestRunLeaseGuard: the holder's network is cut while its command runs;
+// the standby takes the role at the lease deadline and starts its own
+// command. The lease guard must have killed the holder's command (which
+// ignores SIGTERM) before: the last heartbeat of the first copy comes
+// before the first of the second. Both run in process, on the real broker
+// and on kfake.
+func TestRunLeaseGuard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	for _, name := range []string{"kfake", "kafka"} {
+		for _, fault := range []string{"refused", "dropped"} {
+			t.Run(name+"/"+fault, func(t *testing.T) {
+				var cluster *kafkatest.Cluster
+				if name == "kafka" {
+					cluster = kafkatest.Kafka(t)
+				} else {
+					cluster = kafkatest.Fake(t)
+				}
+				testRunLeaseGuard(t, cluster, fault == "dropped")
+			})
+		}
+	}
+}
+
+func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
+	brokers := strings.Join(cluster.Brokers, ",")
+	topic := kafkatest.TopicName("krabka-coord-guard")
+	if cluster.Real {
+		cluster.DeleteTopicAtCleanup(t, topic)
+	}
+	if code, _, stderr := runCLI(t, nil, "create-topic", "--brokers", brokers, "--topic", topic, "--partitions", "1"); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	role := kafkatest.TopicName("guard")
+	file := t.TempDir() + "/heartbeats"
+	t.Setenv(heartbeatEnv, file)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := func(member string) []string {
+		return []string{"run", role, member, "--brokers", brokers, "--topic", topic, "--partitions", "1",
+			"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms",
+			"--grace", "1s", "--max-clock-skew", "500ms",
+			"--", self, "-test.run=^TestHeartbeatHelper$"}
+	}
+
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	start := func(member string, dial *cutDialer) (<-chan result, context.CancelFunc) {
+		done := make(chan result, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			var out, errOut syncBuffer
+			code := executeWith(ctx, args(member), &out, &errOut, func(string) string { return "" }, func(g *globals) {
+				if dial != nil {
+					g.dial = dial.dial
+				}
+			})
+			done <- result{code, out.String(), errOut.String()}
+		}()
+		return done, cancel
+	}
+
+	network := newCutDialer()
+	holderDone, stopHolder := start("A", network)
+	defer stopHolder()
+	waitFile(t, file, "start A ", 30*time.Second)
+	standbyDone, stopStandby := start("B", nil)
+	defer stopStandby()
+	// B registers behind A.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, stdout, _ := runCLI(t, nil, "describe", role, "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json")
+		if code == exitOK && strings.Contains(stdout, `"member":"B"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B did not register: %s", stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	cutAt := time.Now()
+	if drop {
+		network.dropNow()
+	} else {
+		network.cutNow()
+	}
+	waitFile(t, file, "start B ", 30*time.Second)
+	var holder result
+	select {
+	case holder = <-holderDone:
+	case <-time.After(20 * time.Second):
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatal("the cut-off holder's run did not end")
+	}
+	starts, lasts := heartbeats(t, file)
+	lastA, startB := lasts["A"], starts["B"]
+	t.Logf("cut at +0; A's last heartbeat %v after the cut; B's command started %v after the cut; gap %v",
+		time.Duration(lastA-cutAt.UnixNano()), time.Duration(startB-cutAt.UnixNano()), time.Duration(startB-lastA))
+	if lastA >= startB {
+		t.Fatalf("A's command beat %v after B's command started: two copies acted at once", time.Duration(lastA-startB))
+	}
+	// The holder either learned that its producer is lost, or its lease
+	// guard fired; either way its command was dead before B's started.
+	if holder.code != exitFenced {
+		t.Fatalf("the cut-off holder: exit %d, stderr %q; want %d", holder.code, holder.stderr, exitFenced)
+	}
+	t.Logf("the holder ended with: %s", lastLine(holder.stderr))
+	stopStandby()
+	// B's run ends on its context: it resigns and stops its command.
+	select {
+	case <-standbyDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the standby's run did not end")
+	}
+}
+
+// lastLine is the last line of text.
+func lastLine(text string) string {
+	text = strings.TrimRight(text, "\n")
+	return text[strings.LastIndex(text, "\n")+1:]
+}
+
+// waitFile waits until the file holds want.
+func waitFile(t *testing.T, file, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		data, _ := os.ReadFile(file)
+		if bytes.Contains(data, []byte(want)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not hold %q after %v:\n%s", file, want, timeout, data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The lease guard itself: a holder whose renewals fail without ending the
+// leadership (the in-memory transport cut off: every call fails at once,
+// which the leadership retries) keeps its command until the guard's
+// SIGTERM instant, and the command, which ignores SIGTERM, is dead by the
+// guard's SIGKILL instant, before the lease deadline less the skew and
+// the margin.
+func TestCommandRunGuardStopsTheCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	file := t.TempDir() + "/heartbeats"
+	t.Setenv(heartbeatEnv, file)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := coordinationtest.NewCluster()
+	transport := cluster.Transport("A")
+	role, member := mustRole(t, "guarded"), mustMember(t, "A")
+	config, err := coordination.NewLeaseConfig(3*time.Second, time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leadership, err := coordination.AcquireLeadership(ctx, transport, role, member,
+		coordination.WithLeaseConfig(config), coordination.WithPollInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	g := &globals{stdout: &stdout, stderr: &stderr, output: outputJSON}
+	partition := leadership.Partition()
+	h := &holder{g: g, flags: &holdFlags{}, role: role, member: member, config: config, partition: partition,
+		metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1)}
+	h.metrics.acquired(leadership.Token())
+	guard := leaseGuard{grace: 500 * time.Millisecond, skew: 200 * time.Millisecond, margin: guardMargin}
+	r := &commandRun{h: h, leadership: leadership, signals: &interrupts{ctx: context.Background()}, guard: guard,
+		path: self, args: []string{self, "-test.run=^TestHeartbeatHelper$"}}
+	type outcome struct {
+		code int
+		end  commandEnd
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		code, end, err := r.run()
+		done <- outcome{code, end, err}
+	}()
+	waitFile(t, file, "start A ", 10*time.Second)
+	transport.Cut()
+	lease := leadership.Lease()
+	var got outcome
+	select {
+	case got = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guard did not stop the command")
+	}
+	if got.end != endGuard || got.code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("run ended %d with code %d (%v); want the guard (%d) and SIGKILL's %d", got.end, got.code, got.err, endGuard, 128+int(syscall.SIGKILL))
+	}
+	var exit *exitError
+	if !errors.As(got.err, &exit) || exit.code != exitFenced || !strings.Contains(exit.err.Error(), "lease guard") {
+		t.Fatalf("error %v; want exit code 3 and the lease guard", got.err)
+	}
+	_, lasts := heartbeats(t, file)
+	// The last confirmed lease may be the one read above or a renewal
+	// that landed just before the cut.
+	killAt := time.UnixMilli(leadership.Lease().Deadline).Add(-guard.skew - guard.margin)
+	if last := time.Unix(0, lasts["A"]); last.After(killAt.Add(100 * time.Millisecond)) {
+		t.Fatalf("the command beat at %v, after the guard's SIGKILL instant %v", last.Format(time.StampMilli), killAt.Format(time.StampMilli))
+	}
+	if termAt := time.UnixMilli(lease.Deadline).Add(-guard.skew - guard.margin - guard.grace); time.Unix(0, lasts["A"]).Before(termAt.Add(-200 * time.Millisecond)) {
+		t.Fatalf("the command stopped at %v, before the guard's SIGTERM instant %v: the guard fired early", time.Unix(0, lasts["A"]).Format(time.StampMilli), termAt.Format(time.StampMilli))
+	}
+	if !strings.Contains(stdout.String(), `"event":"guard"`) || !strings.Contains(stdout.String(), `"event":"command_exited"`) {
+		t.Fatalf("events: %s", stdout.String())
+	}
+}
+
+func mustRole(t *testing.T, name string) coordination.Role {
+	t.Helper()
+	role, err := coordination.NewRole(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return role
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
+
+// roleFold is the state of one role that a scan of the state topic folded,
+// with the partition that holds the role.
+type roleFold struct {
+	role      coordination.Role
+	partition coordination.TopicPartition
+	state     coordination.RoleState
+	lastSeen  map[coordination.MemberID]int64 // the newest record of each member, ms since the Unix epoch
+	skipped   int                             // records of the role that do not decode
+}
+
+// scanRoles reads every partition of the state topic and folds every role
+// that a record names, in name order. It costs one read of each partition
+// (a ListOffsets and the fetches of its compacted view), and a record whose
+// key does not decode is skipped.
+func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
+	type partitionResult struct {
+		records []coordination.StateRecord
+		err     error
+	}
+	results := make([]partitionResult, s.g.partitions)
+	var wg sync.WaitGroup
+	for p := range s.g.partitions {
+		wg.Go(func() {
+			partition := coordination.TopicPartition{Topic: s.g.topic, Partition: p}
+			err := retryTransient(ctx, func(ctx context.Context) (err error) {
+				results[p].records, err = s.transport.ReadPartition(ctx, partition)
+				return err
+			})
+			results[p].err = err
+		})
+	}
+	wg.Wait()
+	folds := make(map[coordination.Role]*roleFold)
+	builders := make(map[coordination.Role]*coordination.RoleStateBuilder)
+	for p, result := range results {
+		partition := coordination.TopicPartition{Topic: s.g.topic, Partition: p}
+		if result.err != nil {
+			if isDenied(result.err) {
+				return nil, s.deniedError("read "+partition.String(), topicACL(opRead, s.g.topic), result.err)
+			}
+			return nil, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(result.err.Error(), "coordination: ")))
+		}
+		for _, record := range result.records {
+			key, err := coordination.DecodeKey(record.Key)
+			if err != nil {
+				continue
+			}
+			fold := folds[key.Role]
+			if fold == nil {
+				fold = &roleFold{role: key.Role, partition: partition, lastSeen: make(map[coordination.MemberID]int64)}
+				folds[key.Role] = fold
+				builders[key.Role] = coordination.NewRoleStateBuilder(key.Role)
+			}
+			if err := builders[key.Role].Apply(record); err != nil {
+				fold.skipped++
+				continue
+			}
+			noteLastSeen(fold.lastSeen, key, record)
+		}
+	}
+	var out []roleFold
+	for role, fold := range folds {
+		fold.state = builders[role].Build()
+		out = append(out, *fold)
+	}
+	slices.SortFunc(out, func(a, b roleFold) int { return strings.Compare(a.role.String(), b.role.String()) })
+	return out, nil
+}
+
+// noteLastSeen records the newest record of a member: its registration,
+// or a lease that names it. A tombstone names nobody.
+func noteLastSeen(lastSeen map[coordination.MemberID]int64, key coordination.Key, record coordination.StateRecord) {
+	if coordination.IsTombstone(record.Value) {
+		return
+	}
+	var member coordination.MemberID
+	var at int64
+	switch key.Kind {
+	case coordination.KindRegistration:
+		registration, err := coordination.DecodeRegistration(record.Value)
+		if err != nil {
+			return
+		}
+		member, at = registration.Member, registration.RegisteredAt
+	case coordination.KindLease:
+		lease, err := coordination.DecodeLease(record.Value)
+		if err != nil {
+			return
+		}
+		member, at = lease.Member, lease.GrantedAt
+	default:
+		return
+	}
+	if at > lastSeen[member] {
+		lastSeen[member] = at
+	}
+}
+
+// describeEpochs asks the transaction coordinator for the epoch of every
+// role, eight at a time. A role whose describe failed has the error in errs.
+func describeEpochs(ctx context.Context, s *session, roles []coordination.Role) (statuses []coordination.LeadershipStatus, errs []error) {
+	statuses = make([]coordination.LeadershipStatus, len(roles))
+	errs = make([]error, len(roles))
+	limit := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, role := range roles {
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			errs[i] = retryTransient(ctx, func(ctx context.Context) (err error) {
+				statuses[i], err = coordination.DescribeLeadership(ctx, s.transport, role)
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	return statuses, errs
+}
+
+// epochError explains a failed describe of a role's epoch.
+func (s *session) epochError(role coordination.Role, err error) error {
+	if isDenied(err) {
+		return s.deniedError("describe the epoch of role "+showName(role.String())+" (DescribeTransactions)", roleACL(opDescribe, role), err)
+	}
+	return clusterError("describe the epoch of role %s at the transaction coordinator: %s", showName(role.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+}
+
+// neverSeen is the error of a role that has no epoch, no lease and no
+// member: most likely a typo.
+func neverSeen(roles []string) error {
+	quoted := make([]string, len(roles))
+	for i, r := range roles {
+		quoted[i] = showName(r)
+	}
+	what := "role " + quoted[0] + " has never been taken and has"
+	if len(roles) > 1 {
+		what = "roles " + strings.Join(quoted, ", ") + " have never been taken and have"
+	}
+	return usageError("%s no members: check the name ('krabka-coord list' shows the roles of the state topic)", what)
+}
+
+// fmtCount writes "1 standby", "2 standbys".
+func fmtCount(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
