@@ -87,15 +87,16 @@ const (
 
 // readerTimings returns the long-poll bound of the fetch loops, and the age
 // below which the latest answer of a partition makes its view current for
-// a waiting member's read: a quarter and half of the lease slack (the lease
-// duration minus the renew interval), the long poll between readerMinWait
-// and readerMaxWaitCap. A view that is current is at most the freshness
-// bound old, so a waiting member that reads it still sees a holder that
-// renews on time as alive: the lease outlives a renewal by the slack.
+// a waiting member's read: a quarter of the lease slack (the lease duration
+// minus the renew interval), between readerMinWait and readerMaxWaitCap,
+// and two long polls, at most half the slack. A view that is current is at
+// most the freshness bound old, so a waiting member that reads it still
+// sees a holder that renews on time as alive: the lease outlives a renewal
+// by the slack.
 func readerTimings(lease LeaseConfig) (maxWait, fresh time.Duration) {
 	slack := lease.Duration() - lease.RenewInterval()
 	maxWait = min(max(slack/4, readerMinWait), readerMaxWaitCap)
-	return maxWait, 2 * maxWait
+	return maxWait, min(2*maxWait, slack/2)
 }
 
 // ReadPartition returns the committed records of the partition, oldest
