@@ -14,36 +14,94 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The reader of KafkaTransport: one goroutine, one kgo.Client, and for every
-// partition that a caller asked about a compacted view of its committed
-// records.
+// The reader of KafkaTransport: one kgo.Client, one fetch loop per leader
+// broker, and for every partition that a caller asked about a compacted
+// view of its committed records.
 //
 // It issues its own read_committed Fetch requests and decodes them with
-// kgo.ProcessFetchPartition, rather than consuming through the kgo consumer,
-// because it must know exactly how far it has read. The consumer hands out
-// records only, and a read_committed partition ends in a commit marker,
-// which is no record: a reader that counts records never learns that it
-// reached the last stable offset. ProcessFetchPartition returns the next
-// offset to fetch, past markers, aborted batches and batches that compaction
-// emptied, and the Fetch response carries the last stable offset and the
-// high watermark.
+// kgo.ProcessFetchPartition, rather than consuming through the kgo
+// consumer, because it must know, for a partition that no record reached,
+// that nothing is left to read. The consumer hands out a partition only
+// with records or an error: an answer that moves only the last stable
+// offset or the high watermark, or that skips a tail of the log without a
+// record (DeleteRecords moved the log start past it), never reaches the
+// caller, and neither does the offset that the consumer fetches next. So a
+// consumer cannot tell StableOffsets that an open transaction holds the
+// partition (the high watermark passed the last stable offset), and cannot
+// tell a read that it reached the last stable offset after such a skip.
+// (kgo.KeepControlRecords does hand out the commit markers, so the
+// ordinary end of a read_committed partition, a marker, would be visible.)
+// ProcessFetchPartition returns the next offset to fetch, past markers,
+// aborted batches and batches that compaction emptied, and every Fetch
+// response carries the last stable offset and the high watermark.
 //
-// The goroutine fetches every followed partition of one leader in one
-// request, and the leaders in parallel, and long-polls: the broker holds
-// the request until the last stable offset moves or readerMaxWait passes. A
-// broker serves the requests of one connection in order, so one request per
-// leader is also the only way that a long poll of one partition does not
-// delay another.
+// Each leader broker has its own loop, a goroutine that fetches every
+// followed partition that the broker leads in one request and long-polls:
+// the broker holds the request until the last stable offset of one of them
+// moves, or for the loop's max wait. Each request has its own deadline, so
+// a broker that stops answering delays the partitions that it leads and no
+// other. A broker answers the requests of one connection in order, so one
+// request per leader is also the only way that a long poll of one partition
+// does not delay another. A partition that starts to be followed, or that
+// moves to another leader, joins the request of its leader's loop at once:
+// the loop abandons the long poll in flight (franz-go then closes its fetch
+// connection) and sends a new request that includes it.
+//
+// The max wait of a long poll is a quarter of the transport's lease slack
+// (the lease duration minus the renew interval), at most 5 s: 5 s with the
+// default lease. Each loop keeps an incremental fetch session (KIP-227,
+// fetchSession), so an idle long poll names no partition and its empty
+// answer carries none (21 bytes on Kafka 4.4, against 76 for a full
+// answer of one partition). An idle partition then costs about one such
+// answer per max wait, and each of its commits one answer with the
+// records and the commit marker.
+// [KafkaTransport.ReadPartitionFrom], the read of a waiting member, is
+// served from the view without a request while the long poll of its
+// partition is current: its latest answer arrived less than two max waits
+// ago. Otherwise it lists the last stable offset, as ReadPartition always
+// does.
 
 const (
-	// readerMaxWait is the long-poll bound of a Fetch. It is also the
-	// longest delay before the reader starts on a partition that it did
-	// not follow yet.
-	readerMaxWait = 500 * time.Millisecond
+	// readerMaxWaitCap bounds the long poll of a fetch loop. franz-go's own
+	// consumer waits 5 s by default.
+	readerMaxWaitCap = 5 * time.Second
+
+	// readerMinWait is the floor of the long poll, for very short leases.
+	readerMinWait = 10 * time.Millisecond
+
+	// readerFetchGrace is how much longer than its max wait a fetch may take
+	// before the loop gives it up: the broker is silent, or the network
+	// dropped the connection without a reset. The loop then looks the
+	// leader up again, and fetches again after a backoff.
+	readerFetchGrace = 3 * time.Second
+
+	// readerMetadataTimeout bounds one Metadata request of the reader.
+	// franz-go sends the next one to another broker, so one silent broker
+	// delays the lookup by this much at most.
+	readerMetadataTimeout = 3 * time.Second
+
+	// readerMaxBackoff bounds the pause before a partition whose fetch or
+	// lookup failed is tried again; the pause doubles from 100 ms on each
+	// failure in a row.
+	readerMaxBackoff = 2 * time.Second
 
 	readerMaxBytes          = 50 << 20
 	readerPartitionMaxBytes = 1 << 20
 )
+
+// readerTimings returns the long-poll bound of the fetch loops, and the age
+// below which the latest answer of a partition makes its view current for
+// a waiting member's read: a quarter of the lease slack (the lease duration
+// minus the renew interval), between readerMinWait and readerMaxWaitCap,
+// and two long polls, at most half the slack. A view that is current is at
+// most the freshness bound old, so a waiting member that reads it still
+// sees a holder that renews on time as alive: the lease outlives a renewal
+// by the slack.
+func readerTimings(lease LeaseConfig) (maxWait, fresh time.Duration) {
+	slack := lease.Duration() - lease.RenewInterval()
+	maxWait = min(max(slack/4, readerMinWait), readerMaxWaitCap)
+	return maxWait, min(2*maxWait, slack/2)
+}
 
 // ReadPartition returns the committed records of the partition, oldest
 // first: the newest record of every key, tombstones included, read with
@@ -57,7 +115,7 @@ const (
 // newer record of the same key superseded is left out, and every record
 // keeps its offset. [BuildRoleState] folds it to the same state as the whole
 // log. The transport follows the partition from the first call on, until
-// Close, with one long-polling fetch loop for all partitions.
+// Close, with one long-polling fetch loop per leader broker.
 //
 // It returns an error for a topic or a partition that does not exist, for a
 // missing READ ACL, and when ctx ends before the view reaches the offset. It
@@ -66,28 +124,42 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 	if err := t.useStateTopic(partition); err != nil {
 		return nil, err
 	}
-	records, _, err := t.reader.read(ctx, partition, 0)
+	records, _, err := t.reader.read(ctx, partition, 0, false)
 	return records, err
 }
 
 // ReadPartitionFrom returns the committed records of the partition at
 // offsets from `from` on, oldest first, and the offset to pass on the next
-// call. It waits for the last stable offset as [KafkaTransport.ReadPartition]
-// does, and it returns the transport's compacted view, so of the records
-// from `from` on only the newest of each key. A fold that keeps the record
-// of the highest offset for every key, as [RoleStateBuilder] does, reaches
-// the same state as from the whole log.
+// call. It returns the transport's compacted view, so of the records from
+// `from` on only the newest of each key. A fold that keeps the record of
+// the highest offset for every key, as [RoleStateBuilder] does, reaches the
+// same state as from the whole log.
 //
-// It serves the records from memory: the fetch loop already holds them, and
-// the call costs one ListOffsets request. A `from` past the end of the
-// partition, which a truncated log or a view that started again from the log
-// start leaves behind, returns the whole view. It returns an error for a
-// negative `from`.
+// It is the read of a member that waits for a role, and it costs no request
+// while the long poll of the partition is current: the latest answer of its
+// leader arrived less than half the lease slack ago (the lease duration of
+// the transport minus its renew interval; 10 s with the default lease). The
+// view then holds every record committed before that answer, and the call
+// waits for the last stable offset that the answer reported. A record
+// committed after it is on its way: its leader completes the long poll as
+// soon as the commit moves the last stable offset, and the arrival wakes
+// [KafkaTransport.WatchPartition]. So the view lags a commit by the transit
+// of one Fetch response while the leader answers, and by at most the
+// freshness bound when it does not; a holder that renews on time still
+// looks alive in it. When the long poll is not current (before the first
+// answer, after a failed fetch, or when the leader went silent), the call
+// lists the last stable offset as [KafkaTransport.ReadPartition] does (one
+// ListOffsets request), and waits for it.
+//
+// A `from` past the end of the partition, which a truncated log or a view
+// that started again from the log start leaves behind, returns the whole
+// view. It returns an error for a negative `from`, and the errors of
+// ReadPartition. It is safe for concurrent use.
 func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicPartition, from int64) ([]StateRecord, int64, error) {
 	if err := t.useStateTopic(partition); err != nil {
 		return nil, from, err
 	}
-	return t.reader.read(ctx, partition, from)
+	return t.reader.read(ctx, partition, from, true)
 }
 
 // WatchPartition subscribes to the partition, and follows it from now on.
@@ -110,18 +182,21 @@ func (t *KafkaTransport) WatchPartition(partition TopicPartition) (changed <-cha
 }
 
 // StableOffsets reports the last stable offset and the high watermark of a
-// followed partition, as its latest fetch returned them, so at most a long
-// poll (half a second) old; ok is false for a partition that no read or
-// watch of this transport asked for yet, and before its first fetch. Neither
-// value needs a request, and a change of either wakes the watchers.
+// followed partition, as its latest fetch returned them; ok is false for a
+// partition that no read or watch of this transport asked for yet, and
+// before its first fetch. Neither value needs a request, and a change of
+// either wakes the watchers.
 //
-// A high watermark above the last stable offset means that an open
-// transaction hides the records from the last stable offset on, of every
-// role on the partition, from a read_committed reader. A member about to
-// challenge an expired lease can use it to wait rather than act on a view
-// that it knows is incomplete: the transaction ends at the latest when the
-// coordinator aborts it, a transaction timeout (the lease duration of its
-// writer) plus the abort sweep after it began.
+// The leader answers a read_committed long poll when the last stable offset
+// moves, and otherwise at the end of the poll's max wait (a quarter of the
+// lease slack, at most 5 s), so a high watermark that moved alone is at
+// most one max wait old. A high watermark above the last stable offset
+// means that an open transaction hides the records from the last stable
+// offset on, of every role on the partition, from a read_committed reader.
+// A member about to challenge an expired lease can use it to wait rather
+// than act on a view that it knows is incomplete: the transaction ends at
+// the latest when the coordinator aborts it, a transaction timeout (the
+// lease duration of its writer) plus the abort sweep after it began.
 func (t *KafkaTransport) StableOffsets(partition TopicPartition) (lastStable, highWatermark int64, ok bool) {
 	return t.reader.offsets(partition)
 }
@@ -130,26 +205,29 @@ func (t *KafkaTransport) StableOffsets(partition TopicPartition) (lastStable, hi
 type kafkaReader struct {
 	client       *kgo.Client
 	decompressor kgo.Decompressor
+	maxWait      time.Duration // the long poll of a fetch
+	fresh        time.Duration // the age below which an answer makes a view current
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when run returns
+	done   chan struct{}  // closed when run and every leader loop returned
+	loopWG sync.WaitGroup // the leader loops; run waits for them
 
 	mu     sync.Mutex
 	closed bool
 	parts  map[TopicPartition]*followedPartition
-	wake   chan struct{} // one pending value: a partition was added
+	loops  map[int32]*leaderLoop // the fetch loop of each leader that has one
+	wake   chan struct{}         // one pending value: a partition needs its leader looked up
 }
 
-// followedPartition is the compacted view of one partition. Every field
-// below mu is guarded by the reader's mu; the fetch loop alone touches the
-// fields above it.
+// followedPartition is the compacted view of one partition. Every field is
+// guarded by the reader's mu.
 type followedPartition struct {
 	tp TopicPartition
 
 	leader   int32 // -1 while unknown
 	topicID  [16]byte
-	needMeta bool
+	needMeta bool // the leader must be looked up before the next fetch
 
 	next     int64          // every offset below it is folded into view
 	view     map[string]int // the index in log of the newest record of every key
@@ -161,17 +239,49 @@ type followedPartition struct {
 	fatal    bool           // err needs an operator: a missing topic, partition or ACL
 	advanced chan struct{}  // closed and replaced when any of the above changes
 	watchers map[chan struct{}]struct{}
+
+	answeredAt time.Time // when the latest answer without an error arrived; zero before one
+	failures   int       // fetches and lookups that failed in a row
+	retryAt    time.Time // no fetch or lookup of the partition before it
 }
 
-func newKafkaReader(client *kgo.Client) *kafkaReader {
+// leaderLoop is the fetch loop of one leader broker. Its goroutine fetches
+// the partitions whose leader is the broker, and returns when none is left
+// or the reader closes. Its fields are guarded by the reader's mu.
+type leaderLoop struct {
+	leader int32
+	kick   chan struct{}      // one pending value: a partition joined
+	stop   context.CancelFunc // abandons the fetch in flight; nil between fetches
+	kicked bool               // stop was called for a partition that joined
+}
+
+// kickLocked makes the loop include a partition that joined it: it
+// abandons the long poll in flight, which does not include the partition,
+// and wakes a loop that waits for a retry. The caller holds r.mu.
+func (l *leaderLoop) kickLocked() {
+	if l.stop != nil && !l.kicked {
+		l.kicked = true
+		l.stop()
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+func newKafkaReader(client *kgo.Client, lease LeaseConfig) *kafkaReader {
 	ctx, cancel := context.WithCancel(context.Background())
+	maxWait, fresh := readerTimings(lease)
 	r := &kafkaReader{
 		client:       client,
 		decompressor: kgo.DefaultDecompressor(),
+		maxWait:      maxWait,
+		fresh:        fresh,
 		ctx:          ctx,
 		cancel:       cancel,
 		done:         make(chan struct{}),
 		parts:        make(map[TopicPartition]*followedPartition),
+		loops:        make(map[int32]*leaderLoop),
 		wake:         make(chan struct{}, 1),
 	}
 	go r.run()
@@ -197,12 +307,18 @@ func (r *kafkaReader) follow(tp TopicPartition) (*followedPartition, error) {
 			advanced: make(chan struct{}), watchers: make(map[chan struct{}]struct{}),
 		}
 		r.parts[tp] = p
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
+		r.wakeLocked()
 	}
 	return p, nil
+}
+
+// wakeLocked wakes run, to look up the partitions that need a leader. The
+// caller holds r.mu.
+func (r *kafkaReader) wakeLocked() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // viewRecord is one record of the view of a partition. Its key is the
@@ -267,10 +383,31 @@ func (p *followedPartition) setErrLocked(err error, fatal bool) {
 	}
 }
 
+// failedLocked counts a failed fetch or lookup of p and sets the instant
+// of its retry: 100 ms after the first failure in a row, doubling up to
+// readerMaxBackoff. The caller holds r.mu.
+func (p *followedPartition) failedLocked(now time.Time) {
+	p.failures++
+	backoff := readerMaxBackoff
+	if p.failures < 6 {
+		backoff = min(100*time.Millisecond<<(p.failures-1), readerMaxBackoff)
+	}
+	p.retryAt = now.Add(backoff)
+}
+
+// currentLocked reports whether the view of p is current: the latest
+// answer of its leader arrived less than fresh ago, and no fetch or lookup
+// failed since. The caller holds r.mu.
+func (p *followedPartition) currentLocked(now time.Time, fresh time.Duration) bool {
+	return p.err == nil && !p.needMeta && !p.answeredAt.IsZero() && now.Sub(p.answeredAt) < fresh
+}
+
 // read waits until the view of the partition covers the last stable offset
-// as of the call, and returns the records of the view at offsets from
-// `from` on, oldest first, with the offset to read from next.
-func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64) ([]StateRecord, int64, error) {
+// and returns the records of the view at offsets from `from` on, oldest
+// first, with the offset to read from next. The last stable offset is the
+// one of the latest answer when served is set and the view is current, and
+// otherwise the one that a ListOffsets request returns.
+func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64, served bool) ([]StateRecord, int64, error) {
 	if from < 0 {
 		return nil, from, fmt.Errorf("coordination: read %s from the negative offset %d", tp, from)
 	}
@@ -278,13 +415,23 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64) (
 	if err != nil {
 		return nil, from, err
 	}
-	target, err := r.listOffset(ctx, tp, -1, 1)
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return nil, from, fmt.Errorf("coordination: read %s: the topic or the partition does not exist; "+
-			"create the topic with CreateStateTopic, and check it with CheckStateTopic: %w", tp, err)
-	case err != nil:
-		return nil, from, describeKafkaError("read "+tp.String()+": list the last stable offset", err)
+	target := int64(-1)
+	if served {
+		r.mu.Lock()
+		if p.currentLocked(time.Now(), r.fresh) {
+			target = p.stable
+		}
+		r.mu.Unlock()
+	}
+	if target < 0 {
+		target, err = r.listOffset(ctx, tp, -1, 1)
+		switch {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return nil, from, fmt.Errorf("coordination: read %s: the topic or the partition does not exist; "+
+				"create the topic with CreateStateTopic, and check it with CheckStateTopic: %w", tp, err)
+		case err != nil:
+			return nil, from, describeKafkaError("read "+tp.String()+": list the last stable offset", err)
+		}
 	}
 	for {
 		r.mu.Lock()
@@ -369,7 +516,7 @@ func (r *kafkaReader) offsets(tp TopicPartition) (stable, high int64, ok bool) {
 	return p.stable, p.high, true
 }
 
-// close ends the goroutine, closes the client, and wakes every waiter and
+// close ends the goroutines, closes the client, and wakes every waiter and
 // watcher, whose next call then fails.
 func (r *kafkaReader) close() {
 	r.cancel()
@@ -449,58 +596,63 @@ func (r *kafkaReader) listOffsetAt(ctx context.Context, tp TopicPartition, times
 	return 0, fmt.Errorf("the ListOffsets response omits %s", tp)
 }
 
-// run is the fetch loop. It returns when close cancels r.ctx.
+// run looks up the leader of every partition that needs one, and hands the
+// partition to its leader's loop, starting the loop when the leader has
+// none. It returns when close cancels r.ctx, after every loop returned.
 func (r *kafkaReader) run() {
 	defer close(r.done)
-	backoff := time.Duration(0)
+	defer r.loopWG.Wait()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		if backoff > 0 {
-			select {
-			case <-r.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-		}
 		r.mu.Lock()
-		parts := make([]*followedPartition, 0, len(r.parts))
+		now := time.Now()
+		var due []*followedPartition
+		var next time.Time
 		for _, p := range r.parts {
-			parts = append(parts, p)
+			switch {
+			case !p.needMeta:
+			case p.retryAt.After(now):
+				if next.IsZero() || p.retryAt.Before(next) {
+					next = p.retryAt
+				}
+			default:
+				due = append(due, p)
+			}
 		}
 		r.mu.Unlock()
-		if len(parts) == 0 {
-			select {
-			case <-r.ctx.Done():
+		if len(due) > 0 {
+			r.refreshMetadata(due)
+			if r.ctx.Err() != nil {
 				return
-			case <-r.wake:
-				continue
 			}
+			continue
 		}
-		failed := r.refreshMetadata(parts)
-		if r.fetchAll(parts) {
-			failed = true
+		var retry <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(next.Sub(now)) // since Go 1.23 no stale value survives a Reset
+			retry = timer.C
 		}
-		if r.ctx.Err() != nil {
+		select {
+		case <-r.ctx.Done():
 			return
+		case <-r.wake:
+		case <-retry:
 		}
-		if failed {
-			backoff = min(max(2*backoff, 100*time.Millisecond), 2*time.Second)
-		} else {
-			backoff = 0
-		}
+		timer.Stop()
 	}
 }
 
-// refreshMetadata looks up the leader and the topic id of every partition
-// that needs them. It reports whether one of them failed.
-func (r *kafkaReader) refreshMetadata(parts []*followedPartition) (failed bool) {
+// refreshMetadata looks up the leader and the topic id of the partitions,
+// in one Metadata request, and hands each partition that has a leader to
+// the loop of its leader. A partition whose lookup failed is looked up
+// again after a backoff.
+func (r *kafkaReader) refreshMetadata(parts []*followedPartition) {
 	var topics []string
 	for _, p := range parts {
-		if p.needMeta && !slices.Contains(topics, p.tp.Topic) {
+		if !slices.Contains(topics, p.tp.Topic) {
 			topics = append(topics, p.tp.Topic)
 		}
-	}
-	if len(topics) == 0 {
-		return false
 	}
 	req := kmsg.NewPtrMetadataRequest()
 	for _, topic := range topics {
@@ -508,27 +660,41 @@ func (r *kafkaReader) refreshMetadata(parts []*followedPartition) (failed bool) 
 		t.Topic = kmsg.StringPtr(topic)
 		req.Topics = append(req.Topics, t)
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.ctx, readerMetadataTimeout)
 	defer cancel()
 	kresp, err := r.client.Request(ctx, req)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil {
-		for _, p := range parts {
-			if p.needMeta {
-				p.setErrLocked(describeKafkaError("read "+p.tp.String()+": metadata", err), false)
-			}
-		}
-		return true
+	if r.ctx.Err() != nil {
+		return
 	}
-	resp := kresp.(*kmsg.MetadataResponse)
+	now := time.Now()
 	for _, p := range parts {
-		if !p.needMeta {
+		if err != nil {
+			p.setErrLocked(describeKafkaError("read "+p.tp.String()+": metadata", err), false)
+			p.failedLocked(now)
 			continue
 		}
-		failed = !p.applyMetadataLocked(resp) || failed
+		if !p.applyMetadataLocked(kresp.(*kmsg.MetadataResponse)) {
+			p.failedLocked(now)
+			continue
+		}
+		r.assignLocked(p)
 	}
-	return failed
+}
+
+// assignLocked hands a partition whose leader is known to the loop of the
+// leader: it starts the loop, or makes the running loop include the
+// partition at once. The caller holds r.mu.
+func (r *kafkaReader) assignLocked(p *followedPartition) {
+	if l := r.loops[p.leader]; l != nil {
+		l.kickLocked()
+		return
+	}
+	l := &leaderLoop{leader: p.leader, kick: make(chan struct{}, 1)}
+	r.loops[p.leader] = l
+	r.loopWG.Add(1)
+	go r.runLoop(l)
 }
 
 // applyMetadataLocked takes the leader and topic id of p from a metadata
@@ -573,62 +739,132 @@ func (p *followedPartition) applyMetadataLocked(resp *kmsg.MetadataResponse) boo
 	return false
 }
 
-// fetchAll fetches every partition that has a leader, one request per
-// leader, the leaders in parallel. It reports whether one of them failed.
-func (r *kafkaReader) fetchAll(parts []*followedPartition) bool {
-	type request struct {
-		parts   []*followedPartition
-		offsets []int64
-	}
-	byLeader := make(map[int32]*request)
-	r.mu.Lock()
-	for _, p := range parts {
-		if p.needMeta || p.leader < 0 {
+// runLoop is the fetch loop of one leader. It long-polls the partitions
+// that the leader leads, each request under its own deadline, and returns
+// when the leader leads none of the followed partitions any more, or when
+// close cancels r.ctx.
+func (r *kafkaReader) runLoop(l *leaderLoop) {
+	defer r.loopWG.Done()
+	var session fetchSession
+	for {
+		select {
+		case <-l.kick: // a partition that joined before this round is in it
+		default:
+		}
+		r.mu.Lock()
+		now := time.Now()
+		parts, offsets, retryAt := r.loopPartitionsLocked(l.leader, now)
+		if len(parts) == 0 && retryAt.IsZero() {
+			delete(r.loops, l.leader)
+			r.mu.Unlock()
+			return
+		}
+		if len(parts) == 0 {
+			// Every partition of the leader waits for the retry of a failed
+			// fetch.
+			r.mu.Unlock()
+			timer := time.NewTimer(retryAt.Sub(now))
+			select {
+			case <-r.ctx.Done():
+				timer.Stop()
+				return
+			case <-l.kick:
+			case <-timer.C:
+			}
+			timer.Stop()
 			continue
 		}
-		req := byLeader[p.leader]
-		if req == nil {
-			req = new(request)
-			byLeader[p.leader] = req
+		maxWait := r.maxWait
+		if !retryAt.IsZero() {
+			// A partition that waits for its retry joins the next request.
+			maxWait = max(min(maxWait, retryAt.Sub(now)), 0)
 		}
-		req.parts = append(req.parts, p)
-		req.offsets = append(req.offsets, p.next)
-	}
-	r.mu.Unlock()
-	if len(byLeader) == 0 {
-		return true
-	}
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed bool
-	)
-	for leader, req := range byLeader {
-		wg.Go(func() {
-			if !r.fetch(leader, req.parts, req.offsets) {
-				mu.Lock()
-				failed = true
-				mu.Unlock()
+		ctx, cancel := context.WithTimeout(r.ctx, maxWait+readerFetchGrace)
+		l.stop, l.kicked = cancel, false
+		r.mu.Unlock()
+
+		sessionID, epoch, include := session.plan(parts, offsets)
+		resp, err := r.fetch(ctx, l.leader, parts, offsets, include, maxWait, sessionID, epoch)
+
+		r.mu.Lock()
+		kicked := l.kicked
+		l.stop = nil
+		r.mu.Unlock()
+		cancel()
+		if err != nil {
+			session.reset()
+		}
+		switch {
+		case r.ctx.Err() != nil:
+			return
+		case err != nil && kicked:
+			// Abandoned for a partition that joined: nothing failed.
+			continue
+		case errors.Is(err, kerr.FetchSessionIDNotFound), errors.Is(err, kerr.InvalidFetchSessionEpoch):
+			continue // the next request opens a new session
+		case err != nil:
+			r.fetchLost(parts, err)
+			continue
+		}
+		incremental := session.answered(resp, epoch, parts, offsets)
+		for i, p := range parts {
+			rp := findFetchPartition(resp, p)
+			if rp == nil {
+				if incremental {
+					r.unchanged(p, offsets[i]) // nothing new since the previous answer
+				}
+				continue // otherwise the broker left it out; fetch it again
 			}
-		})
+			fetched, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				Offset:         offsets[i],
+				IsolationLevel: kgo.ReadCommitted(),
+				Topic:          p.tp.Topic,
+				Partition:      int32(p.tp.Partition),
+			}, rp, r.decompressor, nil)
+			r.apply(p, offsets[i], fetched, next)
+		}
 	}
-	wg.Wait()
-	return failed
 }
 
-// fetch issues one read_committed Fetch to a leader and folds the answer
-// into the views. It reports whether every partition succeeded.
-func (r *kafkaReader) fetch(leader int32, parts []*followedPartition, offsets []int64) bool {
+// loopPartitionsLocked returns the partitions that the loop of leader
+// fetches now, with their offsets, and the earliest instant at which one
+// of its other partitions may be fetched again after a failure (zero for
+// none). The caller holds r.mu.
+func (r *kafkaReader) loopPartitionsLocked(leader int32, now time.Time) (parts []*followedPartition, offsets []int64, retryAt time.Time) {
+	for _, p := range r.parts {
+		if p.needMeta || p.leader != leader {
+			continue
+		}
+		if p.retryAt.After(now) {
+			if retryAt.IsZero() || p.retryAt.Before(retryAt) {
+				retryAt = p.retryAt
+			}
+			continue
+		}
+		parts = append(parts, p)
+		offsets = append(offsets, p.next)
+	}
+	return parts, offsets, retryAt
+}
+
+// fetch issues one read_committed Fetch to a leader, in the fetch session
+// sessionID at epoch, naming the partitions that include marks, and returns
+// the response or the error of the request as a whole.
+func (r *kafkaReader) fetch(ctx context.Context, leader int32, parts []*followedPartition, offsets []int64, include []bool,
+	maxWait time.Duration, sessionID, epoch int32) (*kmsg.FetchResponse, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.ReplicaState.ID = -1
-	req.MaxWaitMillis = int32(readerMaxWait.Milliseconds())
+	req.MaxWaitMillis = int32(maxWait.Milliseconds())
 	req.MinBytes = 1
 	req.MaxBytes = readerMaxBytes
 	req.IsolationLevel = 1
-	req.SessionID = 0
-	req.SessionEpoch = -1
+	req.SessionID = sessionID
+	req.SessionEpoch = epoch
 	for i, p := range parts {
+		if !include[i] {
+			continue
+		}
 		j := slices.IndexFunc(req.Topics, func(t kmsg.FetchRequestTopic) bool { return t.Topic == p.tp.Topic })
 		if j < 0 {
 			t := kmsg.NewFetchRequestTopic()
@@ -645,43 +881,30 @@ func (r *kafkaReader) fetch(leader int32, parts []*followedPartition, offsets []
 		fp.PartitionMaxBytes = readerPartitionMaxBytes
 		req.Topics[j].Partitions = append(req.Topics[j].Partitions, fp)
 	}
-
-	ctx, cancel := context.WithTimeout(r.ctx, readerMaxWait+15*time.Second)
-	defer cancel()
 	kresp, err := r.client.Broker(int(leader)).RetriableRequest(ctx, req)
-	if err == nil {
-		err = kerr.ErrorForCode(kresp.(*kmsg.FetchResponse).ErrorCode)
-	}
 	if err != nil {
-		if r.ctx.Err() != nil {
-			return true
-		}
-		r.mu.Lock()
-		for _, p := range parts {
-			p.needMeta = true
-			p.setErrLocked(describeKafkaError("read "+p.tp.String()+": fetch", err), false)
-		}
-		r.mu.Unlock()
-		return false
+		return nil, err
 	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
 
-	ok := true
-	for i, p := range parts {
-		rp := findFetchPartition(kresp.(*kmsg.FetchResponse), p)
-		if rp == nil {
-			continue // the broker may leave a partition out; fetch it again
-		}
-		fetched, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset:         offsets[i],
-			IsolationLevel: kgo.ReadCommitted(),
-			Topic:          p.tp.Topic,
-			Partition:      int32(p.tp.Partition),
-		}, rp, r.decompressor, nil)
-		if !r.apply(p, offsets[i], fetched, next) {
-			ok = false
-		}
+// fetchLost handles a Fetch that failed as a whole: the leader did not
+// answer within the deadline, the connection failed, or the broker refused
+// the request. Each partition of it is looked up again after a backoff.
+func (r *kafkaReader) fetchLost(parts []*followedPartition, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for _, p := range parts {
+		p.needMeta = true
+		p.setErrLocked(describeKafkaError("read "+p.tp.String()+": fetch", err), false)
+		p.failedLocked(now)
 	}
-	return ok
+	r.wakeLocked()
 }
 
 // findFetchPartition finds the answer for p in a Fetch response, by topic
@@ -701,19 +924,30 @@ func findFetchPartition(resp *kmsg.FetchResponse, p *followedPartition) *kmsg.Fe
 	return nil
 }
 
-// apply folds one fetched partition into its view. It reports whether the
-// fetch succeeded.
-func (r *kafkaReader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) bool {
+// unchanged records an incremental answer that left p out: the leader has
+// nothing new for it, so its view is as current as the answer.
+func (r *kafkaReader) unchanged(p *followedPartition, offset int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.next == offset && p.err == nil {
+		p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
+	}
+}
+
+// apply folds one fetched partition into its view.
+func (r *kafkaReader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) {
 	if fetched.Err != nil {
-		return r.fetchFailed(p, offset, fetched.Err)
+		r.fetchFailed(p, offset, fetched.Err)
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.next != offset {
-		return true // a reset moved the partition while the fetch ran
+		return // a reset moved the partition while the fetch ran
 	}
 	changed := p.err != nil
 	p.err, p.fatal = nil, false
+	p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
 	for _, record := range fetched.Records {
 		if n := len(p.log); n > 0 && record.Offset <= p.log[n-1].offset {
 			continue // a fetch from an offset inside a batch repeats its head
@@ -729,11 +963,10 @@ func (r *kafkaReader) apply(p *followedPartition, offset int64, fetched kgo.Fetc
 	if changed {
 		p.changedLocked()
 	}
-	return true
 }
 
 // fetchFailed handles the error of one partition in a Fetch response.
-func (r *kafkaReader) fetchFailed(p *followedPartition, offset int64, err error) bool {
+func (r *kafkaReader) fetchFailed(p *followedPartition, offset int64, err error) {
 	op := "read " + p.tp.String()
 	if errors.Is(err, kerr.OffsetOutOfRange) {
 		// The log start moved past the view (DeleteRecords), or the log was
@@ -745,26 +978,28 @@ func (r *kafkaReader) fetchFailed(p *followedPartition, offset int64, err error)
 		defer r.mu.Unlock()
 		if lerr != nil {
 			p.setErrLocked(describeKafkaError(op+": list the log start offset", lerr), false)
-			return false
+			p.failedLocked(time.Now())
+			return
 		}
 		if p.next == offset {
 			p.next = start
 			p.resetLocked()
 			p.changedLocked()
 		}
-		return true
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case kafkaFailureOf(err) == failureDenied:
+	p.failedLocked(time.Now())
+	if kafkaFailureOf(err) == failureDenied {
+		// The partition stays with its loop, and the fetch is tried again
+		// after the backoff: an operator may grant the ACL.
 		p.setErrLocked(describeKafkaError(op, err), true)
-	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		p.needMeta = true
-		p.setErrLocked(describeKafkaError(op+": fetch", err), false)
-	default:
-		p.needMeta = true
-		p.setErrLocked(describeKafkaError(op+": fetch", err), false)
+		return
 	}
-	return false
+	// NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, a missing topic, and the
+	// rest: look the leader up again.
+	p.needMeta = true
+	p.setErrLocked(describeKafkaError(op+": fetch", err), false)
+	r.wakeLocked()
 }

@@ -235,7 +235,7 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 		versions:    versions,
 		plain:       plain,
 		admin:       kadm.NewClient(plain),
-		reader:      newKafkaReader(readerClient),
+		reader:      newKafkaReader(readerClient, lease),
 		current:     make(map[Role]*epochProducer),
 		minted:      make(map[FencingToken]*epochProducer),
 		minting:     make(map[Role]*sync.Mutex),

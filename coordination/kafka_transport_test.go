@@ -591,7 +591,7 @@ func ktStalledTransactionHidesTheOtherRole(t *testing.T, c *kafkatest.Cluster) {
 
 // ktWaitForOffsets waits until StableOffsets of the partition satisfies
 // want. The offsets come from the reader's latest long poll, so they may be
-// half a second old.
+// one max wait old (1 s with ktLease).
 func ktWaitForOffsets(t *testing.T, reader *coordination.KafkaTransport, tp coordination.TopicPartition, what string, want func(stable, high int64) bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -681,8 +681,18 @@ func ktIncrementalReadAndWatch(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("the new records fold to %+v, %v; want node-3", state, err)
 	}
 
-	// A newer record of node-1 supersedes the older one in the view.
+	// A newer record of node-1 supersedes the older one in the view. The
+	// read follows the wake-up, as a waiting member's does: ReadPartitionFrom
+	// serves the view while the long poll is current, so a record of
+	// another transport reaches it with the long poll's answer, which wakes
+	// the watch.
+	ktDrain(changed)
 	register("node-1", 4)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("WatchPartition did not wake within 10 s of the append of node-1")
+	}
 	records, _, err = reader.ReadPartitionFrom(ctx, tp, 0)
 	if err != nil || len(records) != 3 {
 		t.Fatalf("ReadPartitionFrom(0) after re-registering node-1 = %d records, %v; want 3, the newest of each key", len(records), err)

@@ -132,11 +132,15 @@ type GuardedWriter interface {
 type PartitionFollower interface {
 	// ReadPartitionFrom returns the committed records of the partition at
 	// offsets from `from` on, oldest first, and the offset to pass on the
-	// next call. It reads to the last stable offset, as ReadPartition does.
-	// It may return records below `from` too, and always does when log
-	// compaction or the transport's own memory no longer covers `from`:
-	// a fold that keeps the record of the highest offset for every key, as
-	// [RoleStateBuilder] does, takes them without harm.
+	// next call. It reads to the last stable offset, as ReadPartition does,
+	// except that a transport that follows the partition with a long poll
+	// may serve the read from its view while the poll is current: a record
+	// committed just before the call may then arrive just after it, and
+	// wake WatchPartition. It may return records below `from` too, and
+	// always does when log compaction or the transport's own memory no
+	// longer covers `from`: a fold that keeps the record of the highest
+	// offset for every key, as [RoleStateBuilder] does, takes them without
+	// harm.
 	ReadPartitionFrom(ctx context.Context, partition TopicPartition, from int64) (records []StateRecord, next int64, err error)
 
 	// WatchPartition subscribes to the partition. The channel receives
