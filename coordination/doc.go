@@ -69,8 +69,8 @@
 // The core of this package reaches a broker through the small interfaces in
 // [Transport]. An adapter over another client, such as confluent-kafka-go, is
 // a few dozen lines of glue, and it is the same boundary that the columnar
-// group runner draws. [KafkaTransport] is the adapter over franz-go, and it
-// is the only file of the package that imports a Kafka client. Everything
+// group runner draws. [KafkaTransport] is the adapter over franz-go, and
+// only its files, named kafka_*.go, import a Kafka client. Everything
 // else is here: the record codec, the roster and the rank logic, the
 // challenge timing, the lease clock, the renewal loop, [AcquireLeadership],
 // and [DescribeLeadership]. Package coordinationtest holds an in-memory
