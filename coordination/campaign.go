@@ -312,7 +312,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 func (c *campaign) register(ctx context.Context) error {
 	value := EncodeRegistration(Registration{Member: c.member, RegisteredAt: c.registeredAt})
 	if err := c.transport.Append(ctx, c.partition, EncodeKey(RegistrationKey(c.role, c.member)), value); err != nil {
-		return fmt.Errorf("coordination: register member %s for role %s on %s: %w", c.member, c.role, c.partition, err)
+		return wrapf(err, nil, "register member %s for role %s on %s", c.member, c.role, c.partition)
 	}
 	c.registered = true
 	c.appendedAt = c.settings.clock.NowMillis()
@@ -362,9 +362,9 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && attempt.Err() != nil {
-				return nil, fmt.Errorf("coordination: mint the epoch of role %s: the attempt gave up after %v; the member reads the partition again before it tries again: %w", c.role, bound, err)
+				return nil, wrapf(err, nil, "mint the epoch of role %s: the attempt gave up after %v; the member reads the partition again before it tries again", c.role, bound)
 			}
-			return nil, fmt.Errorf("coordination: mint the epoch of role %s: %w", c.role, err)
+			return nil, wrapf(err, nil, "mint the epoch of role %s", c.role)
 		}
 		c.minted = &token
 	}
@@ -374,7 +374,7 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 		if errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost) {
 			c.minted = nil // no later write under this epoch can land
 		}
-		return nil, fmt.Errorf("coordination: write the first lease of role %s under %s: %w", c.role, token, err)
+		return nil, wrapf(err, nil, "write the first lease of role %s under %s", c.role, token)
 	}
 	return startLeadership(c, lease), nil
 }
@@ -418,7 +418,7 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 	current, held, err := c.transport.DescribeEpoch(describeCtx, c.role)
 	cancel()
 	if err != nil {
-		return decision, fmt.Errorf("coordination: describe the epoch of role %s: %w", c.role, err)
+		return decision, wrapf(err, nil, "describe the epoch of role %s", c.role)
 	}
 	if held && current != lease.Token {
 		deposed := state

@@ -59,7 +59,7 @@ func DescribeLeadership(ctx context.Context, coordinator Coordinator, role Role)
 	}
 	token, held, err := coordinator.DescribeEpoch(ctx, role)
 	if err != nil {
-		return LeadershipStatus{}, fmt.Errorf("coordination: describe the epoch of role %s: %w", role, err)
+		return LeadershipStatus{}, wrapf(err, nil, "describe the epoch of role %s", role)
 	}
 	if !held {
 		token = NoEpoch
@@ -90,7 +90,7 @@ func DescribeRoleState(ctx context.Context, reader StateReader, role Role, optio
 	}
 	records, err := reader.ReadPartition(ctx, partition)
 	if err != nil {
-		return RoleState{}, fmt.Errorf("coordination: read %s for role %s: %w", partition, role, err)
+		return RoleState{}, wrapf(err, nil, "read %s for role %s", partition, role)
 	}
 	return BuildRoleState(role, records)
 }

@@ -1,6 +1,11 @@
 package coordination
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // ErrFenced reports that the broker refused a write, because another member
 // holds the role now.
@@ -62,3 +67,82 @@ var ErrMisconfigured = errors.New("misconfigured")
 // registration of the member replaces the call's own. Give every process
 // its own member id.
 var ErrDuplicateMember = errors.New("another live process uses this member id")
+
+// NameError reports a role or member name that [NewRole] or
+// [NewMemberID] refuses. Find it with [errors.As]; the CLI and other
+// callers read its fields instead of parsing the message.
+type NameError struct {
+	// Kind is "role" or "member id".
+	Kind string
+	// Name is the refused name, as the caller gave it.
+	Name string
+	// Reason says what is wrong, such as "empty" or "300 bytes, the
+	// maximum is 249".
+	Reason string
+}
+
+// Error writes "coordination: invalid <kind> <name>: <reason>", with the
+// name quoted as Go quotes a string; a name longer than 64 bytes is left
+// out of the message.
+func (e *NameError) Error() string {
+	if e.Name == "" || len(e.Name) > 64 {
+		return "coordination: invalid " + e.Kind + ": " + e.Reason
+	}
+	return fmt.Sprintf("coordination: invalid %s %q: %s", e.Kind, e.Name, e.Reason)
+}
+
+// StateTopicError reports a state topic that members cannot share safely:
+// it does not exist, its partition count differs from the configured one,
+// or it is not compacted. It wraps [ErrMisconfigured]. Find it with
+// [errors.As]; [KafkaTransport.CheckStateTopic] returns it.
+type StateTopicError struct {
+	// Topic is the name of the state topic.
+	Topic string
+	// Missing reports a topic that does not exist.
+	Missing bool
+	// Partitions is the topic's partition count, and WantPartitions the
+	// configured one ([WithPartitions]); they differ for a wrong count.
+	Partitions, WantPartitions int
+	// CleanupPolicy is the topic's cleanup.policy when it lacks compact,
+	// and empty otherwise.
+	CleanupPolicy string
+	// Detail says what goes wrong and what to do.
+	Detail string
+}
+
+// Error writes "coordination: state topic <topic>: misconfigured: <detail>".
+func (e *StateTopicError) Error() string {
+	return "coordination: state topic " + e.Topic + ": " + ErrMisconfigured.Error() + ": " + e.Detail
+}
+
+// Unwrap returns [ErrMisconfigured].
+func (e *StateTopicError) Unwrap() error { return ErrMisconfigured }
+
+// contextError is an error of this package that adds context to another
+// one, with the "coordination: " prefix once: the message of the wrapped
+// error loses its own prefix. errors.Is and errors.As see every wrapped
+// error.
+type contextError struct {
+	msg  string
+	errs []error
+}
+
+func (e *contextError) Error() string   { return e.msg }
+func (e *contextError) Unwrap() []error { return e.errs }
+
+// wrapf returns "coordination: <format>: <err>" wrapping err, and also the
+// sentinels, whose messages go between the context and err's. A "coordination: "
+// prefix of err's message is dropped, so that a chain of wrapped errors
+// carries the prefix once.
+func wrapf(err error, sentinels []error, format string, args ...any) error {
+	var b strings.Builder
+	b.WriteString("coordination: ")
+	fmt.Fprintf(&b, format, args...)
+	for _, s := range sentinels {
+		b.WriteString(": ")
+		b.WriteString(strings.TrimPrefix(s.Error(), "coordination: "))
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.TrimPrefix(err.Error(), "coordination: "))
+	return &contextError{msg: b.String(), errs: append(slices.Clone(sentinels), err)}
+}

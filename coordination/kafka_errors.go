@@ -94,15 +94,15 @@ func kafkaFailureOf(err error) kafkaFailure {
 func describeKafkaError(op string, err error) error {
 	switch kafkaFailureOf(err) {
 	case failureFenced:
-		return fmt.Errorf("coordination: %s: %w: %w", op, ErrFenced, err)
+		return wrapf(err, []error{ErrFenced}, "%s", op)
 	case failureMisconfigured:
-		return fmt.Errorf("coordination: %s: %w: %w", op, ErrMisconfigured, err)
+		return wrapf(err, []error{ErrMisconfigured}, "%s", op)
 	case failureDenied:
 		return fmt.Errorf("coordination: %s: %w, and no retry helps until an operator grants the ACL "+
 			"(a member needs WRITE and DESCRIBE on the TransactionalId of each role, WRITE and READ and DESCRIBE "+
 			"on the state topic, and IDEMPOTENT_WRITE on the cluster before Kafka 3.0): %w", op, ErrNotAuthorized, err)
 	default:
-		return fmt.Errorf("coordination: %s: %w", op, err)
+		return wrapf(err, nil, "%s", op)
 	}
 }
 

@@ -72,7 +72,7 @@ func (t *KafkaTransport) waitTopicReady(ctx context.Context, topic string, parti
 		if err := t.topicReady(ctx, topic, partitions); err == nil {
 			return nil
 		} else if ctx.Err() != nil {
-			return fmt.Errorf("coordination: the state topic %s was created, but its partitions are not ready: %w", topic, err)
+			return wrapf(err, nil, "the state topic %s was created, but its partitions are not ready", topic)
 		}
 		select {
 		case <-ctx.Done():
@@ -152,7 +152,7 @@ func (t *KafkaTransport) topicMetadata(ctx context.Context, topic string) (kmsg.
 //
 // It costs a metadata request and a DescribeConfigs request. A missing
 // topic, a partition count that differs, and a topic that is not compacted
-// return an error that wraps [ErrMisconfigured]. It also returns an error
+// return a *[StateTopicError], which wraps [ErrMisconfigured]. It also returns an error
 // for invalid options, for a missing DESCRIBE or DESCRIBE_CONFIGS ACL
 // (wrapping [ErrNotAuthorized]), and for a cluster it cannot reach.
 // [AcquireLeadership] calls it before it registers.
@@ -175,14 +175,15 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 	metadata, err := t.topicMetadata(ctx, s.topic)
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("coordination: %s: %w: the topic does not exist; create it with CreateStateTopic "+
-			"(cleanup.policy=compact, %d partitions)", op, ErrMisconfigured, s.partitions)
+		return &StateTopicError{Topic: s.topic, Missing: true, WantPartitions: s.partitions,
+			Detail: fmt.Sprintf("the topic does not exist; create it with CreateStateTopic (cleanup.policy=compact, %d partitions)", s.partitions)}
 	case err != nil:
 		return describeKafkaError(op, err)
 	case len(metadata.Partitions) != s.partitions:
-		return fmt.Errorf("coordination: %s: %w: the topic has %d partitions, but this member is configured for %d "+
-			"(WithPartitions; the default is %d): members with different counts put a role on different partitions "+
-			"and never see each other's leases", op, ErrMisconfigured, len(metadata.Partitions), s.partitions, DefaultPartitions)
+		return &StateTopicError{Topic: s.topic, Partitions: len(metadata.Partitions), WantPartitions: s.partitions,
+			Detail: fmt.Sprintf("the topic has %d partitions, but this member is configured for %d "+
+				"(WithPartitions; the default is %d): members with different counts put a role on different partitions "+
+				"and never see each other's leases", len(metadata.Partitions), s.partitions, DefaultPartitions)}
 	}
 	configs, err := t.admin.DescribeTopicConfigs(ctx, s.topic)
 	if err != nil {
@@ -209,6 +210,7 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 			return nil
 		}
 	}
-	return fmt.Errorf("coordination: %s: %w: cleanup.policy is %q, but the topic needs compact: "+
-		"without it retention deletes the registrations and leases that rank the members", op, ErrMisconfigured, policy)
+	return &StateTopicError{Topic: s.topic, Partitions: len(metadata.Partitions), WantPartitions: s.partitions, CleanupPolicy: policy,
+		Detail: fmt.Sprintf("cleanup.policy is %q, but the topic needs compact: "+
+			"without it retention deletes the registrations and leases that rank the members", policy)}
 }

@@ -386,7 +386,7 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 	if client == nil {
 		var err error
 		if client, requests, err = t.newTxnClient(role); err != nil {
-			return NoEpoch, fmt.Errorf("coordination: AcquireEpoch of role %s: %w", role, err)
+			return NoEpoch, wrapf(err, nil, "AcquireEpoch of role %s", role)
 		}
 	}
 	token, err := t.initProducerID(ctx, client, role)
@@ -521,7 +521,7 @@ func (t *KafkaTransport) initProducerID(ctx context.Context, client *kgo.Client,
 		if err == nil {
 			token, err := NewFencingToken(id, epoch)
 			if err != nil {
-				return NoEpoch, fmt.Errorf("coordination: AcquireEpoch of role %s: the broker minted no producer id (is it older than Kafka 0.11?): %w", role, err)
+				return NoEpoch, wrapf(err, nil, "AcquireEpoch of role %s: the broker minted no producer id (is it older than Kafka 0.11?)", role)
 			}
 			return token, nil
 		}
@@ -782,7 +782,7 @@ func (t *KafkaTransport) producer(what string, token FencingToken) (*epochProduc
 // produce, before the commit, so it aborts; and after the commit.
 func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, op string, records ...*kgo.Record) error {
 	if err := producer.closed(); err != nil {
-		return fmt.Errorf("coordination: %s: %w", op, err)
+		return wrapf(err, nil, "%s", op)
 	}
 	select {
 	case producer.slot <- struct{}{}:
@@ -832,7 +832,7 @@ func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProduc
 		return producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id since the mint: %w", op, errEpochMoved))
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("coordination: %s: %w", op, err)
+		return wrapf(err, nil, "%s", op)
 	}
 
 	if err := client.BeginTransaction(); err != nil {
@@ -841,7 +841,7 @@ func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProduc
 		if kafkaFailureOf(err) == failureFenced {
 			return producer.close(t.fenceError(producer, op, err))
 		}
-		return producer.close(fmt.Errorf("coordination: %s: begin transaction, nothing written: %w: %w", op, ErrProducerLost, err))
+		return producer.close(wrapf(err, []error{ErrProducerLost}, "%s: begin transaction, nothing written", op))
 	}
 	if producer.reinitialised() {
 		// Nothing went out under the new epoch; the transaction is empty.
@@ -895,7 +895,7 @@ func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProduc
 	id, epoch, err := client.ProducerID(commitCtx)
 	switch {
 	case err != nil:
-		producer.close(fmt.Errorf("coordination: %s: read the producer id after the commit: %w: %w", op, ErrProducerLost, err))
+		producer.close(wrapf(err, []error{ErrProducerLost}, "%s: read the producer id after the commit", op))
 	case id != producer.token.ProducerID() || epoch != producer.token.ProducerEpoch():
 		producer.close(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
 			"the transport never adopts a pair it did not mint: %w", op, producer.token, id, epoch, errEpochMoved))

@@ -423,6 +423,10 @@ func ktStateTopicCheck(t *testing.T, c *kafkatest.Cluster) {
 	if err == nil || !strings.Contains(err.Error(), "has 16 partitions") || !strings.Contains(err.Error(), "configured for 8") {
 		t.Fatalf("CheckStateTopic with 8 partitions against 16 = %v; want an error that names both counts", err)
 	}
+	var topicErr *coordination.StateTopicError
+	if !errors.As(err, &topicErr) || topicErr.Topic != name || topicErr.Partitions != 16 || topicErr.WantPartitions != 8 || !errors.Is(err, coordination.ErrMisconfigured) {
+		t.Fatalf("CheckStateTopic with 8 partitions against 16 = %#v; want a *StateTopicError of %s, 16 and 8 partitions, that wraps ErrMisconfigured", err, name)
+	}
 	if err := transport.CreateStateTopic(ctx, 1, 1, coordination.WithTopic(name), coordination.WithPartitions(8)); err == nil {
 		t.Fatalf("CreateStateTopic with 8 partitions of an existing topic of 16 succeeded")
 	}
@@ -432,11 +436,17 @@ func ktStateTopicCheck(t *testing.T, c *kafkatest.Cluster) {
 	if err == nil || !strings.Contains(err.Error(), "compact") {
 		t.Fatalf("CheckStateTopic of a topic with cleanup.policy=delete = %v; want an error about compaction", err)
 	}
+	if !errors.As(err, &topicErr) || topicErr.CleanupPolicy != "delete" {
+		t.Fatalf("CheckStateTopic of a topic with cleanup.policy=delete = %#v; want a *StateTopicError with CleanupPolicy delete", err)
+	}
 
 	missing := kafkatest.TopicName("coord-missing")
 	err = transport.CheckStateTopic(ctx, coordination.WithTopic(missing))
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("CheckStateTopic of a missing topic = %v; want an error that says it does not exist", err)
+	}
+	if !errors.As(err, &topicErr) || !topicErr.Missing || topicErr.Topic != missing {
+		t.Fatalf("CheckStateTopic of a missing topic = %#v; want a *StateTopicError with Missing set", err)
 	}
 	if _, err := transport.ReadPartition(ctx, coordination.TopicPartition{Topic: missing, Partition: 0}); err == nil {
 		t.Fatalf("ReadPartition of a missing topic succeeded")

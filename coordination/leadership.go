@@ -152,7 +152,7 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 	lease := l.settings.lease.Grant(l.member, l.token, l.settings.clock.NowMillis())
 	err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(lease))
 	if err != nil {
-		err = fmt.Errorf("coordination: renewal by member %s: %w", l.member, err)
+		err = wrapf(err, nil, "renewal by member %s", l.member)
 		if endsLeadership(err) || errors.Is(err, ErrNotAuthorized) {
 			l.end(err) // no renewal under the token can land again
 		}
@@ -237,7 +237,7 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 		if preempted {
 			err = fmt.Errorf("%w: %w", errPreempted, err)
 		}
-		err = fmt.Errorf("coordination: guarded write by member %s: %w", l.member, err)
+		err = wrapf(err, nil, "guarded write by member %s", l.member)
 		if endsLeadership(err) {
 			l.end(err)
 		}
@@ -298,7 +298,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		if errors.Is(err, ErrNotHeld) {
 			return nil // an earlier resignation
 		}
-		return fmt.Errorf("coordination: resign role %s: %w: %w", l.role, ErrNotHeld, err)
+		return wrapf(err, []error{ErrNotHeld}, "resign role %s", l.role)
 	}
 	// The two tombstones go out together, so that the call returns within
 	// its context plus one abandonGrace of the transport, not two.
@@ -317,7 +317,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	l.end(fmt.Errorf("coordination: member %s resigned role %s: %w", l.member, l.role, ErrNotHeld))
 	if err := errors.Join(leaseErr, registrationErr); err != nil {
 		l.logger.Warn("coordination: resignation tombstone failed; standbys wait for the deadline", slog.Any("error", err))
-		return fmt.Errorf("coordination: resign role %s: %w", l.role, err)
+		return wrapf(err, nil, "resign role %s", l.role)
 	}
 	return nil
 }
@@ -460,9 +460,9 @@ func (l *Leadership) endedErr(operation string) error {
 		return nil
 	}
 	if errors.Is(err, ErrNotHeld) {
-		return fmt.Errorf("coordination: %s role %s: %w", operation, l.role, err)
+		return wrapf(err, nil, "%s role %s", operation, l.role)
 	}
-	return fmt.Errorf("coordination: %s role %s: %w: %w", operation, l.role, ErrNotHeld, err)
+	return wrapf(err, []error{ErrNotHeld}, "%s role %s", operation, l.role)
 }
 
 // end records why the leadership ended and closes Done, the first time

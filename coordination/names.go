@@ -77,11 +77,11 @@ func (m MemberID) IsZero() bool { return m.name == "" }
 func checkName(what, name string, limit int) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("coordination: invalid %s: empty", what)
+		return &NameError{Kind: what, Reason: "empty"}
 	case len(name) > limit:
-		return fmt.Errorf("coordination: invalid %s: %d bytes, the maximum is %d", what, len(name), limit)
+		return &NameError{Kind: what, Name: name, Reason: fmt.Sprintf("%d bytes, the maximum is %d", len(name), limit)}
 	case !utf8.ValidString(name):
-		return fmt.Errorf("coordination: invalid %s %q: not UTF-8", what, name)
+		return &NameError{Kind: what, Name: name, Reason: "not UTF-8"}
 	}
 	return nil
 }
