@@ -35,8 +35,11 @@ if [ -n "$unformatted" ]; then
   echo "test.sh: gofmt would change: $unformatted" >&2
   exit 1
 fi
-go vet ./...
-go test -race -count=1 -timeout 20m ./...
+# Every package of every module of the workspace (go.work): the library
+# module, and the modules of the CLI, the fault harness and the bench.
+packages=github.com/krabka-io/krabka-streams-go/...
+go vet "$packages"
+go test -race -count=1 -timeout 20m "$packages"
 # The deterministic simulation at full size: 10 000 seeds, without the race
 # detector (the -race run above plays 300 of them).
 go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
