@@ -49,6 +49,14 @@ func TestList(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "ROLE") || !strings.Contains(stdout, "alpha") || !strings.Contains(stdout, "yes") {
 		t.Fatalf("list as text: %s", stdout)
 	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"describe", "--all", "--output", "json"}, conn...)...)
+	if code != exitOK || strings.Count(stdout, "\n") != 2 || !strings.Contains(stdout, `"role":"alpha"`) || !strings.Contains(stdout, `"role":"beta"`) {
+		t.Fatalf("describe --all: exit %d: %s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"describe", "alpha", "gamma"}, conn...)...)
+	if code != exitUsage || !strings.Contains(stdout, "role:        alpha") || !strings.Contains(stderr, "role gamma has never been taken") {
+		t.Fatalf("describe of a known and a never seen role: exit %d: %s%s", code, stdout, stderr)
+	}
 	cancel()
 	for _, r := range []*inProcess{a, b, c} {
 		r.wait()
