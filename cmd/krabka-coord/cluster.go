@@ -44,9 +44,11 @@ func (g *globals) connect(ctx context.Context) (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{g: g, brokers: brokers, opts: opts}
-	if _, err := kgo.NewClient(c.clientOpts()...); err != nil {
+	probe, err := kgo.NewClient(c.clientOpts()...)
+	if err != nil {
 		return nil, usageError("--brokers %s: %v", strings.Join(brokers, ","), err)
 	}
+	probe.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, g.connectTimeout)
 	defer cancel()
 	errs := make([]error, len(brokers))

@@ -668,6 +668,8 @@ func (e *e2e) wrongInput(t *testing.T) {
 			"must be compacted"},
 		{"missing topic", []string{"watch", "controller", "--brokers", e.brokers, "--topic", missing}, exitCluster, "does not exist: create it with 'krabka-coord create-topic"},
 		{"create-topic with another count", []string{"create-topic", "--brokers", e.brokers, "--topic", e.topic, "--partitions", "6"}, exitCluster, "pass --partitions 4"},
+		{"lease above the transaction timeout", e.args("elect", "controller", "m", "--lease-duration", "100h"), exitCluster,
+			"--lease-duration 100h0m0s is above the brokers' transaction.max.timeout.ms (15m0s)"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr, elapsed := runBinary(t, e.binary, e.env, 30*time.Second, tt.args...)

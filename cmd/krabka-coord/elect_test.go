@@ -120,3 +120,50 @@ func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 		t.Fatal("elect did not stop")
 	}
 }
+
+// elect --rejoin campaigns again after a fence, and counts it; a fence
+// without --rejoin ends elect with exit code 3.
+func TestElectRejoinsAfterAFence(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "rejoin"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1", "--rejoin", "--listen", "127.0.0.1:0"}, conn...), fastLease...)...)
+	first := waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil })
+	if code, _, stderr := runCLI(t, nil, append([]string{"fence", "controller"}, conn...)...); code != exitOK {
+		t.Fatalf("fence: exit %d: %s", code, stderr)
+	}
+	again := waitDescribe(t, conn, "controller", func(r describeJSON) bool {
+		return r.Lease != nil && r.Lease.Holder == "node-1" && r.Lease.Token.Token != first.Lease.Token.Token && r.Lease.Authoritative
+	})
+	t.Logf("node-1 took the role again under %s after the fence of %s", again.Lease.Token.Token, first.Lease.Token.Token)
+	_, metrics := httpGet(t, "http://"+waitAddr(t, member)+"/metrics")
+	for _, want := range []string{
+		`krabka_coord_rejoins_total{after="fenced",role="controller"} 1`,
+		`krabka_coord_leadership_changes_total{change="fenced",role="controller"} 1`,
+		`krabka_coord_leadership_changes_total{change="acquired",role="controller"} 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+	cancel()
+	if r := member.wait(); r.code != exitOK || !strings.Contains(r.stderr, "--rejoin: it campaigns again") {
+		t.Fatalf("elect --rejoin: exit %d: %s", r.code, r.stderr)
+	}
+
+	// Without --rejoin: exit 3.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	member = startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-2"}, conn...), fastLease...)...)
+	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-2" })
+	if code, _, stderr := runCLI(t, nil, append([]string{"fence", "controller"}, conn...)...); code != exitOK {
+		t.Fatalf("fence: exit %d: %s", code, stderr)
+	}
+	if r := member.wait(); r.code != exitFenced {
+		t.Fatalf("elect without --rejoin after a fence: exit %d: %s", r.code, r.stderr)
+	}
+}

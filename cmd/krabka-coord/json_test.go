@@ -173,6 +173,7 @@ func TestJSONSchema(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	holderCtx, stopHolder := context.WithCancel(ctx)
 	holder := startCLI(holderCtx, nil, append(append([]string{"elect", "controller", "node-1", "--listen", "127.0.0.1:0", "--step-down-endpoint"}, conn...), fastLease...)...)
+	waitDescribe(t, conn[:len(conn)-2], "controller", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-1" })
 	standbyCtx, stopStandby := context.WithCancel(ctx)
 	standby := startCLI(standbyCtx, nil, append(append([]string{"run", "controller", "node-2"}, conn...), append(fastLease, "--grace", "200ms", "--max-clock-skew", "100ms", "--", "sleep", "30")...)...)
 	state := waitDescribe(t, conn[:len(conn)-2], "controller", func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 2 })

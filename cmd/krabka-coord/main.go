@@ -5,28 +5,37 @@
 //
 //	krabka-coord demo                          election, failover and fencing on an embedded cluster
 //	krabka-coord create-topic                  create or check the state topic
-//	krabka-coord describe ROLE                 roster, lease and epoch of a role
-//	krabka-coord watch ROLE                    follow a role and print each change
+//	krabka-coord list                          every role: holder, token, lease, standbys
+//	krabka-coord describe ROLE... | --all      roster, lease and epoch of roles
+//	krabka-coord watch ROLE... | --all         follow roles and print each change
 //	krabka-coord elect ROLE MEMBER             take the role and hold it until a signal or a fence
 //	krabka-coord run ROLE MEMBER -- CMD ARGS   run a command only while this member leads
+//	krabka-coord step-down ROLE --at ADDR      drain: the holder resigns and stays a standby
 //	krabka-coord fence ROLE                    forced failover: mint a new epoch for the role
 //
 // Every command but demo needs --brokers (or KRABKA_BROKERS). Run
-// `krabka-coord COMMAND --help` for the flags and examples of a command.
+// `krabka-coord COMMAND --help` for the flags and examples of a command,
+// and `krabka-coord --version` for the build. --output json writes the
+// objects of json.md, one per line.
 //
 // Exit codes, for scripts:
 //
-//	0  success; elect or run resigned on SIGINT, SIGTERM or SIGHUP, or was
-//	   interrupted so before it was elected
+//	0  success; elect or run resigned on SIGINT, SIGTERM or SIGHUP, or a
+//	   command was interrupted so before it changed anything
 //	1  failure: a check of demo failed, an elect --wait ran out, another error
-//	2  usage: unknown flag or command, wrong arguments, invalid role or member
-//	3  fenced: another member took the role while this one held it
-//	4  cluster: the brokers are unreachable, refuse the credentials, or the
-//	   state topic is missing, has another partition count, or is not compacted
+//	2  usage: unknown flag or command, wrong arguments, invalid role or
+//	   member, flags out of bounds, a role never taken (describe, fence), a
+//	   live duplicate of MEMBER
+//	3  fenced: another member took the role while this one held it, the
+//	   producer of its epoch was lost, or run's lease guard stopped its
+//	   command
+//	4  cluster: the brokers are unreachable, refuse the credentials or an
+//	   ACL, or the state topic is missing, has another partition count, or
+//	   is not compacted
 //
 // run exits with the exit code of its command (128+n when a signal n ended
-// it), and with 3 when a fence ended the leadership, 126 or 127 when the
-// command could not be started.
+// it), and with 3 when a fence or the lease guard ended the leadership, 126
+// or 127 when the command cannot be run.
 package main
 
 import (

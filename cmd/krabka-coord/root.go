@@ -82,10 +82,12 @@ Start with the demo: it needs no cluster.
 
 Exit codes: 0 success, and elect stopped by SIGINT, SIGTERM or SIGHUP;
 1 failure; 2 usage or invalid input; 3 fenced (another member took the
-role); 4 cluster unreachable, credentials refused, or the state topic
-missing, with another partition count, or not compacted. run exits with its
-command's code (3 after a fence), and 0 when a signal stops it before it
-was elected.`,
+role), or run's lease guard stopped its command; 4 cluster unreachable,
+credentials or an ACL refused, or the state topic missing, with another
+partition count, or not compacted. run exits with its command's code (3
+after a fence), and 0 when a signal stops it before it was elected.
+
+--output json writes one JSON object per line: see cmd/krabka-coord/json.md.`,
 		Example: `  krabka-coord demo
   export KRABKA_BROKERS=127.0.0.1:9092
   krabka-coord create-topic
