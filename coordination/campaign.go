@@ -491,14 +491,17 @@ func (c *campaign) wait(ctx context.Context, untilMillis int64) {
 	}
 }
 
-// abandon deregisters the member after the caller gave up the wait, and
+// abandon deregisters the member after the caller gave up the wait, except
+// for a duplicate member (the key is the live process's too), and
 // returns cause, with the last error of the transport when the wait ended
 // on the context: a wait that never reached the cluster says why.
 func (c *campaign) abandon(ctx context.Context, cause error) error {
 	if c.lastErr != nil && cause == ctx.Err() {
 		cause = fmt.Errorf("%w (the last error of the transport: %v)", cause, c.lastErr)
 	}
-	if c.registered {
+	// A duplicate member shares its registration key with the live
+	// process, so a tombstone would take that process off the roster.
+	if c.registered && !errors.Is(cause, ErrDuplicateMember) {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(c.settings))
 		defer cancel()
 		if err := c.transport.Append(cleanup, c.partition, EncodeKey(RegistrationKey(c.role, c.member)), nil); err != nil {

@@ -1226,6 +1226,36 @@ func TestLeadershipLiveDuplicateMemberIsRefused(t *testing.T) {
 		}
 		scHolds(t, holder)
 		e.checkToken(holder.Token(), "after the duplicate was refused")
+		// The refused call wrote no tombstone on the registration key that
+		// it shares with the live holder.
+		if e.roster() != "node-1" {
+			t.Fatalf("roster after the duplicate was refused = %q, want node-1", e.roster())
+		}
+		e.resign(holder)
+	})
+}
+
+// TestLeadershipDuplicateStandbyKeepsTheOthersRegistration: two waiting
+// processes under one member id. The registration of the second replaces
+// the first's; the first is refused with ErrDuplicateMember and must not
+// write a tombstone on the key, which now ranks the second.
+func TestLeadershipDuplicateStandbyKeepsTheOthersRegistration(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		holder := e.acquireNow(e.member("node-0"))
+		first := e.campaign(e.member("node-1"))
+		e.runTo(1_000)
+		second := e.campaign(e.member("node-1"))
+		e.runTo(3_000)
+		if !first.finished() || !errors.Is(first.err, coordination.ErrDuplicateMember) {
+			t.Fatalf("the first of two standbys under one member id: finished %t, err %v; want ErrDuplicateMember", first.finished(), first.err)
+		}
+		if e.roster() != "node-0,node-1" {
+			t.Fatalf("roster after the first duplicate gave up = %q, want node-0,node-1 (the second's registration kept)", e.roster())
+		}
+		second.waiting(t, "while node-0 holds the role")
+		if err := second.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
 		e.resign(holder)
 	})
 }
