@@ -14,15 +14,26 @@ import (
 )
 
 // CreateTopics creates the state topic (compacted) and the command topic
-// (one partition per role) of a run. The harness reads and writes its own
-// topics, never a shared one, so a run can share the broker with others.
-func CreateTopics(ctx context.Context, info *RunInfo) error {
-	client, err := kgo.NewClient(kgo.SeedBrokers(info.Brokers...))
+// (one partition per role) of a run, with the replication factor rf (0 or
+// less: the cluster's default.replication.factor) and the cluster's
+// min.insync.replicas, and returns the replication factor that the
+// cluster gave them. The harness reads and writes its own topics, never a
+// shared one, so a run can share the broker with others.
+func CreateTopics(ctx context.Context, info *RunInfo, rf int) (int, error) {
+	seeds := info.Brokers
+	for _, n := range info.Nodes {
+		seeds = append(seeds, n.Addr)
+	}
+	client, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer client.Close()
 	admin := kadm.NewClient(client)
+	replicas := int16(-1) // the broker's default.replication.factor (KIP-464)
+	if rf > 0 {
+		replicas = int16(rf)
+	}
 	// The state topic is compacted as the package asks, and the cleaner
 	// keeps every record for a day: the checker reads every lease record of
 	// the run, and compaction keeps only the last one of a role.
@@ -37,17 +48,29 @@ func CreateTopics(ctx context.Context, info *RunInfo) error {
 	}
 	for _, topic := range topics {
 		for {
-			_, err := admin.CreateTopic(ctx, int32(topic.partitions), 1, topic.configs, topic.name)
+			_, err := admin.CreateTopic(ctx, int32(topic.partitions), replicas, topic.configs, topic.name)
 			if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 				break
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("create topic %s: %w", topic.name, err)
+				return 0, fmt.Errorf("create topic %s: %w", topic.name, err)
 			}
 			time.Sleep(500 * time.Millisecond) // the broker may still be starting
 		}
 	}
-	return nil
+	for {
+		meta, err := admin.Metadata(ctx, info.StateTopic)
+		if err == nil {
+			if p, ok := meta.Topics[info.StateTopic].Partitions[0]; ok && len(p.Replicas) > 0 {
+				return len(p.Replicas), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("metadata of topic %s: %w (last error: %v)", info.StateTopic, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // ReadCommitted reads one partition read_committed from its first offset

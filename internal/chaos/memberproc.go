@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -16,9 +15,10 @@ import (
 )
 
 // MemberProcess is the body of the "member" mode: it reads run.json from
-// dir, connects a [coordination.KafkaTransport] whose every connection goes
-// to proxy, whatever broker address franz-go asks for, and runs a [Member]
-// until ctx ends. It prints the member's events on stdout.
+// dir, connects a [coordination.KafkaTransport] whose every connection to a
+// broker goes to the member's proxy of that broker (proxy is the text of
+// [Routes]: broker=proxy pairs, or one proxy for every broker), and runs a
+// [Member] until ctx ends. It prints the member's events on stdout.
 func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy string, stdout, stderr io.Writer) error {
 	info, err := ReadRunInfo(dir)
 	if err != nil {
@@ -38,13 +38,20 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 	defer cancel()
 	wg.Go(func() { clock.Follow(ctx, info.MemberPath(id, "clock"), 100*time.Millisecond) })
 
-	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, proxy)
+	routes, err := ParseRoutes(proxy)
+	if err != nil {
+		return fmt.Errorf("--proxy: %w", err)
+	}
+	seeds := info.Brokers
+	if len(info.Nodes) > 0 {
+		seeds = nil
+		for _, n := range info.Nodes {
+			seeds = append(seeds, n.Addr)
+		}
 	}
 	transport, err := coordination.NewKafkaTransportWithOptions(lease,
-		[]kgo.Opt{kgo.Dialer(dial), kgo.ClientID(fmt.Sprintf("krabka-chaos-%s-%d", id, incarnation))},
-		info.Brokers...)
+		[]kgo.Opt{kgo.Dialer(routes.Dial), kgo.ClientID(fmt.Sprintf("krabka-chaos-%s-%d", id, incarnation))},
+		seeds...)
 	if err != nil {
 		return err
 	}

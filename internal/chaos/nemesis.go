@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -35,6 +37,36 @@ type Actions interface {
 	RolesOf(member string) []string
 }
 
+// ClusterActions is what the nemesis does to the nodes of a multi-broker
+// cluster. [ClusterControl] implements it over the cluster command and the
+// cluster's metadata.
+type ClusterActions interface {
+	// NodeIDs lists the node ids of the cluster, in order.
+	NodeIDs() []int32
+
+	// TxnCoordinator returns the transaction coordinator of a
+	// transactional id, StateLeader the leader of the state partition of
+	// the roles, and ActiveController the active KRaft controller.
+	TxnCoordinator(ctx context.Context, transactionalID string) (int32, error)
+	StateLeader(ctx context.Context) (int32, error)
+	ActiveController(ctx context.Context) (int32, error)
+
+	// KillNode kills a node (SIGKILL), RestartNode stops it gracefully if
+	// it runs and starts it again, PauseNode stops it (SIGSTOP) and
+	// ResumeNode continues it.
+	KillNode(ctx context.Context, id int32) error
+	RestartNode(ctx context.Context, id int32) error
+	PauseNode(ctx context.Context, id int32) error
+	ResumeNode(ctx context.Context, id int32) error
+
+	// AwaitRecovered returns once every node is up and every replica of
+	// the run's partitions is in sync.
+	AwaitRecovered(ctx context.Context) error
+}
+
+// clusterFaultBound bounds one cluster fault, its recovery included.
+const clusterFaultBound = 6 * time.Minute
+
 // Nemesis plays a fault schedule against a run.
 type Nemesis struct {
 	// Steps is the schedule.
@@ -53,6 +85,14 @@ type Nemesis struct {
 	// time; a step that would pass it is skipped, and so is a step whose
 	// every target is busy.
 	MaxDown int
+
+	// Cluster carries out the cluster faults; nil skips them.
+	Cluster ClusterActions
+
+	// Quiet is how long after the end of a cluster fault no member fault
+	// begins, so that every leadership change in that window is the
+	// cluster fault's doing.
+	Quiet time.Duration
 }
 
 // active is a fault that waits for its heal.
@@ -68,12 +108,28 @@ type active struct {
 // broker starts; Run waits for it before it returns, and skips a broker
 // restart that would overlap the previous one. It returns the faults it
 // made.
+//
+// The cluster faults run one at a time, each on a goroutine of its own,
+// and never overlap a fault of a member, so that no two nodes of three are
+// down at once (min.insync.replicas 2 would stall every write) and every
+// leadership change in the window of a cluster fault is its doing. A
+// cluster fault that comes due waits until the previous one is over and
+// every member fault has healed; while one waits or runs, and for Quiet
+// after it, a member step is skipped. A cluster fault that began always
+// runs to its end, the restart of its node included, even after ctx ends;
+// one that has not begun by then is dropped.
 func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 	var pending []active
 	var restart chan Fault // the broker restart in flight, if any
+	var cluster chan Fault // the cluster fault in flight, if any
+	var queued []Step      // cluster faults that came due and wait
+	var quietUntil time.Time
 	defer func() {
 		if restart != nil {
 			done = append(done, <-restart)
+		}
+		if cluster != nil {
+			done = append(done, <-cluster)
 		}
 	}()
 	busy := make(map[string]string) // member -> kind of its process fault
@@ -104,6 +160,12 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		done = append(done, f)
 	}
 	for {
+		if cluster == nil && len(queued) > 0 && len(pending) == 0 && ctx.Err() == nil {
+			step := queued[0]
+			queued = queued[1:]
+			cluster = make(chan Fault, 1)
+			go func(ch chan<- Fault) { ch <- n.clusterFault(ctx, step) }(cluster)
+		}
 		// The next thing to do: a heal that is due, or the next step.
 		slices.SortFunc(pending, func(a, b active) int { return a.healAt.Compare(b.healAt) })
 		var wake time.Time
@@ -114,8 +176,12 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		if len(pending) > 0 && (!stepDue || pending[0].healAt.Before(wake)) {
 			wake = pending[0].healAt
 		}
-		if !stepDue && len(pending) == 0 {
+		if !stepDue && len(pending) == 0 && len(queued) == 0 {
 			return done
+		}
+		var timer <-chan time.Time
+		if stepDue || len(pending) > 0 {
+			timer = time.After(time.Until(wake))
 		}
 		select {
 		case <-ctx.Done():
@@ -127,15 +193,32 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			done = append(done, f)
 			restart = nil
 			continue
-		case <-time.After(time.Until(wake)):
+		case f := <-cluster:
+			done = append(done, f)
+			cluster = nil
+			quietUntil = time.Now().Add(n.Quiet)
+			continue
+		case <-timer:
 		}
 		if len(pending) > 0 && !time.Now().Before(pending[0].healAt) {
 			heal(pending[0])
 			pending = pending[1:]
 			continue
 		}
+		if !stepDue {
+			continue
+		}
 		step := n.Steps[next]
 		next++
+		if slices.Contains(ClusterFaults, step.Kind) {
+			if n.Cluster != nil {
+				queued = append(queued, step)
+			}
+			continue
+		}
+		if cluster != nil || len(queued) > 0 || time.Now().Before(quietUntil) {
+			continue // a member step never overlaps a cluster fault
+		}
 		if step.Kind == FaultBrokerRestart {
 			if restart == nil {
 				restart = make(chan Fault, 1)
@@ -155,6 +238,101 @@ func (n *Nemesis) restartBroker(ctx context.Context, step Step) Fault {
 	n.log(f)
 	if err := n.Actions.RestartBroker(ctx); err != nil {
 		f.Error = err.Error()
+	}
+	f.EndMillis = time.Now().UnixMilli()
+	n.log(f)
+	return f
+}
+
+// clusterFault carries out one cluster fault and waits for the recovery of
+// the cluster; it logs the fault when it begins and when it is over.
+func (n *Nemesis) clusterFault(ctx context.Context, step Step) Fault {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), clusterFaultBound)
+	defer cancel()
+	f := Fault{Index: step.Index, Kind: step.Kind, Rule: step.Rule(n.Roles)}
+	fail := func(err error) Fault {
+		f.Error = joinText(f.Error, err.Error())
+		now := time.Now().UnixMilli()
+		if f.StartMillis == 0 {
+			f.StartMillis = now
+		}
+		f.HealMillis = max(f.HealMillis, f.StartMillis)
+		f.EndMillis = now
+		n.log(f)
+		return f
+	}
+	probe, cancelProbe := context.WithTimeout(ctx, 15*time.Second)
+	var target int32 = -1
+	var err error
+	switch step.Kind {
+	case FaultCoordinatorKill:
+		role := n.Roles[min(max(step.LeaderOf, 0), len(n.Roles)-1)]
+		target, err = n.Cluster.TxnCoordinator(probe, role)
+	case FaultStateLeaderKill:
+		target, err = n.Cluster.StateLeader(probe)
+	case FaultControllerStop:
+		target, err = n.Cluster.ActiveController(probe)
+	case FaultRollingRestart:
+		ids := n.Cluster.NodeIDs()
+		if len(ids) == 0 {
+			err = errors.New("no node to restart")
+			break
+		}
+		first := step.Node % len(ids)
+		f.Nodes = append(slices.Clone(ids[first:]), ids[:first]...)
+		target = f.Nodes[0]
+	}
+	cancelProbe()
+	if err != nil {
+		return fail(fmt.Errorf("find the target: %w", err))
+	}
+	f.Node = target
+	if f.Nodes == nil {
+		f.Nodes = []int32{target}
+	}
+	f.Target = fmt.Sprintf("node %d", target)
+	f.StartMillis = time.Now().UnixMilli()
+	n.log(f)
+	hold := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(step.Hold):
+		}
+	}
+	switch step.Kind {
+	case FaultCoordinatorKill, FaultStateLeaderKill:
+		if err := n.Cluster.KillNode(ctx, target); err != nil {
+			f.Error = joinText(f.Error, err.Error())
+			break
+		}
+		hold()
+		if err := n.Cluster.RestartNode(ctx, target); err != nil {
+			f.Error = joinText(f.Error, "heal: "+err.Error())
+		}
+	case FaultControllerStop:
+		if err := n.Cluster.PauseNode(ctx, target); err != nil {
+			f.Error = joinText(f.Error, err.Error())
+			break
+		}
+		hold()
+		if err := n.Cluster.ResumeNode(ctx, target); err != nil {
+			f.Error = joinText(f.Error, "heal: "+err.Error())
+		}
+	case FaultRollingRestart:
+		for i, id := range f.Nodes {
+			if i > 0 {
+				if err := n.Cluster.AwaitRecovered(ctx); err != nil {
+					return fail(err)
+				}
+			}
+			if err := n.Cluster.RestartNode(ctx, id); err != nil {
+				return fail(fmt.Errorf("restart node %d: %w", id, err))
+			}
+		}
+	}
+	f.HealMillis = time.Now().UnixMilli()
+	if err := n.Cluster.AwaitRecovered(ctx); err != nil {
+		return fail(err)
 	}
 	f.EndMillis = time.Now().UnixMilli()
 	n.log(f)

@@ -20,9 +20,15 @@ import (
 
 // RunConfig configures a run of the orchestrator.
 type RunConfig struct {
-	// Brokers lists the bootstrap brokers; the members reach the first one
-	// through their proxies.
+	// Brokers lists the bootstrap brokers. The orchestrator reads the
+	// brokers of the cluster from their metadata, and every member reaches
+	// each broker through a proxy of its own.
 	Brokers []string
+
+	// ReplicationFactor is the replication factor of the run's topics; 0
+	// or less takes the cluster's default.replication.factor. The topics
+	// take the cluster's min.insync.replicas.
+	ReplicationFactor int
 
 	// Members and Roles are the counts of member processes and of roles.
 	Members, Roles int
@@ -44,6 +50,12 @@ type RunConfig struct {
 	MeanGap, MaxSkew   time.Duration
 	BrokerRestartEvery time.Duration
 	BrokerRestartCmd   string
+
+	// ClusterCmd is the cluster command of a multi-broker cluster
+	// (scripts/kafka-cluster.sh), which the cluster faults need, and
+	// ClusterFaultEvery the window of one cluster fault.
+	ClusterCmd        string
+	ClusterFaultEvery time.Duration
 
 	// Slack is the extra time a failover may take past its bound.
 	Slack time.Duration
@@ -103,7 +115,8 @@ func RoleNames(runID string, count, partitions int) ([]string, error) {
 type Orchestrator struct {
 	info    *RunInfo
 	config  RunConfig
-	proxies map[string]*Proxy
+	proxies map[string]*MemberNetwork
+	cluster *ClusterControl
 
 	mu          sync.Mutex
 	procs       map[string]*proc
@@ -154,10 +167,17 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	discover, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	nodes, err := DiscoverBrokers(discover, config.Brokers, len(config.Brokers))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
 	info := &RunInfo{
 		RunID:           runID,
 		Seed:            config.Seed,
 		Brokers:         config.Brokers,
+		Nodes:           nodes,
 		StateTopic:      runID + ".state",
 		StatePartitions: coordination.DefaultPartitions,
 		CommandTopic:    runID + ".commands",
@@ -180,12 +200,18 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Seed: config.Seed, Duration: config.Duration, Members: config.Members, Roles: config.Roles,
 		Faults: config.Faults, Lease: config.Lease, MeanGap: config.MeanGap, MaxSkew: config.MaxSkew,
 		BrokerRestartEvery: config.BrokerRestartEvery,
+		ClusterFaultEvery: config.ClusterFaultEvery, Nodes: len(nodes),
 	})
 	if err != nil {
 		return nil, err
 	}
 	if slices.Contains(config.Faults, FaultBrokerRestart) && config.BrokerRestartCmd == "" {
 		return nil, errors.New("chaos: the broker-restart fault needs --broker-restart-cmd")
+	}
+	for _, kind := range config.Faults {
+		if slices.Contains(ClusterFaults, kind) && config.ClusterCmd == "" {
+			return nil, fmt.Errorf("chaos: the %s fault needs --cluster-cmd (scripts/kafka-cluster.sh)", kind)
+		}
 	}
 	planJSON, err := json.MarshalIndent(plan, "", "  ")
 	if err != nil {
@@ -200,26 +226,58 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 	fmt.Fprintf(progress, "run %s: %d members, roles %v, %d planned faults, dir %s\n", runID, config.Members, roles, len(plan), config.Dir)
 
 	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	err = CreateTopics(setup, info)
+	info.ReplicationFactor, err = CreateTopics(setup, info, config.ReplicationFactor)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("chaos: create the topics: %w", err)
 	}
+	if err := WriteRunInfo(info); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "brokers %v; topics with replication factor %d\n", nodes, info.ReplicationFactor)
 
 	o := &Orchestrator{
 		info: info, config: config,
-		proxies:     make(map[string]*Proxy),
+		proxies:     make(map[string]*MemberNetwork),
 		procs:       make(map[string]*proc),
 		incarnation: make(map[string]int),
 		leaders:     make(map[string]leaderView),
 	}
 	defer o.shutdown()
-	for _, member := range info.Members {
-		proxy, err := NewProxy("127.0.0.1:0", config.Brokers[0])
+	var clusterActions ClusterActions
+	if config.ClusterCmd != "" {
+		role, err := coordination.NewRole(roles[0])
 		if err != nil {
 			return nil, err
 		}
-		o.proxies[member] = proxy
+		statePartition, err := coordination.RolePartition(role, info.StatePartitions)
+		if err != nil {
+			return nil, err
+		}
+		clusterLog, err := os.OpenFile(info.Path("cluster.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		defer clusterLog.Close()
+		o.cluster = &ClusterControl{
+			Command: config.ClusterCmd, Nodes: nodes,
+			Topics:     []string{info.StateTopic, info.CommandTopic},
+			StateTopic: info.StateTopic, StatePartition: int32(statePartition),
+			Log: clusterLog,
+		}
+		defer o.cluster.Close()
+		clusterActions = o.cluster
+	}
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	for _, member := range info.Members {
+		network, err := NewMemberNetwork(addrs)
+		if err != nil {
+			return nil, err
+		}
+		o.proxies[member] = network
 		if err := WriteClockFile(info.MemberPath(member, "clock"), 0); err != nil {
 			return nil, err
 		}
@@ -246,14 +304,15 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 	}
 	fmt.Fprintf(progress, "fault phase: %s from %s\n", config.Duration, start.UTC().Format(time.TimeOnly))
 	phase, cancel := context.WithDeadline(ctx, start.Add(config.Duration))
+	check := CheckConfig{Members: config.Members, Lease: config.Lease, Stagger: config.Stagger, Slack: config.Slack}
 	faults := (&Nemesis{
 		Steps: plan, Members: info.Members, Roles: roles, Actions: o, Log: nemesisLog,
 		MaxDown: max(1, (config.Members-1)/2),
+		Cluster: clusterActions, Quiet: check.FailoverBound(),
 	}).Run(phase, start)
 	cancel()
 	fmt.Fprintf(progress, "fault phase over: %d faults; letting the last failovers finish\n", len(faults))
 
-	check := CheckConfig{Members: config.Members, Lease: config.Lease, Stagger: config.Stagger, Slack: config.Slack}
 	settle := check.FailoverBound() + 2*config.MaxSkew
 	select {
 	case <-ctx.Done():
@@ -280,7 +339,7 @@ func (o *Orchestrator) start(member string) error {
 	}
 	defer stderr.Close()
 	cmd := exec.Command(o.config.Executable, "member",
-		"--dir", o.info.Dir, "--id", member, "--inc", strconv.Itoa(inc), "--proxy", o.proxies[member].Addr())
+		"--dir", o.info.Dir, "--id", member, "--inc", strconv.Itoa(inc), "--proxy", o.proxies[member].Routes().String())
 	cmd.Stderr = stderr
 	// The member dies with the orchestrator; it stays in the orchestrator's
 	// process group, so a kill of that group takes every member too.
@@ -323,9 +382,10 @@ func (o *Orchestrator) observe(ev Event) {
 		if err != nil {
 			return
 		}
-		if current, ok := o.leaders[ev.Role]; !ok || token.Compare(current.token) >= 0 {
-			o.leaders[ev.Role] = leaderView{member: ev.Member, token: token}
-		}
+		// The latest acquisition names the leader: tokens carry no order
+		// across producer ids (FencingToken.Compare is no test of which
+		// mint is newer), and the events arrive as they happen.
+		o.leaders[ev.Role] = leaderView{member: ev.Member, token: token}
 	case EventFenced, EventEnded:
 		if current, ok := o.leaders[ev.Role]; ok && current.member == ev.Member && current.token.String() == ev.Token {
 			delete(o.leaders, ev.Role)
@@ -358,8 +418,8 @@ func (o *Orchestrator) awaitLeaders(ctx context.Context, timeout time.Duration) 
 // seconds), waits for their goroutines, and closes the proxies. It is
 // idempotent.
 func (o *Orchestrator) shutdown() {
-	for _, proxy := range o.proxies {
-		proxy.Heal()
+	for _, network := range o.proxies {
+		network.Heal()
 	}
 	o.mu.Lock()
 	procs := make([]*proc, 0, len(o.procs))
@@ -382,8 +442,8 @@ func (o *Orchestrator) shutdown() {
 		_ = p.stdin.Close()
 	}
 	o.wg.Wait()
-	for member, proxy := range o.proxies {
-		_ = proxy.Close()
+	for member, network := range o.proxies {
+		network.Close()
 		delete(o.proxies, member)
 	}
 }
@@ -437,13 +497,13 @@ func (o *Orchestrator) Kill(member string) error {
 // Restart starts the next incarnation of a killed member.
 func (o *Orchestrator) Restart(member string) error { return o.start(member) }
 
-// Cut cuts the member's proxy.
+// Cut cuts the member's proxies, one for each broker.
 func (o *Orchestrator) Cut(member string, mode CutMode) error {
 	o.proxies[member].Cut(mode)
 	return nil
 }
 
-// Heal heals the member's proxy.
+// Heal heals the member's proxies.
 func (o *Orchestrator) Heal(member string) error {
 	o.proxies[member].Heal()
 	return nil

@@ -34,6 +34,13 @@ type PlanConfig struct {
 	// BrokerRestartEvery is the length of the window that holds one broker
 	// restart.
 	BrokerRestartEvery time.Duration
+
+	// ClusterFaultEvery is the length of the window that holds one cluster
+	// fault (the Cluster* kinds of [ClusterFaults]); the kinds take turns,
+	// in an order drawn from the seed, so that a run of windows × kinds
+	// holds every kind. Nodes is the number of nodes of the cluster.
+	ClusterFaultEvery time.Duration
+	Nodes             int
 }
 
 // Step is one fault of a schedule.
@@ -57,6 +64,10 @@ type Step struct {
 	// member, the cut, the skew.
 	Hold time.Duration `json:"hold"`
 
+	// Node, for a rolling restart, is the index of the first node (in node
+	// id order) that restarts; the others follow in order.
+	Node int `json:"node,omitempty"`
+
 	// Mode is the mode of a cut.
 	Mode CutMode `json:"mode,omitempty"`
 
@@ -66,8 +77,16 @@ type Step struct {
 
 // Rule describes how the step picks its target.
 func (s Step) Rule(roles []string) string {
-	if s.Kind == FaultBrokerRestart {
+	switch s.Kind {
+	case FaultBrokerRestart, FaultControllerStop, FaultRollingRestart:
 		return ""
+	case FaultCoordinatorKill:
+		if s.LeaderOf >= 0 && s.LeaderOf < len(roles) {
+			return "transaction coordinator of " + roles[s.LeaderOf]
+		}
+		return ""
+	case FaultStateLeaderKill:
+		return "leader of the state partition"
 	}
 	if s.LeaderOf >= 0 && s.LeaderOf < len(roles) {
 		return "leader of " + roles[s.LeaderOf]
@@ -94,7 +113,7 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 	scale := func(lo, hi float64) time.Duration { return time.Duration(between(lo, hi) * float64(c.Lease)) }
 
 	var member []string
-	for _, kind := range []string{FaultPause, FaultKill, FaultCut, FaultSkew} {
+	for _, kind := range MemberFaults {
 		if kinds[kind] {
 			member = append(member, kind)
 		}
@@ -136,6 +155,37 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 			if at < c.Duration {
 				steps = append(steps, Step{At: at, Kind: FaultBrokerRestart, LeaderOf: -1, Member: -1})
 			}
+		}
+	}
+	var cluster []string
+	for _, kind := range ClusterFaults {
+		if kinds[kind] {
+			cluster = append(cluster, kind)
+		}
+	}
+	if len(cluster) > 0 && c.ClusterFaultEvery > 0 {
+		rng.Shuffle(len(cluster), func(i, j int) { cluster[i], cluster[j] = cluster[j], cluster[i] })
+		k := 0
+		for window := time.Duration(0); window < c.Duration; window += c.ClusterFaultEvery {
+			at := window + time.Duration(between(0.1, 0.4)*float64(c.ClusterFaultEvery))
+			if at >= c.Duration {
+				break
+			}
+			s := Step{At: at, Kind: cluster[k%len(cluster)], LeaderOf: -1, Member: -1}
+			k++
+			switch s.Kind {
+			case FaultCoordinatorKill:
+				s.LeaderOf = rng.IntN(c.Roles)
+				s.Hold = scale(0.5, 2)
+			case FaultStateLeaderKill:
+				s.LeaderOf = 0
+				s.Hold = scale(0.5, 2)
+			case FaultControllerStop:
+				s.Hold = scale(0.5, 2)
+			case FaultRollingRestart:
+				s.Node = rng.IntN(max(c.Nodes, 1))
+			}
+			steps = append(steps, s)
 		}
 	}
 	slices.SortStableFunc(steps, func(a, b Step) int { return cmp.Compare(a.At, b.At) })

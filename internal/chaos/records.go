@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -131,10 +132,47 @@ const (
 	FaultCut           = "cut"
 	FaultSkew          = "skew"
 	FaultBrokerRestart = "broker-restart"
+
+	// The faults of a node of a multi-broker cluster, which the cluster
+	// command carries out (see [ClusterControl]).
+
+	// FaultCoordinatorKill kills (SIGKILL) the node that is the transaction
+	// coordinator of a role, restarts it after the hold, and waits until
+	// every replica of the run's partitions and of __transaction_state is
+	// back in sync.
+	FaultCoordinatorKill = "coordinator-kill"
+
+	// FaultStateLeaderKill does the same to the leader of the partition of
+	// the state topic that holds the roles.
+	FaultStateLeaderKill = "state-leader-kill"
+
+	// FaultControllerStop stops (SIGSTOP) the active KRaft controller for
+	// the hold, then continues it (SIGCONT). The nodes are combined
+	// broker+controller nodes, so its broker stops too.
+	FaultControllerStop = "controller-stop"
+
+	// FaultRollingRestart restarts every node in turn, gracefully (SIGTERM,
+	// a controlled shutdown), and waits for the replicas to be back in sync
+	// before the next node.
+	FaultRollingRestart = "rolling-restart"
 )
 
 // AllFaults lists every fault kind, in the order of the summary table.
-var AllFaults = []string{FaultPause, FaultKill, FaultCut, FaultSkew, FaultBrokerRestart}
+var AllFaults = []string{FaultPause, FaultKill, FaultCut, FaultSkew, FaultBrokerRestart,
+	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart}
+
+// MemberFaults lists the faults of a member process, and ClusterFaults the
+// faults of a node of a multi-broker cluster.
+var (
+	MemberFaults  = []string{FaultPause, FaultKill, FaultCut, FaultSkew}
+	ClusterFaults = []string{FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart}
+)
+
+// IsBrokerFault reports whether the kind is a fault of the brokers rather
+// than of a member: the restart of the single broker or a cluster fault.
+func IsBrokerFault(kind string) bool {
+	return kind == FaultBrokerRestart || slices.Contains(ClusterFaults, kind)
+}
 
 // Fault is one line of the nemesis log: one fault, written when the nemesis
 // healed it (or at the end of the run for a fault it never healed).
@@ -160,6 +198,18 @@ type Fault struct {
 	// SIGCONT, the restart of the member, the heal of the proxy, the reset of
 	// the offset, or the return of the restart command.
 	EndMillis int64 `json:"end"`
+
+	// Node is the node id of the broker that a cluster fault hit (the first
+	// node of a rolling restart), and Nodes every node it hit in order.
+	Node  int32   `json:"node,omitempty"`
+	Nodes []int32 `json:"nodes,omitempty"`
+
+	// HealMillis is the host time at which the nemesis started the node of
+	// a cluster fault again, or continued it (for a rolling restart, when
+	// it started the last node again). For a cluster fault, EndMillis is
+	// the later instant at which the cluster had recovered: every node up
+	// and every replica of the run's partitions in sync.
+	HealMillis int64 `json:"heal,omitempty"`
 
 	// Mode is "drop" or "stall" for a cut.
 	Mode string `json:"mode,omitempty"`

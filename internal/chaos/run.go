@@ -22,6 +22,8 @@ import (
 //	members/<id>.events      the event log of a member, every incarnation
 //	members/<id>.log         the standard error of a member (library logs)
 //	members/<id>.clock       the clock offset of a member, in milliseconds
+//	members/<id>.calls       one JSON line per exported call of a member: its context budget and its duration
+//	cluster.log              the output of the cluster command (cluster faults)
 //	summary.json, summary.txt the verdict of the checker
 type RunInfo struct {
 	// RunID names the run; the topics and the roles carry it.
@@ -30,9 +32,16 @@ type RunInfo struct {
 	// Seed seeds the fault schedule.
 	Seed int64 `json:"seed"`
 
-	// Brokers lists the bootstrap brokers. A member reaches the first one
-	// through its proxy.
+	// Brokers lists the bootstrap brokers, as the user gave them.
 	Brokers []string `json:"brokers"`
+
+	// Nodes lists the brokers of the cluster as its metadata names them. A
+	// member seeds its client with their addresses, and reaches each of
+	// them through a proxy of its own.
+	Nodes []BrokerNode `json:"nodes,omitempty"`
+
+	// ReplicationFactor is the replication factor of the run's topics.
+	ReplicationFactor int `json:"replication_factor,omitempty"`
 
 	// StateTopic and StatePartitions name the coordination topic of the run.
 	StateTopic      string `json:"state_topic"`
