@@ -314,7 +314,7 @@ func Check(in CheckInput) *Report {
 			r.violate(ViolationDuplicate, seen[1].role, seen[1].offset, "command %s appears %d times: %v", id, len(seen), where)
 		}
 	}
-	checkAcks(in, byID, r)
+	checkAcks(in, byID, termStarts(in, streams), r)
 	measureFailovers(in, streams, r)
 	sortViolations(r.Violations)
 	return r
@@ -327,12 +327,18 @@ func checkRole(in CheckInput, role string, r *Report) []located {
 	stream := make([]located, 0, len(records))
 	report := RoleReport{Role: role, Commands: len(records)}
 
-	var newest coordination.FencingToken
-	var newestWriter string
-	haveNewest := false
-	writers := make(map[string]string)         // token -> member/incarnation
-	lastSeq := make(map[string]located)        // member/incarnation -> last command
-	termOf := make(map[string]map[string]bool) // member -> tokens of its leases
+	// The terms of a role are ordered by the commit order of their
+	// commands in the log, never by FencingToken.Compare: producer ids are
+	// not monotonic across brokers, so a legitimate successor may carry a
+	// smaller pair. A term is current from its first command on; a command
+	// of a term that was current before and is no more is an interleaving.
+	var current coordination.FencingToken
+	var currentWriter string
+	haveCurrent := false
+	ended := make(map[coordination.FencingToken]string) // a term superseded in the log -> its writer
+	writers := make(map[string]string)                  // token -> member/incarnation
+	lastSeq := make(map[string]located)                 // member/incarnation -> last command
+	termOf := make(map[string]map[string]bool)          // member -> tokens of its leases
 	for _, lease := range in.Leases[role] {
 		if lease.Tombstone {
 			continue
@@ -362,22 +368,25 @@ func checkRole(in CheckInput, role string, r *Report) []located {
 		writer := fmt.Sprintf("%s/%d", cmd.Member, cmd.Incarnation)
 
 		switch {
-		case !haveNewest || token.Supersedes(newest):
-			if haveNewest {
+		case haveCurrent && token == current:
+			if writer != currentWriter {
+				r.violate(ViolationSharedToken, role, record.Offset,
+					"command %s of %s under term %s, which %s wrote under", cmd.ID(), writer, token, currentWriter)
+			}
+		case ended[token] != "":
+			r.violate(ViolationInterleave, role, record.Offset,
+				"command %s of term %s appears after term %s of %s began", cmd.ID(), token, current, currentWriter)
+		default:
+			if haveCurrent {
 				r.LeadershipChanges++
+				ended[current] = currentWriter
 			}
 			report.Terms++
-			newest, newestWriter, haveNewest = token, writer, true
+			current, currentWriter, haveCurrent = token, writer, true
 			if !termOf[cmd.Member][cmd.Token] {
 				r.violate(ViolationTermWithoutLease, role, record.Offset,
 					"command %s opens term %s, under which %s wrote no lease record", cmd.ID(), token, cmd.Member)
 			}
-		case token.Compare(newest) < 0:
-			r.violate(ViolationInterleave, role, record.Offset,
-				"command %s of term %s appears after term %s of %s began", cmd.ID(), token, newest, newestWriter)
-		case writer != newestWriter:
-			r.violate(ViolationSharedToken, role, record.Offset,
-				"command %s of %s under term %s, which %s wrote under", cmd.ID(), writer, token, newestWriter)
 		}
 		if prev, ok := writers[cmd.Token]; ok && prev != writer {
 			r.violate(ViolationSharedToken, role, record.Offset, "token %s written by %s and %s", token, prev, writer)
@@ -390,21 +399,30 @@ func checkRole(in CheckInput, role string, r *Report) []located {
 		lastSeq[writer] = c
 	}
 
-	// The lease tokens of the role must never go back.
-	var newestLease coordination.FencingToken
+	// The lease terms of the role, in commit order, never go back: a lease
+	// record of a term whose successor already wrote a lease record is a
+	// regression.
+	var currentLease coordination.FencingToken
 	haveLease := false
+	endedLease := make(map[coordination.FencingToken]bool)
 	distinct := make(map[coordination.FencingToken]bool)
 	for _, lease := range in.Leases[role] {
 		if lease.Tombstone {
 			continue
 		}
-		distinct[lease.Lease.Token] = true
-		if haveLease && lease.Lease.Token.Compare(newestLease) < 0 {
+		tok := lease.Lease.Token
+		distinct[tok] = true
+		switch {
+		case haveLease && tok == currentLease:
+		case endedLease[tok]:
 			r.violate(ViolationLeaseRegress, role, lease.Offset,
-				"lease of %s under %s appears after a lease under %s", lease.Lease.Member, lease.Lease.Token, newestLease)
-			continue
+				"lease of %s under %s appears after a lease under %s", lease.Lease.Member, tok, currentLease)
+		default:
+			if haveLease {
+				endedLease[currentLease] = true
+			}
+			currentLease, haveLease = tok, true
 		}
-		newestLease, haveLease = lease.Lease.Token, true
 	}
 	report.LeaseTerms = len(distinct)
 	r.LeaseTerms += len(distinct)
@@ -414,7 +432,7 @@ func checkRole(in CheckInput, role string, r *Report) []located {
 }
 
 // checkAcks matches the ack and event logs against the command streams.
-func checkAcks(in CheckInput, byID map[CommandID][]located, r *Report) {
+func checkAcks(in CheckInput, byID map[CommandID][]located, starts map[string]map[string]int64, r *Report) {
 	named := make(map[CommandID]bool)
 	for _, ack := range in.Acks {
 		id := ack.ID()
@@ -430,19 +448,13 @@ func checkAcks(in CheckInput, byID map[CommandID][]located, r *Report) {
 				id, ack.Role, ack.Token, c.role, c.cmd.Token)
 		}
 	}
-	acquired := make(map[string][]Event)
-	for _, ev := range in.Events {
-		if ev.Kind == EventAcquired {
-			acquired[ev.Role] = append(acquired[ev.Role], ev)
-		}
-	}
 	for _, ev := range in.Events {
 		id := CommandID{Member: ev.Member, Incarnation: ev.Incarnation, Seq: ev.Seq}
 		switch ev.Kind {
 		case EventFenced:
 			r.Refused++
 			named[id] = true
-			if !newerTermBy(acquired[ev.Role], ev.Token, ev.WallMillis+1000) {
+			if !newerTermBy(starts[ev.Role], ev.Token, ev.WallMillis+1000) {
 				r.SelfFenced++
 			}
 			if ev.Seq == 0 {
@@ -467,16 +479,43 @@ func checkAcks(in CheckInput, byID map[CommandID][]located, r *Report) {
 	slices.Sort(r.Lost)
 }
 
-// newerTermBy reports whether an acquired event of a newer token than
-// token came at or before the instant.
-func newerTermBy(acquired []Event, token string, atMillis int64) bool {
-	tok, err := coordination.ParseFencingToken(token)
-	if err != nil {
-		return true
+// termStarts returns, per role, the earliest instant at which each term is
+// known to have begun: its acquired event, or its first command, whichever
+// is earlier (a member killed after its acquisition logs no event).
+func termStarts(in CheckInput, streams map[string][]located) map[string]map[string]int64 {
+	out := make(map[string]map[string]int64)
+	note := func(role, token string, at int64) {
+		if out[role] == nil {
+			out[role] = make(map[string]int64)
+		}
+		if prev, ok := out[role][token]; !ok || at < prev {
+			out[role][token] = at
+		}
 	}
-	for _, ev := range acquired {
-		other, err := coordination.ParseFencingToken(ev.Token)
-		if err == nil && ev.WallMillis <= atMillis && other.Supersedes(tok) {
+	for _, ev := range in.Events {
+		if ev.Kind == EventAcquired {
+			note(ev.Role, ev.Token, ev.WallMillis)
+		}
+	}
+	for role, stream := range streams {
+		for _, c := range stream {
+			note(role, c.cmd.Token, c.cmd.WallMillis)
+		}
+	}
+	return out
+}
+
+// newerTermBy reports whether another term of the role began after token
+// began and at or before the instant. Terms are ordered by the host time
+// at which they began, not by FencingToken.Compare, which says nothing
+// across producer ids.
+func newerTermBy(starts map[string]int64, token string, atMillis int64) bool {
+	since, ok := starts[token]
+	if !ok {
+		since = atMillis // a term never seen: only a term begun in the same instant counts
+	}
+	for other, at := range starts {
+		if other != token && at >= since && at <= atMillis {
 			return true
 		}
 	}
@@ -520,10 +559,8 @@ func measureFailovers(in CheckInput, streams map[string][]located, r *Report) {
 					retained = true
 					break
 				}
-				if c.token.Supersedes(term) {
-					next = i
-					break
-				}
+				next = i // another term, the next in commit order
+				break
 			}
 			switch {
 			case retained:

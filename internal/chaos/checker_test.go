@@ -239,10 +239,37 @@ func TestCheckCatchesATermWithoutALease(t *testing.T) {
 
 func TestCheckCatchesALeaseThatGoesBack(t *testing.T) {
 	h := newHistory(t)
-	h.lease("m1", "7:1")
-	h.lease("m2", "7:0")
+	h.lease("m1", "7:0")
+	h.lease("m1", "7:0")
+	// The successor's pair ranks below under Compare: the role's
+	// coordinator moved to a broker with a lower block of producer ids.
+	// That is no regression; the order is the commit order.
+	h.lease("m2", "1001:32766")
+	h.lease("m3", "2:0")
+	if got := kinds(Check(h.in)); len(got) != 0 {
+		t.Fatalf("Check(leases 7:0, 1001:32766, 2:0 in commit order) violations = %v; want none", got)
+	}
+	h.lease("m1", "7:0")
 	if got := kinds(Check(h.in)); len(got) != 1 || got[0] != ViolationLeaseRegress {
-		t.Fatalf("Check(lease 7:0 after 7:1) violations = %v; want one %s", got, ViolationLeaseRegress)
+		t.Fatalf("Check(lease 7:0 after its successors) violations = %v; want one %s", got, ViolationLeaseRegress)
+	}
+}
+
+func TestCheckOrdersTermsByTheLogNotByCompare(t *testing.T) {
+	h := newHistory(t)
+	h.lease("m1", "1001:32766")
+	h.write("m1", "1001:32766", 1000)
+	// The legitimate successor got 2:0 from a coordinator on another
+	// broker, as seen on a two-broker Kafka 4.4 cluster.
+	h.lease("m2", "2:0")
+	h.write("m2", "2:0", 2000)
+	h.write("m2", "2:0", 2100)
+	if r := Check(h.in); !r.OK() || r.LeadershipChanges != 1 {
+		t.Fatalf("Check(1001:32766 then 2:0) = %v, %d changes; want no violation and 1 change", r.Violations, r.LeadershipChanges)
+	}
+	h.write("m1", "1001:32766", 3000)
+	if got := kinds(Check(h.in)); len(got) != 1 || got[0] != ViolationInterleave {
+		t.Fatalf("Check(the deposed 1001:32766 after 2:0) violations = %v; want one %s", got, ViolationInterleave)
 	}
 }
 

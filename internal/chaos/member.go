@@ -46,8 +46,9 @@ type MemberConfig struct {
 	RetryInterval time.Duration
 
 	// Acks receives one line per acknowledged command, and Events one line
-	// per event. Both are required.
-	Acks, Events *LineLog
+	// per event. Both are required. Calls, if not nil, receives one [Call]
+	// line per exported call of package coordination.
+	Acks, Events, Calls *LineLog
 }
 
 // Member competes for the roles of a run and writes commands while it leads.
@@ -108,7 +109,11 @@ func (m *Member) compete(ctx context.Context, transport coordination.Transport, 
 		return
 	}
 	for ctx.Err() == nil {
-		leadership, err := coordination.AcquireLeadership(ctx, transport, role, member, m.config.Options...)
+		var leadership *coordination.Leadership
+		err := m.Timed(ctx, CallAcquire, role.String(), func(ctx context.Context) (err error) {
+			leadership, err = coordination.AcquireLeadership(ctx, transport, role, member, m.config.Options...)
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -137,7 +142,7 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 		select {
 		case <-ctx.Done():
 			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			err := leadership.Resign(resign)
+			err := m.Timed(resign, CallResign, role, leadership.Resign)
 			cancel()
 			m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: errText(errors.Join(errors.New("shutdown"), err))})
 			return
@@ -160,11 +165,13 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			panic(err) // a struct of strings and integers always encodes
 		}
 		write, cancel := context.WithTimeout(ctx, m.config.WriteTimeout)
-		err = leadership.Write(write, coordination.GuardedRecord{
-			Topic:     m.config.CommandTopic,
-			Partition: partition,
-			Key:       []byte(role),
-			Value:     value,
+		err = m.Timed(write, CallWrite, role, func(ctx context.Context) error {
+			return leadership.Write(ctx, coordination.GuardedRecord{
+				Topic:     m.config.CommandTopic,
+				Partition: partition,
+				Key:       []byte(role),
+				Value:     value,
+			})
 		})
 		cancel()
 		switch {
@@ -182,6 +189,37 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			m.event(Event{Kind: EventWriteError, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
 		}
 	}
+}
+
+// Timed runs one call of package coordination under ctx and logs it to the
+// call log: its budget (the time to the deadline of ctx), its duration, and
+// how long after the end of ctx it returned.
+func (m *Member) Timed(ctx context.Context, call, role string, f func(context.Context) error) error {
+	start := time.Now()
+	var endedAt atomic.Int64
+	stop := context.AfterFunc(ctx, func() { endedAt.Store(time.Now().UnixNano()) })
+	err := f(ctx)
+	end := time.Now()
+	stop()
+	if m.config.Calls == nil {
+		return err
+	}
+	c := Call{
+		WallMillis: start.UnixMilli(), Member: m.config.ID, Incarnation: m.config.Incarnation, Role: role,
+		Call: call, TookMillis: end.Sub(start).Milliseconds(), OverMillis: -1, Error: errText(err),
+	}
+	deadline, bounded := ctx.Deadline()
+	if bounded {
+		c.BudgetMillis = max(deadline.Sub(start).Milliseconds(), 0)
+	}
+	switch {
+	case bounded && end.After(deadline):
+		c.OverMillis = end.Sub(deadline).Milliseconds()
+	case endedAt.Load() != 0:
+		c.OverMillis = end.Sub(time.Unix(0, endedAt.Load())).Milliseconds()
+	}
+	_ = m.config.Calls.Append(c)
+	return err
 }
 
 func (m *Member) event(ev Event) {

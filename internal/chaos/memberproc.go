@@ -55,7 +55,23 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 	if err != nil {
 		return err
 	}
-	defer transport.Close()
+	calls, err := OpenLineLog(info.MemberPath(id, "calls"), nil)
+	if err != nil {
+		transport.Close()
+		return err
+	}
+	defer calls.Close()
+	var member *Member
+	defer func() {
+		if member == nil {
+			transport.Close()
+			return
+		}
+		_ = member.Timed(context.Background(), CallClose, "", func(context.Context) error {
+			transport.Close()
+			return nil
+		})
+	}()
 
 	acks, err := OpenLineLog(info.MemberPath(id, "acks"), nil)
 	if err != nil {
@@ -68,7 +84,7 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 	}
 	defer events.Close()
 	logger := slog.New(slog.NewTextHandler(stderr, nil)).With(slog.String("member", id), slog.Int("inc", incarnation))
-	member, err := NewMember(MemberConfig{
+	member, err = NewMember(MemberConfig{
 		ID:           id,
 		Incarnation:  incarnation,
 		Roles:        info.Roles,
@@ -87,6 +103,7 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		RetryInterval:   info.Poll,
 		Acks:            acks,
 		Events:          events,
+		Calls:           calls,
 	})
 	if err != nil {
 		return err

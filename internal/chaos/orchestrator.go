@@ -200,7 +200,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Seed: config.Seed, Duration: config.Duration, Members: config.Members, Roles: config.Roles,
 		Faults: config.Faults, Lease: config.Lease, MeanGap: config.MeanGap, MaxSkew: config.MaxSkew,
 		BrokerRestartEvery: config.BrokerRestartEvery,
-		ClusterFaultEvery: config.ClusterFaultEvery, Nodes: len(nodes),
+		ClusterFaultEvery:  config.ClusterFaultEvery, Nodes: len(nodes),
 	})
 	if err != nil {
 		return nil, err

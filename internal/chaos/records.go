@@ -125,6 +125,45 @@ type Event struct {
 	Error string `json:"err,omitempty"`
 }
 
+// Kinds of [Call].
+const (
+	CallAcquire = "acquire" // coordination.AcquireLeadership
+	CallWrite   = "write"   // Leadership.Write
+	CallResign  = "resign"  // Leadership.Resign
+	CallClose   = "close"   // KafkaTransport.Close, which takes no context
+)
+
+// Call is one line of the call log of a member: one exported call of
+// package coordination, its context budget and how long it took, so that
+// the checker can tell a call that outlived its context.
+type Call struct {
+	// WallMillis is the host time at which the call began.
+	WallMillis int64 `json:"wall"`
+
+	// Member and Incarnation name the process, and Role the role.
+	Member      string `json:"member"`
+	Incarnation int    `json:"inc"`
+	Role        string `json:"role,omitempty"`
+
+	// Call is one of the Call* constants.
+	Call string `json:"call"`
+
+	// BudgetMillis is the time from the start of the call to the deadline
+	// of its context, 0 for a context without a deadline.
+	BudgetMillis int64 `json:"budget,omitempty"`
+
+	// TookMillis is how long the call took.
+	TookMillis int64 `json:"took"`
+
+	// OverMillis is how long after the end of its context (its deadline, or
+	// its cancellation) the call returned, or -1 when the context was still
+	// live when the call returned.
+	OverMillis int64 `json:"over"`
+
+	// Error is the text of the call's error, if any.
+	Error string `json:"err,omitempty"`
+}
+
 // Fault kinds, as the --faults flag names them.
 const (
 	FaultPause         = "pause"
