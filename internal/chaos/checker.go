@@ -78,6 +78,10 @@ type CheckConfig struct {
 	// EndMillis is the host time at which the run stopped its members. A
 	// fault whose failover bound reaches past it is not measured.
 	EndMillis int64
+
+	// StartMillis is the host time at which the fault phase began; a
+	// leadership change before it is not counted against a fault.
+	StartMillis int64
 }
 
 // FailoverBound returns lease + stagger × (members-1) + slack: the longest a
@@ -106,6 +110,9 @@ type CheckInput struct {
 
 	// Faults holds the nemesis log.
 	Faults []Fault
+
+	// Calls holds the call logs of every member.
+	Calls []Call
 
 	// Config holds the timings of the run.
 	Config CheckConfig
@@ -277,6 +284,30 @@ type Report struct {
 
 	// FailoverStats summarises Failovers.
 	FailoverStats FailoverStats `json:"failover_stats"`
+
+	// Changes lists the leadership changes of the fault phase, each with
+	// the fault it is attributed to, and ChangesWithoutFault counts those
+	// that no fault explains.
+	Changes             []Change `json:"changes"`
+	ChangesWithoutFault int      `json:"changes_without_fault"`
+
+	// Impacts holds what each fault cost, and ByKind sums it up by kind of
+	// fault, in the order of [AllFaults].
+	Impacts []FaultImpact `json:"impacts"`
+	ByKind  []KindImpact  `json:"by_kind"`
+
+	// LongestGapMillis is the longest time between two acknowledged
+	// commands of one role in the fault phase, and
+	// LongestGapNoFaultMillis the longest of those gaps that overlap no
+	// fault's window.
+	LongestGapMillis        int64 `json:"longest_gap_ms"`
+	LongestGapNoFaultMillis int64 `json:"longest_gap_no_fault_ms"`
+
+	// Calls summarises the call logs by kind of call, and
+	// MaxCallOverMillis is the longest time from the end of a call's
+	// context to its return, over every kind.
+	Calls             []CallStats `json:"calls"`
+	MaxCallOverMillis int64       `json:"max_call_over_ms"`
 }
 
 // OK reports whether the run kept every safety property and lost nothing.
@@ -292,7 +323,8 @@ type located struct {
 
 // Check verifies the safety properties of a run and measures its failovers.
 func Check(in CheckInput) *Report {
-	r := &Report{FaultsByKind: make(map[string]int), Violations: []Violation{}, Lost: []string{}, Failovers: []Failover{}}
+	r := &Report{FaultsByKind: make(map[string]int), Violations: []Violation{}, Lost: []string{}, Failovers: []Failover{},
+		Changes: []Change{}, Impacts: []FaultImpact{}, ByKind: []KindImpact{}, Calls: []CallStats{}}
 	for _, f := range in.Faults {
 		r.FaultsByKind[f.Kind]++
 	}
@@ -316,6 +348,8 @@ func Check(in CheckInput) *Report {
 	}
 	checkAcks(in, byID, termStarts(in, streams), r)
 	measureFailovers(in, streams, r)
+	measureImpact(in, streams, r)
+	measureCalls(in, r)
 	sortViolations(r.Violations)
 	return r
 }

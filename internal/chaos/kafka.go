@@ -199,11 +199,12 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 		Commands: make(map[string][]CommandRecord),
 		Leases:   make(map[string][]LeaseRecord),
 		Config: CheckConfig{
-			Members:   len(info.Members),
-			Lease:     info.Lease,
-			Stagger:   info.Stagger,
-			Slack:     info.Slack,
-			EndMillis: info.EndMillis,
+			Members:     len(info.Members),
+			Lease:       info.Lease,
+			Stagger:     info.Stagger,
+			Slack:       info.Slack,
+			EndMillis:   info.EndMillis,
+			StartMillis: info.StartMillis,
 		},
 	}
 	stateByPartition := make(map[int][]coordination.StateRecord)
@@ -244,6 +245,6 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 	if err != nil {
 		return in, err
 	}
-	in.Acks, in.Events, in.Faults = logs.acks, logs.events, logs.faults
+	in.Acks, in.Events, in.Faults, in.Calls = logs.acks, logs.events, logs.faults, logs.calls
 	return in, nil
 }

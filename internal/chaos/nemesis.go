@@ -123,7 +123,8 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 	var restart chan Fault // the broker restart in flight, if any
 	var cluster chan Fault // the cluster fault in flight, if any
 	var queued []Step      // cluster faults that came due and wait
-	var quietUntil time.Time
+	var quietUntil time.Time // no member fault before it
+	var lastHeal time.Time   // no cluster fault before lastHeal + Quiet
 	defer func() {
 		if restart != nil {
 			done = append(done, <-restart)
@@ -153,6 +154,7 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			delete(skewed, f.Target)
 		}
 		f.EndMillis = time.Now().UnixMilli()
+		lastHeal = time.Now()
 		if err != nil {
 			f.Error = joinText(f.Error, "heal: "+err.Error())
 		}
@@ -160,7 +162,9 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		done = append(done, f)
 	}
 	for {
-		if cluster == nil && len(queued) > 0 && len(pending) == 0 && ctx.Err() == nil {
+		clusterWaits := cluster == nil && len(queued) > 0 && len(pending) == 0
+		if clusterWaits && ctx.Err() == nil && !time.Now().Before(lastHeal.Add(n.Quiet)) {
+			clusterWaits = false
 			step := queued[0]
 			queued = queued[1:]
 			cluster = make(chan Fault, 1)
@@ -179,8 +183,11 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		if !stepDue && len(pending) == 0 && len(queued) == 0 {
 			return done
 		}
+		if clusterWaits && (wake.IsZero() || lastHeal.Add(n.Quiet).Before(wake)) {
+			wake = lastHeal.Add(n.Quiet)
+		}
 		var timer <-chan time.Time
-		if stepDue || len(pending) > 0 {
+		if !wake.IsZero() {
 			timer = time.After(time.Until(wake))
 		}
 		select {
@@ -205,8 +212,8 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			pending = pending[1:]
 			continue
 		}
-		if !stepDue {
-			continue
+		if !stepDue || time.Now().Before(start.Add(n.Steps[next].At)) {
+			continue // the wake was for a waiting cluster fault
 		}
 		step := n.Steps[next]
 		next++

@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,51 @@ func TestPlanIsAFunctionOfTheSeed(t *testing.T) {
 	}
 	if _, err := NewPlan(PlanConfig{Faults: []string{"flood"}, Members: 1, Roles: 1, Lease: 1, MeanGap: 1}); err == nil {
 		t.Error("NewPlan(unknown kind) = nil error")
+	}
+}
+
+func TestPlanTakesTurnsAtTheClusterFaults(t *testing.T) {
+	config := PlanConfig{Seed: 3, Duration: 4 * time.Minute, Members: 5, Roles: 2, Faults: AllFaults,
+		Lease: 6 * time.Second, MeanGap: 10 * time.Second, MaxSkew: 5 * time.Second,
+		ClusterFaultEvery: time.Minute, Nodes: 3}
+	steps, err := NewPlan(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := config
+	without.Faults = MemberFaults
+	memberOnly, _ := NewPlan(without)
+	var cluster []Step
+	var members int
+	for _, s := range steps {
+		if slices.Contains(ClusterFaults, s.Kind) {
+			cluster = append(cluster, s)
+		} else if slices.Contains(MemberFaults, s.Kind) {
+			members++
+		}
+	}
+	if members != len(memberOnly) {
+		t.Errorf("%d member steps with the cluster faults, %d without; want the same member schedule", members, len(memberOnly))
+	}
+	seen := make(map[string]bool)
+	for i, s := range cluster {
+		seen[s.Kind] = true
+		if s.At < time.Duration(i)*config.ClusterFaultEvery || s.At >= time.Duration(i+1)*config.ClusterFaultEvery {
+			t.Errorf("cluster step %d at %s: not in window %d", i, s.At, i)
+		}
+		switch s.Kind {
+		case FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop:
+			if s.Hold <= 0 {
+				t.Errorf("%s holds %s; want a downtime", s.Kind, s.Hold)
+			}
+		case FaultRollingRestart:
+			if s.Node < 0 || s.Node >= config.Nodes {
+				t.Errorf("rolling restart from node index %d of %d", s.Node, config.Nodes)
+			}
+		}
+	}
+	if len(cluster) != 4 || len(seen) != 4 {
+		t.Errorf("cluster steps = %+v; want 4 windows, one of each kind", cluster)
 	}
 }
 
@@ -206,5 +253,101 @@ func TestRoleNamesShareOnePartition(t *testing.T) {
 	again, _ := RoleNames("chaos-1-1", 3, 16)
 	if !reflect.DeepEqual(names, again) {
 		t.Fatalf("RoleNames is not stable: %v, %v", names, again)
+	}
+}
+
+// fakeCluster records what the nemesis does to the nodes, into the log of
+// a fakeActions, so that member and cluster faults share one order.
+type fakeCluster struct {
+	actions *fakeActions
+	coord   int32
+}
+
+func (c *fakeCluster) NodeIDs() []int32 { return []int32{1, 2, 3} }
+func (c *fakeCluster) TxnCoordinator(_ context.Context, id string) (int32, error) {
+	return c.coord, c.actions.record("find coordinator " + id)
+}
+func (c *fakeCluster) StateLeader(context.Context) (int32, error)      { return 3, nil }
+func (c *fakeCluster) ActiveController(context.Context) (int32, error) { return 1, nil }
+func (c *fakeCluster) KillNode(_ context.Context, id int32) error {
+	return c.actions.record(fmt.Sprintf("kill node %d", id))
+}
+func (c *fakeCluster) RestartNode(_ context.Context, id int32) error {
+	return c.actions.record(fmt.Sprintf("restart node %d", id))
+}
+func (c *fakeCluster) PauseNode(_ context.Context, id int32) error {
+	return c.actions.record(fmt.Sprintf("pause node %d", id))
+}
+func (c *fakeCluster) ResumeNode(_ context.Context, id int32) error {
+	return c.actions.record(fmt.Sprintf("resume node %d", id))
+}
+func (c *fakeCluster) AwaitRecovered(context.Context) error { return c.actions.record("recovered") }
+
+// TestNemesisRunsClusterFaultsAlone: a cluster fault waits for the member
+// faults in force to heal and for the quiet time after them; while it
+// waits or runs, and for the quiet time after it, no member fault begins;
+// two cluster faults never overlap; each one waits for the recovery.
+func TestNemesisRunsClusterFaultsAlone(t *testing.T) {
+	actions := &fakeActions{leaders: map[string]string{"controller": "m2"}}
+	log, err := OpenLineLog(filepath.Join(t.TempDir(), "nemesis.log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	ms := time.Millisecond
+	n := &Nemesis{
+		Steps: []Step{
+			{Index: 0, At: 0, Kind: FaultPause, LeaderOf: 0, Hold: 30 * ms},
+			{Index: 1, At: 5 * ms, Kind: FaultCoordinatorKill, LeaderOf: 0, Hold: 20 * ms},
+			{Index: 2, At: 40 * ms, Kind: FaultCut, LeaderOf: -1, Member: 0, Mode: CutDrop, Hold: 10 * ms}, // skipped: the kill waits or runs
+			{Index: 3, At: 45 * ms, Kind: FaultControllerStop, LeaderOf: -1, Hold: 10 * ms},                  // waits for the kill
+			{Index: 4, At: 50 * ms, Kind: FaultRollingRestart, LeaderOf: -1, Node: 1},
+			{Index: 5, At: 400 * ms, Kind: FaultKill, LeaderOf: -1, Member: 2, Hold: 10 * ms},
+		},
+		Members: []string{"m1", "m2", "m3"}, Roles: []string{"controller"}, Actions: actions, Log: log, MaxDown: 3,
+		Cluster: &fakeCluster{actions: actions, coord: 2}, Quiet: 40 * ms,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	faults := n.Run(ctx, time.Now())
+	want := []string{
+		"pause m2", "resume m2",
+		"find coordinator controller", "kill node 2", "restart node 2", "recovered",
+		"pause node 1", "resume node 1", "recovered",
+		"restart node 2", "recovered", "restart node 3", "recovered", "restart node 1", "recovered",
+		"kill m3", "restart m3",
+	}
+	if !reflect.DeepEqual(actions.calls, want) {
+		t.Fatalf("calls =\n%q\nwant\n%q", actions.calls, want)
+	}
+	if len(faults) != 5 {
+		t.Fatalf("Run made %d faults; want 5 (the cut skipped)", len(faults))
+	}
+	logged, err := ReadFaults(log.file.Name(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevEnd int64
+	for _, f := range logged {
+		if f.StartMillis < prevEnd {
+			t.Errorf("fault %d %s began at %d, before the end of the previous fault at %d", f.Index, f.Kind, f.StartMillis, prevEnd)
+		}
+		prevEnd = f.EndMillis
+		if !IsBrokerFault(f.Kind) {
+			continue
+		}
+		if f.HealMillis < f.StartMillis || f.EndMillis < f.HealMillis || f.Error != "" {
+			t.Errorf("cluster fault %+v: want start <= heal <= end and no error", f)
+		}
+	}
+	if logged[1].Node != 2 || logged[2].Node != 1 || !reflect.DeepEqual(logged[3].Nodes, []int32{2, 3, 1}) {
+		t.Errorf("nodes = %d, %d, %v; want the coordinator 2, the controller 1, and the rolling order 2 3 1",
+			logged[1].Node, logged[2].Node, logged[3].Nodes)
+	}
+	if gap := logged[1].StartMillis - logged[0].EndMillis; gap < 40 {
+		t.Errorf("the coordinator kill began %d ms after the heal of the pause; want at least the quiet time, 40 ms", gap)
+	}
+	if gap := logged[4].StartMillis - logged[3].EndMillis; gap < 40 {
+		t.Errorf("the member kill began %d ms after the end of the rolling restart; want at least the quiet time, 40 ms", gap)
 	}
 }

@@ -120,6 +120,7 @@ type runLogs struct {
 	acks   []Ack
 	events []Event
 	faults []Fault
+	calls  []Call
 }
 
 // loadLogs reads the logs of every member and the nemesis log.
@@ -134,6 +135,11 @@ func loadLogs(info *RunInfo) (runLogs, error) {
 		if err != nil {
 			return logs, err
 		}
+		calls, err := ReadLines[Call](info.MemberPath(member, "calls"))
+		if err != nil {
+			return logs, err
+		}
+		logs.calls = append(logs.calls, calls...)
 		logs.acks = append(logs.acks, acks...)
 		logs.events = append(logs.events, events...)
 	}

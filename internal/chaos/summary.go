@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,6 +25,11 @@ type Summary struct {
 	Renew    string `json:"renew"`
 	Stagger  string `json:"stagger"`
 
+	// Nodes and ReplicationFactor describe the cluster: its brokers and
+	// the replication factor of the run's topics.
+	Nodes             int `json:"nodes,omitempty"`
+	ReplicationFactor int `json:"replication_factor,omitempty"`
+
 	// Report is the verdict of the checker.
 	Report *Report `json:"report"`
 
@@ -41,8 +47,11 @@ func NewSummary(info *RunInfo, report *Report) *Summary {
 		Lease:    info.Lease.String(),
 		Renew:    info.Renew.String(),
 		Stagger:  info.Stagger.String(),
-		Report:   report,
-		OK:       report.OK(),
+		Nodes:    len(info.Nodes),
+
+		ReplicationFactor: info.ReplicationFactor,
+		Report:            report,
+		OK:                report.OK(),
 	}
 }
 
@@ -54,6 +63,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	var faults []string
 	total := 0
 	for _, kind := range AllFaults {
+		if r.FaultsByKind[kind] == 0 && !slices.Contains(MemberFaults, kind) {
+			continue
+		}
 		faults = append(faults, fmt.Sprintf("%s=%d", kind, r.FaultsByKind[kind]))
 		total += r.FaultsByKind[kind]
 	}
@@ -81,6 +93,12 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"failovers after a leader fault", fmt.Sprintf("%d measured, %d retained, %d unresolved, %d excluded", st.Measured, st.Retained, st.Unresolved, st.Excluded)},
 		{"failover p50 / p99 / max", fmt.Sprintf("%s / %s / %s", ms(st.P50Millis), ms(st.P99Millis), ms(st.MaxMillis))},
 		{"failover bound", fmt.Sprintf("%s + 2 x skew in force; %d over it", ms(st.BoundMillis), st.OverBound)},
+		{"changes without a fault", fmt.Sprintf("%d (window of a fault: its start to its end + %s)", r.ChangesWithoutFault, ms(st.BoundMillis))},
+		{"longest gap without an ack", fmt.Sprintf("%s (%s outside every fault window)", ms(r.LongestGapMillis), ms(r.LongestGapNoFaultMillis))},
+		{"largest call past its context", ms(r.MaxCallOverMillis)},
+	}
+	if s.Nodes > 0 {
+		rows = slices.Insert(rows, 3, [2]string{"brokers / replication factor", fmt.Sprintf("%d / %d", s.Nodes, s.ReplicationFactor)})
 	}
 	verdict := "PASS"
 	if !s.OK {
@@ -92,6 +110,36 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.ByKind) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintf(tw, "fault kind\tfaults\tchanges p50 / max / total\tlongest gap without an ack p50 / max\n")
+		for _, k := range r.ByKind {
+			fmt.Fprintf(tw, "%s\t%d\t%d / %d / %d\t%s / %s\n", k.Kind, k.Faults, k.ChangesP50, k.ChangesMax, k.Changes, ms(k.GapP50Millis), ms(k.GapMaxMillis))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Calls) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintf(tw, "call\tcount\twith a deadline\treturned after its context ended\tlargest time past it\tlongest call\tleft out (member paused)\n")
+		for _, c := range r.Calls {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\n", c.Call, c.Count, c.Bounded, c.Ended, ms(c.MaxOverMillis), ms(c.MaxTookMillis), c.Excluded)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, c := range r.Calls {
+			if c.MaxOverMillis > 0 {
+				fmt.Fprintf(w, "worst %s: %s\n", c.Call, c.Worst)
+			}
+		}
+	}
+	for _, ch := range r.Changes {
+		if ch.Fault < 0 || IsBrokerFault(ch.Kind) {
+			fmt.Fprintf(w, "CHANGE %s\n", ch)
+		}
 	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "VIOLATION %s role %s offset %d: %s\n", v.Kind, v.Role, v.Offset, v.Detail)

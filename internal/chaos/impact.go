@@ -1,0 +1,212 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Change is one leadership change of a role: a term that began after the
+// first term of the role in the fault phase.
+type Change struct {
+	// Role names the role; Token and Member name the new term and its
+	// holder, From and FromMember the term before it.
+	Role       string `json:"role"`
+	Token      string `json:"token"`
+	Member     string `json:"member,omitempty"`
+	From       string `json:"from"`
+	FromMember string `json:"from_member,omitempty"`
+
+	// AtMillis is the host time at which the new term began: its acquired
+	// event, or its first command if that came earlier.
+	AtMillis int64 `json:"at"`
+
+	// Fault is the index of the fault whose window holds the change (the
+	// latest to begin, if several do), and Kind its kind; Fault is -1 and
+	// Kind empty for a change that no fault explains, a needless failover.
+	Fault int    `json:"fault"`
+	Kind  string `json:"kind,omitempty"`
+}
+
+// FaultImpact is what one fault cost: the leadership changes in its window
+// and the longest gap without an acknowledged command that overlaps it.
+// The window of a fault runs from its start to its end (the heal; for a
+// cluster fault, the recovery of the cluster) plus the failover bound.
+type FaultImpact struct {
+	Fault  int    `json:"fault"`
+	Kind   string `json:"kind"`
+	Target string `json:"target,omitempty"`
+
+	// StartMillis and EndMillis bound the window, in host milliseconds.
+	StartMillis int64 `json:"start"`
+	EndMillis   int64 `json:"end"`
+
+	// Changes counts the changes attributed to the fault, over all roles.
+	Changes int `json:"changes"`
+
+	// LongestGapMillis is the longest time between two acknowledged
+	// commands of one role that overlaps the window.
+	LongestGapMillis int64 `json:"longest_gap_ms"`
+}
+
+// KindImpact summarises the faults of one kind.
+type KindImpact struct {
+	Kind   string `json:"kind"`
+	Faults int    `json:"faults"`
+
+	// ChangesP50 and ChangesMax are the median (nearest rank, the lower of
+	// two middle values) and the largest count of changes of one fault, and
+	// Changes their sum.
+	ChangesP50 int `json:"changes_p50"`
+	ChangesMax int `json:"changes_max"`
+	Changes    int `json:"changes"`
+
+	// GapP50Millis and GapMaxMillis are the median and the largest longest
+	// gap without an acknowledged command of one fault.
+	GapP50Millis int64 `json:"gap_p50_ms"`
+	GapMaxMillis int64 `json:"gap_max_ms"`
+}
+
+// measureImpact attributes the leadership changes of the fault phase to
+// the faults whose windows hold them, and measures the gaps without an
+// acknowledged command.
+func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
+	tail := in.Config.FailoverBound().Milliseconds()
+	type window struct {
+		f        Fault
+		from, to int64
+	}
+	windows := make([]window, 0, len(in.Faults))
+	for _, f := range in.Faults {
+		windows = append(windows, window{f: f, from: f.StartMillis, to: max(f.EndMillis, f.StartMillis) + tail})
+	}
+	holder := func(at int64) int {
+		best := -1
+		for i, w := range windows {
+			if w.from <= at && at <= w.to && (best < 0 || w.from >= windows[best].from) {
+				best = i
+			}
+		}
+		return best
+	}
+	impacts := make([]FaultImpact, len(windows))
+	for i, w := range windows {
+		impacts[i] = FaultImpact{Fault: w.f.Index, Kind: w.f.Kind, Target: w.f.Target, StartMillis: w.from, EndMillis: w.to}
+	}
+
+	// The changes: the terms of each role in the order in which they began.
+	starts := termStarts(in, streams)
+	holders := make(map[string]map[string]string) // role -> token -> member
+	for _, ev := range in.Events {
+		if ev.Kind == EventAcquired {
+			if holders[ev.Role] == nil {
+				holders[ev.Role] = make(map[string]string)
+			}
+			holders[ev.Role][ev.Token] = ev.Member
+		}
+	}
+	for role, stream := range streams {
+		for _, c := range stream {
+			if holders[role] == nil {
+				holders[role] = make(map[string]string)
+			}
+			holders[role][c.cmd.Token] = c.cmd.Member
+		}
+	}
+	for _, role := range in.Roles {
+		type term struct {
+			token string
+			at    int64
+		}
+		var terms []term
+		for token, at := range starts[role] {
+			terms = append(terms, term{token, at})
+		}
+		slices.SortFunc(terms, func(a, b term) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.token, b.token)) })
+		for i := 1; i < len(terms); i++ {
+			if terms[i].at < in.Config.StartMillis {
+				continue // a change before the fault phase: the run was setting up
+			}
+			ch := Change{Role: role, Token: terms[i].token, Member: holders[role][terms[i].token],
+				From: terms[i-1].token, FromMember: holders[role][terms[i-1].token], AtMillis: terms[i].at, Fault: -1}
+			if w := holder(ch.AtMillis); w >= 0 {
+				ch.Fault, ch.Kind = windows[w].f.Index, windows[w].f.Kind
+				impacts[w].Changes++
+			} else {
+				r.ChangesWithoutFault++
+			}
+			r.Changes = append(r.Changes, ch)
+		}
+	}
+	slices.SortFunc(r.Changes, func(a, b Change) int { return cmp.Compare(a.AtMillis, b.AtMillis) })
+
+	// The gaps: between two acknowledged commands of one role.
+	acks := make(map[string][]int64)
+	for _, ack := range in.Acks {
+		acks[ack.Role] = append(acks[ack.Role], ack.AckMillis)
+	}
+	for _, role := range in.Roles {
+		times := acks[role]
+		slices.Sort(times)
+		for i := 1; i < len(times); i++ {
+			a, b := times[i-1], times[i]
+			if b < in.Config.StartMillis {
+				continue
+			}
+			inWindow := false
+			for k, w := range windows {
+				if b > w.from && a < w.to {
+					inWindow = true
+					impacts[k].LongestGapMillis = max(impacts[k].LongestGapMillis, b-a)
+				}
+			}
+			if !inWindow {
+				r.LongestGapNoFaultMillis = max(r.LongestGapNoFaultMillis, b-a)
+			}
+			r.LongestGapMillis = max(r.LongestGapMillis, b-a)
+		}
+	}
+	r.Impacts = impacts
+
+	for _, kind := range AllFaults {
+		var changes []int64
+		var gaps []int64
+		k := KindImpact{Kind: kind}
+		for _, im := range impacts {
+			if im.Kind != kind {
+				continue
+			}
+			k.Faults++
+			k.Changes += im.Changes
+			changes = append(changes, int64(im.Changes))
+			gaps = append(gaps, im.LongestGapMillis)
+		}
+		if k.Faults == 0 {
+			continue
+		}
+		slices.Sort(changes)
+		slices.Sort(gaps)
+		k.ChangesP50, k.ChangesMax = int(percentile(changes, 50)), int(changes[len(changes)-1])
+		k.GapP50Millis, k.GapMaxMillis = percentile(gaps, 50), gaps[len(gaps)-1]
+		r.ByKind = append(r.ByKind, k)
+	}
+}
+
+// KindImpactOf returns the summary of one fault kind, and false when the
+// run had no fault of that kind.
+func (r *Report) KindImpactOf(kind string) (KindImpact, bool) {
+	for _, k := range r.ByKind {
+		if k.Kind == kind {
+			return k, true
+		}
+	}
+	return KindImpact{}, false
+}
+
+func (c Change) String() string {
+	cause := "no fault"
+	if c.Fault >= 0 {
+		cause = fmt.Sprintf("fault %d %s", c.Fault, c.Kind)
+	}
+	return fmt.Sprintf("%s %s: %s (%s) -> %s (%s), %s", formatMillis(c.AtMillis), c.Role, c.From, c.FromMember, c.Token, c.Member, cause)
+}
