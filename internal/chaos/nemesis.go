@@ -120,9 +120,9 @@ type active struct {
 // one that has not begun by then is dropped.
 func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 	var pending []active
-	var restart chan Fault // the broker restart in flight, if any
-	var cluster chan Fault // the cluster fault in flight, if any
-	var queued []Step      // cluster faults that came due and wait
+	var restart chan Fault   // the broker restart in flight, if any
+	var cluster chan Fault   // the cluster fault in flight, if any
+	var queued []Step        // cluster faults that came due and wait
 	var quietUntil time.Time // no member fault before it
 	var lastHeal time.Time   // no cluster fault before lastHeal + Quiet
 	defer func() {

@@ -300,7 +300,7 @@ func TestNemesisRunsClusterFaultsAlone(t *testing.T) {
 			{Index: 0, At: 0, Kind: FaultPause, LeaderOf: 0, Hold: 30 * ms},
 			{Index: 1, At: 5 * ms, Kind: FaultCoordinatorKill, LeaderOf: 0, Hold: 20 * ms},
 			{Index: 2, At: 40 * ms, Kind: FaultCut, LeaderOf: -1, Member: 0, Mode: CutDrop, Hold: 10 * ms}, // skipped: the kill waits or runs
-			{Index: 3, At: 45 * ms, Kind: FaultControllerStop, LeaderOf: -1, Hold: 10 * ms},                  // waits for the kill
+			{Index: 3, At: 45 * ms, Kind: FaultControllerStop, LeaderOf: -1, Hold: 10 * ms},                // waits for the kill
 			{Index: 4, At: 50 * ms, Kind: FaultRollingRestart, LeaderOf: -1, Node: 1},
 			{Index: 5, At: 400 * ms, Kind: FaultKill, LeaderOf: -1, Member: 2, Hold: 10 * ms},
 		},
