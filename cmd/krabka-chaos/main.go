@@ -12,9 +12,12 @@
 // numbered commands to the command topic of the run with Leadership.Write,
 // and logs every acknowledged command to its ack log. A nemesis, drawn from
 // --seed, pauses members past their lease (SIGSTOP), kills and restarts them
-// (SIGKILL), cuts their network to the broker (each member dials the broker
-// through its own proxy), skews their clocks, and restarts the broker when
-// --broker-restart-cmd is given. At the end the checker reads the command
+// (SIGKILL), cuts their network to the brokers (each member dials each
+// broker through a proxy of its own), skews their clocks, restarts the
+// single broker when --broker-restart-cmd is given, and, on a multi-broker
+// cluster with --cluster-cmd, kills the transaction coordinator of a role
+// or the leader of the state partition, stops the active controller, and
+// restarts every node in turn. At the end the checker reads the command
 // topic read_committed and the state topic, and verifies that leadership
 // terms never interleave and that every acknowledged command is present
 // exactly once, and it times each failover after a fault of a leader. It
@@ -26,6 +29,12 @@
 //
 //	out=$(scripts/kafka-start.sh) && eval "$out"
 //	go run ./cmd/krabka-chaos run --brokers "$KRABKA_KAFKA_BROKERS" --duration 2m --seed 1
+//
+// and with the 3-node cluster of scripts/kafka-cluster.sh:
+//
+//	out=$(scripts/kafka-cluster.sh start) && eval "$out"
+//	go run ./cmd/krabka-chaos run --brokers "$KRABKA_KAFKA_CLUSTER_BROKERS" \
+//	  --cluster-cmd scripts/kafka-cluster.sh --faults all --lease 6s --renew 2s
 package main
 
 import (
@@ -38,6 +47,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -85,7 +95,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("krabka-chaos run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	brokers := fs.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "bootstrap broker host:port (one broker; default $KRABKA_KAFKA_BROKERS)")
+	brokers := fs.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "bootstrap brokers host:port, comma-separated: one broker, or the brokers of a cluster (default $KRABKA_KAFKA_BROKERS); each member reaches each broker through a proxy of its own")
+	replication := fs.Int("replication-factor", 0, "replication factor of the run's topics (0: the cluster's default.replication.factor)")
+	clusterCmd := fs.String("cluster-cmd", "", "the cluster command of a multi-broker cluster, scripts/kafka-cluster.sh (kill N, restart N, pause N, resume N); enables the cluster faults "+strings.Join(chaos.ClusterFaults, ","))
+	clusterEvery := fs.Duration("cluster-fault-every", 45*time.Second, "one cluster fault in each window of this length; the kinds take turns")
+	mixed := fs.Bool("mixed", false, "let the member faults overlap the cluster faults (by default a cluster fault runs alone, so that the leadership changes in its window are its own)")
 	members := fs.Int("members", 5, "member processes")
 	roles := fs.Int("roles", 2, "roles (controller, archiver, ...), all on one partition of the state topic")
 	duration := fs.Duration("duration", 2*time.Minute, "length of the fault phase")
@@ -96,7 +110,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	poll := fs.Duration("poll", 250*time.Millisecond, "poll interval of a waiting member")
 	interval := fs.Duration("command-interval", 100*time.Millisecond, "gap between two commands of a leader")
 	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "bound of one guarded write")
-	faults := fs.String("faults", "pause,kill,cut,skew", "fault kinds, comma-separated, or \"all\": "+strings.Join(chaos.AllFaults, ","))
+	faults := fs.String("faults", "pause,kill,cut,skew", "fault kinds, comma-separated, or \"all\" (every kind whose command is given): "+strings.Join(chaos.AllFaults, ","))
 	meanGap := fs.Duration("mean-gap", 0, "mean gap between two faults (default 1.7 x lease)")
 	maxSkew := fs.Duration("max-skew", 5*time.Second, "largest clock offset of a skew")
 	restartCmd := fs.String("broker-restart-cmd", "", "shell command that restarts the broker on its data, e.g. \"scripts/kafka-stop.sh --kill && scripts/kafka-start.sh --restart-keep-data\"; enables the broker-restart fault")
@@ -115,9 +129,17 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	kinds := splitList(*faults)
 	if *faults == "all" {
-		kinds = chaos.AllFaults
-		if *restartCmd == "" {
-			kinds = kinds[:len(kinds)-1]
+		kinds = slices.Clone(chaos.MemberFaults)
+		if *restartCmd != "" {
+			kinds = append(kinds, chaos.FaultBrokerRestart)
+		}
+		if *clusterCmd != "" {
+			kinds = append(kinds, chaos.ClusterFaults...)
+		}
+	}
+	if *clusterCmd != "" && strings.Contains(*clusterCmd, "/") {
+		if abs, err := filepath.Abs(*clusterCmd); err == nil {
+			*clusterCmd = abs
 		}
 	}
 	if *meanGap == 0 {
@@ -144,6 +166,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		CommandInterval: *interval, WriteTimeout: *writeTimeout,
 		Faults: kinds, MeanGap: *meanGap, MaxSkew: *maxSkew,
 		BrokerRestartEvery: *restartEvery, BrokerRestartCmd: *restartCmd,
+		ReplicationFactor: *replication, ClusterCmd: *clusterCmd, ClusterFaultEvery: *clusterEvery, MixedFaults: *mixed,
 		Slack: *slack, Dir: dir, Executable: exe, Progress: stderr,
 	})
 	if err != nil {

@@ -93,6 +93,12 @@ type Nemesis struct {
 	// begins, so that every leadership change in that window is the
 	// cluster fault's doing.
 	Quiet time.Duration
+
+	// Mixed lets member faults overlap the cluster faults: a cluster fault
+	// then waits only for the previous cluster fault, and no member step is
+	// skipped for a cluster fault. The leadership changes of a cluster
+	// fault are then no longer its own, but a short run holds every kind.
+	Mixed bool
 }
 
 // active is a fault that waits for its heal.
@@ -114,10 +120,11 @@ type active struct {
 // down at once (min.insync.replicas 2 would stall every write) and every
 // leadership change in the window of a cluster fault is its doing. A
 // cluster fault that comes due waits until the previous one is over and
-// every member fault has healed; while one waits or runs, and for Quiet
-// after it, a member step is skipped. A cluster fault that began always
+// every member fault has healed, and then for Quiet; while one waits or
+// runs, and for Quiet after it, a member step is skipped. A cluster fault that began always
 // runs to its end, the restart of its node included, even after ctx ends;
-// one that has not begun by then is dropped.
+// one that has not begun by then is dropped. With Mixed, the cluster faults
+// still run one at a time, and the member faults go on beside them.
 func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 	var pending []active
 	var restart chan Fault   // the broker restart in flight, if any
@@ -162,8 +169,8 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		done = append(done, f)
 	}
 	for {
-		clusterWaits := cluster == nil && len(queued) > 0 && len(pending) == 0
-		if clusterWaits && ctx.Err() == nil && !time.Now().Before(lastHeal.Add(n.Quiet)) {
+		clusterWaits := cluster == nil && len(queued) > 0 && (len(pending) == 0 || n.Mixed)
+		if clusterWaits && ctx.Err() == nil && (n.Mixed || !time.Now().Before(lastHeal.Add(n.Quiet))) {
 			clusterWaits = false
 			step := queued[0]
 			queued = queued[1:]
@@ -204,6 +211,7 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			done = append(done, f)
 			cluster = nil
 			quietUntil = time.Now().Add(n.Quiet)
+			lastHeal = time.Now() // the next cluster fault waits the quiet time too
 			continue
 		case <-timer:
 		}
@@ -223,7 +231,7 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			}
 			continue
 		}
-		if cluster != nil || len(queued) > 0 || time.Now().Before(quietUntil) {
+		if !n.Mixed && (cluster != nil || len(queued) > 0 || time.Now().Before(quietUntil)) {
 			continue // a member step never overlaps a cluster fault
 		}
 		if step.Kind == FaultBrokerRestart {

@@ -347,7 +347,34 @@ func TestNemesisRunsClusterFaultsAlone(t *testing.T) {
 	if gap := logged[1].StartMillis - logged[0].EndMillis; gap < 40 {
 		t.Errorf("the coordinator kill began %d ms after the heal of the pause; want at least the quiet time, 40 ms", gap)
 	}
+	if gap := logged[2].StartMillis - logged[1].EndMillis; gap < 40 {
+		t.Errorf("the controller stop began %d ms after the end of the coordinator kill; want at least the quiet time, 40 ms", gap)
+	}
 	if gap := logged[4].StartMillis - logged[3].EndMillis; gap < 40 {
 		t.Errorf("the member kill began %d ms after the end of the rolling restart; want at least the quiet time, 40 ms", gap)
+	}
+}
+
+// TestNemesisMixedLetsMemberFaultsOverlapClusterFaults: with Mixed, a
+// member fault begins during a cluster fault.
+func TestNemesisMixedLetsMemberFaultsOverlapClusterFaults(t *testing.T) {
+	actions := &fakeActions{leaders: map[string]string{"controller": "m2"}}
+	ms := time.Millisecond
+	n := &Nemesis{
+		Steps: []Step{
+			{Index: 0, At: 0, Kind: FaultCoordinatorKill, LeaderOf: 0, Hold: 60 * ms},
+			{Index: 1, At: 10 * ms, Kind: FaultPause, LeaderOf: 0, Hold: 10 * ms},
+		},
+		Members: []string{"m1", "m2", "m3"}, Roles: []string{"controller"}, Actions: actions, MaxDown: 3,
+		Cluster: &fakeCluster{actions: actions, coord: 2}, Quiet: time.Second, Mixed: true,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if faults := n.Run(ctx, time.Now()); len(faults) != 2 {
+		t.Fatalf("Run made %d faults; want 2", len(faults))
+	}
+	want := []string{"find coordinator controller", "kill node 2", "pause m2", "resume m2", "restart node 2", "recovered"}
+	if !reflect.DeepEqual(actions.calls, want) {
+		t.Fatalf("calls = %q; want %q", actions.calls, want)
 	}
 }

@@ -57,6 +57,10 @@ type RunConfig struct {
 	ClusterCmd        string
 	ClusterFaultEvery time.Duration
 
+	// MixedFaults lets the member faults overlap the cluster faults (see
+	// [Nemesis].Mixed).
+	MixedFaults bool
+
 	// Slack is the extra time a failover may take past its bound.
 	Slack time.Duration
 
@@ -122,6 +126,7 @@ type Orchestrator struct {
 	procs       map[string]*proc
 	incarnation map[string]int
 	leaders     map[string]leaderView // role -> leader
+	changedAt   time.Time             // the last acquisition of any role
 
 	wg sync.WaitGroup // one goroutine per member process
 }
@@ -308,7 +313,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 	faults := (&Nemesis{
 		Steps: plan, Members: info.Members, Roles: roles, Actions: o, Log: nemesisLog,
 		MaxDown: max(1, (config.Members-1)/2),
-		Cluster: clusterActions, Quiet: check.FailoverBound(),
+		Cluster: clusterActions, Quiet: check.FailoverBound(), Mixed: config.MixedFaults,
 	}).Run(phase, start)
 	cancel()
 	fmt.Fprintf(progress, "fault phase over: %d faults; letting the last failovers finish\n", len(faults))
@@ -386,6 +391,7 @@ func (o *Orchestrator) observe(ev Event) {
 		// across producer ids (FencingToken.Compare is no test of which
 		// mint is newer), and the events arrive as they happen.
 		o.leaders[ev.Role] = leaderView{member: ev.Member, token: token}
+		o.changedAt = time.Now()
 	case EventFenced, EventEnded:
 		if current, ok := o.leaders[ev.Role]; ok && current.member == ev.Member && current.token.String() == ev.Token {
 			delete(o.leaders, ev.Role)
@@ -393,14 +399,17 @@ func (o *Orchestrator) observe(ev Event) {
 	}
 }
 
-// awaitLeaders waits until every role has a leader.
+// awaitLeaders waits until every role has a leader and no role has
+// changed hands for one lease: the members that started together may
+// challenge at once, and the fault phase begins on settled leaderships, so
+// that a change in it is the doing of a fault or a needless failover.
 func (o *Orchestrator) awaitLeaders(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		o.mu.Lock()
-		n := len(o.leaders)
+		n, settled := len(o.leaders), time.Since(o.changedAt) >= o.config.Lease
 		o.mu.Unlock()
-		if n == len(o.info.Roles) {
+		if n == len(o.info.Roles) && settled {
 			return nil
 		}
 		if time.Now().After(deadline) {
