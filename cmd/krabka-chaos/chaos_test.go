@@ -145,13 +145,14 @@ func runChaos(t *testing.T, args []string, timeout time.Duration) *chaos.Report 
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	// The run directory outlives a failed test, for inspection.
+	// The run directory outlives a failed test, for inspection, and every test
+// with KRABKA_CHAOS_KEEP=1.
 	dir, err := os.MkdirTemp("", "krabka-chaos-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("KRABKA_CHAOS_KEEP") == "1" {
 			t.Logf("run directory kept for inspection: %s", dir)
 			return
 		}
