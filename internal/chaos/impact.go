@@ -41,8 +41,11 @@ type FaultImpact struct {
 	StartMillis int64 `json:"start"`
 	EndMillis   int64 `json:"end"`
 
-	// Changes counts the changes attributed to the fault, over all roles.
-	Changes int `json:"changes"`
+	// Changes counts the changes attributed to the fault, over all roles,
+	// and RoleChanges the most of them in one role: a fault of a broker
+	// that two roles need costs each role its own failover.
+	Changes     int `json:"changes"`
+	RoleChanges int `json:"role_changes"`
 
 	// LongestGapMillis is the longest time between two acknowledged
 	// commands of one role that overlaps the window.
@@ -55,8 +58,9 @@ type KindImpact struct {
 	Faults int    `json:"faults"`
 
 	// ChangesP50 and ChangesMax are the median (nearest rank, the lower of
-	// two middle values) and the largest count of changes of one fault, and
-	// Changes their sum.
+	// two middle values) and the largest count of changes of one role in
+	// the window of one fault ([FaultImpact].RoleChanges), and Changes the
+	// sum of the changes of every fault of the kind over all roles.
 	ChangesP50 int `json:"changes_p50"`
 	ChangesMax int `json:"changes_max"`
 	Changes    int `json:"changes"`
@@ -90,6 +94,7 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 		return best
 	}
 	impacts := make([]FaultImpact, len(windows))
+	perRole := make([]map[string]int, len(windows))
 	for i, w := range windows {
 		impacts[i] = FaultImpact{Fault: w.f.Index, Kind: w.f.Kind, Target: w.f.Target, StartMillis: w.from, EndMillis: w.to}
 	}
@@ -132,6 +137,11 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			if w := holder(ch.AtMillis); w >= 0 {
 				ch.Fault, ch.Kind = windows[w].f.Index, windows[w].f.Kind
 				impacts[w].Changes++
+				if perRole[w] == nil {
+					perRole[w] = make(map[string]int)
+				}
+				perRole[w][role]++
+				impacts[w].RoleChanges = max(impacts[w].RoleChanges, perRole[w][role])
 			} else {
 				r.ChangesWithoutFault++
 			}
@@ -178,7 +188,7 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			}
 			k.Faults++
 			k.Changes += im.Changes
-			changes = append(changes, int64(im.Changes))
+			changes = append(changes, int64(im.RoleChanges))
 			gaps = append(gaps, im.LongestGapMillis)
 		}
 		if k.Faults == 0 {

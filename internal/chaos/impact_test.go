@@ -46,7 +46,7 @@ func TestCheckAttributesChangesToFaults(t *testing.T) {
 	if im := byFault[2]; im.Changes != 0 || im.EndMillis != 31000 || im.LongestGapMillis != 1000 {
 		t.Errorf("coordinator kill = %+v; want 0 changes, window to 31000, longest gap 1 s", im)
 	}
-	if im := byFault[3]; im.Changes != 2 || im.LongestGapMillis != 45005-41005 {
+	if im := byFault[3]; im.Changes != 2 || im.RoleChanges != 2 || im.LongestGapMillis != 45005-41005 {
 		t.Errorf("state-leader kill = %+v; want 2 changes and the gap from 41005 to 45005", im)
 	}
 	// The window of the kill of m1 (to 9000) overlaps the gap that the
