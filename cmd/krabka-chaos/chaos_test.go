@@ -146,7 +146,7 @@ func runChaos(t *testing.T, args []string, timeout time.Duration) *chaos.Report 
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	// The run directory outlives a failed test, for inspection, and every test
-// with KRABKA_CHAOS_KEEP=1.
+	// with KRABKA_CHAOS_KEEP=1.
 	dir, err := os.MkdirTemp("", "krabka-chaos-test-")
 	if err != nil {
 		t.Fatal(err)
