@@ -12,9 +12,10 @@ import (
 type CutMode string
 
 const (
-	// CutDrop closes every connection at once, and closes every new
-	// connection as soon as it is accepted, until the heal. The client sees
-	// resets and refused handshakes.
+	// CutDrop resets every connection at once (a TCP RST to the member),
+	// and resets every new connection as soon as it is accepted, until the
+	// heal. The client sees "connection reset by peer", as from a host that
+	// rejects its packets, never a clean end of stream.
 	CutDrop CutMode = "drop"
 
 	// CutStall stops the bytes of every connection, old and new, in both
@@ -23,9 +24,16 @@ const (
 	CutStall CutMode = "stall"
 )
 
-// Proxy forwards the TCP connections of one member to the broker on
-// loopback, and cuts them on demand. The member dials the proxy whatever
-// broker address it wants, so the proxy needs no knowledge of Kafka.
+// Proxy forwards the TCP connections of one member to one broker on
+// loopback, and cuts them on demand. It needs no knowledge of Kafka.
+//
+// A connection whose broker cannot be dialled (a broker that is down) is
+// reset (RST), as the broker's host resets a connection to a closed port,
+// and so is every connection at a drop. A clean close (FIN) right after the
+// accept would read to franz-go as a broker that refused the handshake
+// (kgo.ErrFirstReadEOF, "requires TLS"), which it does not retry and which
+// fails a transactional producer for good: that is no fault of a real
+// network.
 //
 // A Proxy owns one accept goroutine and two goroutines for each connection;
 // [Proxy.Close] ends all of them and waits for them. It is safe for
@@ -61,6 +69,19 @@ func (l *link) close() {
 	})
 }
 
+// reset closes the link with a TCP RST to the client.
+func (l *link) reset() {
+	resetConn(l.client)
+	l.close()
+}
+
+// resetConn makes the next Close of conn send a TCP RST instead of a FIN.
+func resetConn(conn net.Conn) {
+	if c, ok := conn.(*net.TCPConn); ok {
+		_ = c.SetLinger(0)
+	}
+}
+
 // NewProxy listens on listen (for example "127.0.0.1:0") and forwards every
 // connection to target.
 func NewProxy(listen, target string) (*Proxy, error) {
@@ -90,7 +111,7 @@ func (p *Proxy) Cut(mode CutMode) {
 	p.mode = mode
 	if mode == CutDrop {
 		for l := range p.links {
-			l.close()
+			l.reset()
 			delete(p.links, l)
 		}
 	}
@@ -135,6 +156,7 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		if p.mode == CutDrop {
 			p.mu.Unlock()
+			resetConn(conn)
 			conn.Close()
 			continue
 		}
@@ -155,7 +177,7 @@ func (p *Proxy) serve(l *link) {
 	}
 	upstream, err := net.Dial("tcp", p.target)
 	if err != nil {
-		l.close()
+		l.reset() // the broker is down: its host would reset the connection
 		return
 	}
 	p.mu.Lock()

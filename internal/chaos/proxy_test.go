@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -131,4 +132,56 @@ func TestProxyStallHoldsBytesAndDeliversThemAtHeal(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestProxyResetsWhenTheBrokerIsDown: a connection to a broker that is down
+// is reset, never closed cleanly, so that franz-go retries it as it
+// retries a refused dial.
+func TestProxyResetsWhenTheBrokerIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p, err := NewProxy("127.0.0.1:0", down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	conn, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		defer conn.Close()
+		_, err = roundTrip(conn, "hello", 5*time.Second)
+	}
+	// On loopback the reset may reach the client within its connect.
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("round trip to a broker that is down = %v; want a connection reset (ECONNRESET), not an end of stream", err)
+	}
+}
+
+// TestProxyDropResets: a drop resets the connections in place and the new
+// ones.
+func TestProxyDropResets(t *testing.T) {
+	p := newProxy(t)
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := roundTrip(conn, "a", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut(CutDrop)
+	if _, err := roundTrip(conn, "b", 5*time.Second); !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("round trip on a dropped connection = %v; want a reset", err)
+	}
+	fresh, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		defer fresh.Close()
+		_, err = roundTrip(fresh, "c", 5*time.Second)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("round trip on a new connection during a drop = %v; want a reset", err)
+	}
 }
