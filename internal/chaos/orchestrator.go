@@ -313,7 +313,9 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 	faults := (&Nemesis{
 		Steps: plan, Members: info.Members, Roles: roles, Actions: o, Log: nemesisLog,
 		MaxDown: max(1, (config.Members-1)/2),
-		Cluster: clusterActions, Quiet: check.FailoverBound(), Mixed: config.MixedFaults,
+		// The quiet time outlasts the tail of a fault's window (one
+		// failover bound) a little, so that two windows never touch.
+		Cluster: clusterActions, Quiet: check.FailoverBound() + 2*time.Second, Mixed: config.MixedFaults,
 	}).Run(phase, start)
 	cancel()
 	fmt.Fprintf(progress, "fault phase over: %d faults; letting the last failovers finish\n", len(faults))
