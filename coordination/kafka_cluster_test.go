@@ -305,6 +305,7 @@ func TestKafkaClusterBrokerCrash(t *testing.T) {
 	e.write(t, "before the crash", stateLeader.holder(t), partition)
 
 	e.nodes.Kill(t, victim)
+	t.Logf("%s: node %d killed", time.Now().Format("15:04:05.000"), victim)
 
 	// (d) Issue 9, item 4: "Leadership.Write with a 1-5 s context returned
 	// after 20-30 s (a Produce on the wire, a commit stuck behind
@@ -409,7 +410,9 @@ func TestKafkaClusterBrokerCrash(t *testing.T) {
 	// challenge (item 1), no failback (item 2). The holder at the end holds
 	// the coordinator's pair (LeadershipStatus.Authoritative; no ranking of
 	// tokens by Compare, item 8), and every earlier holder's leadership has
-	// ended: its epoch is fenced, its token writes nothing.
+	// ended (fenced, or its producer lost when a renewal's transaction was
+	// left in flight by the dead coordinator: never silently kept), its
+	// token is no longer the coordinator's pair, and it writes nothing.
 	t.Run("CoordinatorCrashShortLease", func(t *testing.T) {
 		// Wait until the role has settled: a holder whose token is the
 		// coordinator's pair, and no earlier holder still holding.
@@ -434,7 +437,11 @@ func TestKafkaClusterBrokerCrash(t *testing.T) {
 		if changes := len(terms) - 1; changes > 1 {
 			t.Fatalf("%d leadership changes; want at most 1:%s", changes, shortLease.history())
 		}
+		status := e.describeAt(t, shortRole)
 		for _, old := range terms[:len(terms)-1] {
+			if status.Authoritative(old.leadership.Token()) {
+				t.Errorf("the deposed token %s of %s is still the coordinator's pair (%s)", old.leadership.Token(), old.member, status)
+			}
 			err := old.leadership.Err()
 			if !errors.Is(err, coordination.ErrFenced) && !errors.Is(err, coordination.ErrProducerLost) {
 				t.Errorf("the deposed leadership of %s ended with %v; want a fence (ErrFenced) or a lost producer (ErrProducerLost)", old.member, err)
@@ -473,7 +480,9 @@ func (e *kcEnv) describeAt(t *testing.T, role coordination.Role) coordination.Le
 // every node in turn stops gracefully (a controlled shutdown moves its
 // partition leaderships and its share of the transaction coordinators away
 // first), starts again on its data, and catches up, the active controller
-// last, as an operator upgrades a cluster. A role with the default lease and
+// last, as an operator upgrades a cluster. Each node in turn, so the
+// transaction coordinator and the state partition leader of every role move
+// at least once. A role with the default lease and
 // a role with lease 6 s / renew 2 s each keep their first holder: 0
 // leadership changes, and a Write works after every restart.
 func TestKafkaClusterRollingRestart(t *testing.T) {
