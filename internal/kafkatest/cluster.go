@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -163,8 +164,12 @@ func (n *Nodes) Restart(t testing.TB, node int32) {
 }
 
 // Heal makes the cluster whole: it resumes a paused node, starts a stopped
-// one on its data dir, and waits until every broker is registered and every
-// partition of the cluster has its full ISR ([Nodes.WaitISR]).
+// one on its data dir, waits until every broker is registered and every
+// partition of the cluster has its full ISR ([Nodes.WaitISR]), and then
+// gives every partition back to its preferred replica ([Nodes.Balance]), so
+// that each node leads its share of the partitions and of the transaction
+// coordinators again, as Kafka's own auto.leader.rebalance.enable does
+// after leader.imbalance.check.interval.seconds (5 minutes).
 func (n *Nodes) Heal(t testing.TB) {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimSpace(n.run(t, "status")), "\n") {
@@ -182,6 +187,56 @@ func (n *Nodes) Heal(t testing.TB) {
 		}
 	}
 	n.WaitISR(t)
+	n.Balance(t)
+}
+
+// Balance elects the preferred replica (the first of its replicas) leader
+// of every partition that another replica leads (ElectLeaders, preferred),
+// and waits up to a minute until each has taken over. It needs a whole
+// cluster ([Nodes.WaitISR]).
+func (n *Nodes) Balance(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var elected time.Time
+	for {
+		moved, err := n.unpreferred()
+		if err == nil && len(moved) == 0 {
+			return
+		}
+		if err == nil && time.Since(elected) > 5*time.Second { // once, and again if it did not take
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err = kadm.NewClient(n.c.Client(t)).ElectLeaders(ctx, kadm.ElectPreferredReplica, moved)
+			cancel()
+			elected = time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kafkatest: the preferred replicas do not lead after a minute: %v (%v)", moved, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// unpreferred returns the partitions that a replica other than the first
+// one leads.
+func (n *Nodes) unpreferred() (kadm.TopicsSet, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := n.metadata(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	moved := kadm.TopicsSet{}
+	for _, topic := range resp.Topics {
+		if kerr.ErrorForCode(topic.ErrorCode) != nil || topic.Topic == nil {
+			continue // deleted since the listing
+		}
+		for _, p := range topic.Partitions {
+			if len(p.Replicas) > 0 && p.Leader != p.Replicas[0] {
+				moved.Add(*topic.Topic, p.Partition)
+			}
+		}
+	}
+	return moved, nil
 }
 
 // WaitISR waits, up to 2 minutes, until every broker of the cluster is
