@@ -47,6 +47,9 @@ type FaultImpact struct {
 	Changes     int `json:"changes"`
 	RoleChanges int `json:"role_changes"`
 
+	// Handovers counts the changes that gave the role to another member.
+	Handovers int `json:"handovers"`
+
 	// LongestGapMillis is the longest time between two acknowledged
 	// commands of one role that overlaps the window.
 	LongestGapMillis int64 `json:"longest_gap_ms"`
@@ -64,6 +67,10 @@ type KindImpact struct {
 	ChangesP50 int `json:"changes_p50"`
 	ChangesMax int `json:"changes_max"`
 	Changes    int `json:"changes"`
+
+	// Handovers counts the changes among Changes whose new term went to
+	// another member; the others are a new epoch of the same member.
+	Handovers int `json:"handovers"`
 
 	// GapP50Millis and GapMaxMillis are the median and the largest longest
 	// gap without an acknowledged command of one fault.
@@ -137,6 +144,9 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			if w := holder(ch.AtMillis); w >= 0 {
 				ch.Fault, ch.Kind = windows[w].f.Index, windows[w].f.Kind
 				impacts[w].Changes++
+				if ch.Member != ch.FromMember {
+					impacts[w].Handovers++
+				}
 				if perRole[w] == nil {
 					perRole[w] = make(map[string]int)
 				}
@@ -188,6 +198,7 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			}
 			k.Faults++
 			k.Changes += im.Changes
+			k.Handovers += im.Handovers
 			changes = append(changes, int64(im.RoleChanges))
 			gaps = append(gaps, im.LongestGapMillis)
 		}

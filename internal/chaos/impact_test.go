@@ -55,7 +55,7 @@ func TestCheckAttributesChangesToFaults(t *testing.T) {
 		t.Errorf("kill of m1 = %+v; want 1 change and the gap from 4905 to 8955", im)
 	}
 	k, ok := r.KindImpactOf(FaultStateLeaderKill)
-	if !ok || k.Faults != 1 || k.ChangesP50 != 2 || k.ChangesMax != 2 || k.GapMaxMillis != 4000 {
+	if !ok || k.Faults != 1 || k.ChangesP50 != 2 || k.ChangesMax != 2 || k.Handovers != 2 || k.GapMaxMillis != 4000 {
 		t.Errorf("by kind %s = %+v, %v; want 1 fault, 2 changes, gap 4 s", FaultStateLeaderKill, k, ok)
 	}
 	if r.LongestGapNoFaultMillis != 80005-60005 || r.LongestGapMillis != 20000 {

@@ -113,9 +113,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	if len(r.ByKind) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintf(tw, "fault kind\tfaults\tchanges of one role p50 / max\tchanges, all roles\tlongest gap without an ack p50 / max\n")
+		fmt.Fprintf(tw, "fault kind\tfaults\tchanges of one role p50 / max\tchanges, all roles (to another member)\tlongest gap without an ack p50 / max\n")
 		for _, k := range r.ByKind {
-			fmt.Fprintf(tw, "%s\t%d\t%d / %d\t%d\t%s / %s\n", k.Kind, k.Faults, k.ChangesP50, k.ChangesMax, k.Changes, ms(k.GapP50Millis), ms(k.GapMaxMillis))
+			fmt.Fprintf(tw, "%s\t%d\t%d / %d\t%d (%d)\t%s / %s\n", k.Kind, k.Faults, k.ChangesP50, k.ChangesMax, k.Changes, k.Handovers, ms(k.GapP50Millis), ms(k.GapMaxMillis))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
