@@ -302,7 +302,7 @@ func TestNemesisRunsClusterFaultsAlone(t *testing.T) {
 			{Index: 2, At: 40 * ms, Kind: FaultCut, LeaderOf: -1, Member: 0, Mode: CutDrop, Hold: 10 * ms}, // skipped: the kill waits or runs
 			{Index: 3, At: 45 * ms, Kind: FaultControllerStop, LeaderOf: -1, Hold: 10 * ms},                // waits for the kill
 			{Index: 4, At: 50 * ms, Kind: FaultRollingRestart, LeaderOf: -1, Node: 1},
-			{Index: 5, At: 400 * ms, Kind: FaultKill, LeaderOf: -1, Member: 2, Hold: 10 * ms},
+			{Index: 5, At: 900 * ms, Kind: FaultKill, LeaderOf: -1, Member: 2, Hold: 10 * ms},
 		},
 		Members: []string{"m1", "m2", "m3"}, Roles: []string{"controller"}, Actions: actions, Log: log, MaxDown: 3,
 		Cluster: &fakeCluster{actions: actions, coord: 2}, Quiet: 40 * ms,
@@ -362,13 +362,13 @@ func TestNemesisMixedLetsMemberFaultsOverlapClusterFaults(t *testing.T) {
 	ms := time.Millisecond
 	n := &Nemesis{
 		Steps: []Step{
-			{Index: 0, At: 0, Kind: FaultCoordinatorKill, LeaderOf: 0, Hold: 60 * ms},
-			{Index: 1, At: 10 * ms, Kind: FaultPause, LeaderOf: 0, Hold: 10 * ms},
+			{Index: 0, At: 0, Kind: FaultCoordinatorKill, LeaderOf: 0, Hold: 500 * ms},
+			{Index: 1, At: 150 * ms, Kind: FaultPause, LeaderOf: 0, Hold: 10 * ms},
 		},
 		Members: []string{"m1", "m2", "m3"}, Roles: []string{"controller"}, Actions: actions, MaxDown: 3,
 		Cluster: &fakeCluster{actions: actions, coord: 2}, Quiet: time.Second, Mixed: true,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if faults := n.Run(ctx, time.Now()); len(faults) != 2 {
 		t.Fatalf("Run made %d faults; want 2", len(faults))
