@@ -308,6 +308,10 @@ type Report struct {
 	// context to its return, over every kind.
 	Calls             []CallStats `json:"calls"`
 	MaxCallOverMillis int64       `json:"max_call_over_ms"`
+
+	// EndCauses counts the leaderships that ended in the fault phase (an
+	// ended or a fenced event of a member), by the cause its error names.
+	EndCauses []EndCause `json:"end_causes"`
 }
 
 // OK reports whether the run kept every safety property and lost nothing.
@@ -324,7 +328,7 @@ type located struct {
 // Check verifies the safety properties of a run and measures its failovers.
 func Check(in CheckInput) *Report {
 	r := &Report{FaultsByKind: make(map[string]int), Violations: []Violation{}, Lost: []string{}, Failovers: []Failover{},
-		Changes: []Change{}, Impacts: []FaultImpact{}, ByKind: []KindImpact{}, Calls: []CallStats{}}
+		Changes: []Change{}, Impacts: []FaultImpact{}, ByKind: []KindImpact{}, Calls: []CallStats{}, EndCauses: []EndCause{}}
 	for _, f := range in.Faults {
 		r.FaultsByKind[f.Kind]++
 	}
@@ -350,6 +354,7 @@ func Check(in CheckInput) *Report {
 	measureFailovers(in, streams, r)
 	measureImpact(in, streams, r)
 	measureCalls(in, r)
+	measureEnds(in, r)
 	sortViolations(r.Violations)
 	return r
 }

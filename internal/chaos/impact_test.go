@@ -99,3 +99,32 @@ func TestCheckMeasuresCallsPastTheirContext(t *testing.T) {
 		t.Errorf("largest excess = %d, resign %+v; want 1500 and a resign within its context", r.MaxCallOverMillis, got[CallResign])
 	}
 }
+
+func TestCheckSortsTheEndsOfLeaderships(t *testing.T) {
+	h := clean(t)
+	h.in.Events = append(h.in.Events,
+		Event{Kind: EventEnded, Member: "m1", Error: "coordination: guarded write by member m1: the write held the role's producer past the due renewal of the lease, so the renewal cancelled it: ... the call's context ended (context canceled) with the transaction in flight, which did not end within 250ms more; ..."},
+		Event{Kind: EventEnded, Member: "m2", Error: "coordination: renewal by member m2: lease write ...: the call's context ended (context deadline exceeded) with the transaction in flight, which did not end within 250ms more"},
+		Event{Kind: EventEnded, Member: "m2", Error: "coordination: guarded write by member m2: ... the call's context ended (context deadline exceeded) with the transaction in flight, which did not end within 250ms more"},
+		Event{Kind: EventFenced, Member: "m3", Error: "coordination: guarded write by member m3: ...: fenced: another member holds the role: PRODUCER_FENCED"},
+		Event{Kind: EventFenced, Member: "m1", Error: "coordination: guarded write by member m1: ...: fenced: another member holds the role"},
+		Event{Kind: EventEnded, Member: "m3", Error: "shutdown\n"},
+	)
+	r := Check(h.in)
+	got := make(map[string]int)
+	for _, c := range r.EndCauses {
+		got[c.Cause] = c.Count
+	}
+	want := map[string]int{EndPreempted: 1, EndRenewalAbandoned: 1, EndWriteAbandoned: 1, EndFenced: 2, EndShutdown: 1}
+	if len(got) != len(want) {
+		t.Fatalf("end causes = %v; want %v", got, want)
+	}
+	for cause, n := range want {
+		if got[cause] != n {
+			t.Errorf("end causes = %v; want %v", got, want)
+		}
+	}
+	if r.EndCauses[0].Cause != EndFenced {
+		t.Errorf("end causes = %v; want the most common first", r.EndCauses)
+	}
+}

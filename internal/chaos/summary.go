@@ -97,6 +97,13 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"longest gap without an ack", fmt.Sprintf("%s (%s outside every fault window)", ms(r.LongestGapMillis), ms(r.LongestGapNoFaultMillis))},
 		{"largest call past its context", ms(r.MaxCallOverMillis)},
 	}
+	if len(r.EndCauses) > 0 {
+		var causes []string
+		for _, c := range r.EndCauses {
+			causes = append(causes, fmt.Sprintf("%s %d", c.Cause, c.Count))
+		}
+		rows = append(rows, [2]string{"leaderships ended, by cause", strings.Join(causes, "; ")})
+	}
 	if s.Nodes > 0 {
 		rows = slices.Insert(rows, 3, [2]string{"brokers / replication factor", fmt.Sprintf("%d / %d", s.Nodes, s.ReplicationFactor)})
 	}
