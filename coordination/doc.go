@@ -161,4 +161,8 @@
 //   - A due renewal does not starve behind a slow guarded write: it waits at
 //     most half a renew interval for the write, then cancels it (the write's
 //     error says so) and renews.
+//   - A renewal attempt may take until the deadline of the lease it renews
+//     (at least one renew interval), so a commit that is slow while the
+//     role's transaction coordinator moves renews the lease instead of
+//     losing the epoch's producer.
 package coordination

@@ -323,8 +323,9 @@ func (l *Leadership) Resign(ctx context.Context) error {
 }
 
 // renewLoop renews at every renew interval, and at most one poll interval
-// after a renewal that failed for a reason other than a fence. It returns
-// when the leadership ends or Resign stops it.
+// after a renewal that failed for a reason other than a fence; an attempt
+// may take until the deadline of the lease it renews (renewAttemptBound).
+// It returns when the leadership ends or Resign stops it.
 //
 // A due renewal does not wait behind a guarded write for long: it waits
 // for the write slot at most preemptAfter, then cancels the guarded write
@@ -346,7 +347,7 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 			return
 		case <-clock.After(time.Duration(at-clock.NowMillis()) * time.Millisecond):
 		}
-		attempt, cancel := context.WithTimeout(ctx, l.settings.lease.renewInterval)
+		attempt, cancel := withClockTimeout(ctx, clock, l.renewAttemptBound())
 		err := l.lockForRenewal(attempt)
 		if err == nil {
 			err = l.renewHeld(attempt)
@@ -369,6 +370,19 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 			retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
 		}
 	}
+}
+
+// renewAttemptBound is how long one renewal attempt may take: until the
+// deadline of the lease it renews, and at least one renew interval. An
+// attempt whose transaction is still in flight at its end loses the epoch's
+// producer (outcome unknown) and ends the leadership, so a bound of one
+// renew interval ended healthy leaderships whose commit was only slow, as
+// while the role's transaction coordinator moves: the lease stays valid,
+// and no standby challenges, until its deadline. A failed attempt that
+// returns early is retried as before, one poll interval later.
+func (l *Leadership) renewAttemptBound() time.Duration {
+	remaining := time.Duration(l.Lease().Deadline-l.settings.clock.NowMillis()) * time.Millisecond
+	return max(l.settings.lease.renewInterval, remaining)
 }
 
 // preemptAfter is how long a due renewal waits for a guarded write in

@@ -3,9 +3,12 @@ package coordination_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
@@ -233,4 +236,65 @@ func (e *scEnv) stateAtLeaseTombstone() coordination.RoleState {
 	}
 	e.t.Fatal("no lease tombstone in the partition of the role")
 	return coordination.RoleState{}
+}
+
+// lvSlowLeaseWrites is the transport of a member whose lease writes take
+// hold for delay of the test's clock, as a commit does while the role's
+// transaction coordinator moves: a write whose context ends first is
+// abandoned in flight, and returns what KafkaTransport returns then, an
+// error that wraps ErrProducerLost (outcome unknown).
+type lvSlowLeaseWrites struct {
+	*coordinationtest.Transport
+	clock *scClock
+	slow  atomic.Int32 // how many of the next lease writes take delay
+	delay time.Duration
+}
+
+func (s *lvSlowLeaseWrites) WriteLease(ctx context.Context, tp coordination.TopicPartition, token coordination.FencingToken, key, value []byte) error {
+	if s.slow.Add(-1) >= 0 {
+		select {
+		case <-s.clock.After(s.delay):
+		case <-ctx.Done():
+			return fmt.Errorf("lease write under %s: the call's context ended (%w) with the transaction in flight: %w", token, ctx.Err(), coordination.ErrProducerLost)
+		}
+	}
+	return s.Transport.WriteLease(ctx, tp, token, key, value)
+}
+
+// TestLivenessSlowRenewalWithinTheLeaseKeepsTheLeadership (issue 9, found
+// on the 3-node cluster): a renewal whose commit takes longer than a renew
+// interval, but lands before the deadline of the lease it renews, keeps the
+// leadership. A renewal attempt was bounded by the renew interval, so while
+// a transaction coordinator moved (a rolling restart, on a loaded machine)
+// a renewal of a 6 s lease renewed every 2 s was abandoned in flight after
+// 2 s: ErrProducerLost ended a leadership whose lease had 4 s left, and
+// whose renewal often committed anyway. Here the renewal due at 10 s takes
+// 15 s; the lease it renews lasts until 30 s.
+func TestLivenessSlowRenewalWithinTheLeaseKeepsTheLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := scNewEnv(t, false)
+		defer e.teardown()
+		raw := e.cluster.Transport("node-1")
+		slow := &lvSlowLeaseWrites{Transport: raw, clock: e.clock, delay: 15 * time.Second}
+		node1 := &scMember{id: fxMember(t, "node-1"), raw: raw, transport: slow}
+		node2 := e.member("node-2")
+		holder := e.acquireNow(node1)
+		standby := e.campaign(node2)
+		slow.slow.Store(1) // the next renewal
+		e.runTo(24_000)    // the renewal due at 10 s is still in flight, 14 s later
+		scHolds(t, holder)
+		e.runTo(26_000) // it landed at 25 s, and the renewal due since 20 s ran at once
+		scHolds(t, holder)
+		if got := holder.Lease().GrantedAt; got < scAt(10_000) {
+			t.Fatalf("the lease was last renewed at %d ms, want the slow renewal of 10000 ms or a later one", got-scStart)
+		}
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
+			t.Fatalf("the standby challenged %d times while the renewal was slow", got)
+		}
+		e.checkToken(holder.Token(), "after a renewal slower than the renew interval")
+		if err := standby.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(holder)
+	})
 }

@@ -27,6 +27,9 @@
 #   scripts/kafka-cluster.sh resume N          SIGCONT node N
 #   scripts/kafka-cluster.sh wait-isr          wait until every partition of the cluster
 #                                              has its full ISR (no under-replicated one)
+#   scripts/kafka-cluster.sh balance           elect the preferred replica leader of every
+#                                              partition (after restarts a node leads nothing
+#                                              until Kafka's own rebalance, 5 minutes later)
 #   scripts/kafka-cluster.sh pid N             print the pid of node N (fails if not running)
 #   scripts/kafka-cluster.sh addr N            print node N's broker address, 127.0.0.1:<port>
 #   scripts/kafka-cluster.sh env               print the address line without starting
@@ -335,6 +338,18 @@ wait_isr() {
   done
 }
 
+cmd_balance() {
+  local out
+  # Exit status 1 with "ElectionNotNeeded" only means nothing had to move.
+  out="$(java_tool org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$(bootstrap)" \
+    --election-type PREFERRED --all-topic-partitions 2>&1)" || true
+  if grep -qiE 'error|exception' <<<"$out" && ! grep -qiE 'not needed|ElectionNotNeeded' <<<"$out"; then
+    log "preferred leader election failed: $out"
+    return 1
+  fi
+  log "preferred leader election done${out:+: $(head -c 300 <<<"$out")}"
+}
+
 stop_node() { # N: SIGTERM, wait, SIGKILL if needed; data kept
   local n=$1 pid t0
   if ! pid="$(node_pid "$n")"; then
@@ -493,6 +508,7 @@ case "$sub" in
   pause) check_node "${1:-}"; cmd_signal STOP "$1" ;;
   resume) check_node "${1:-}"; cmd_signal CONT "$1" ;;
   wait-isr) krabka_kafka_ensure_libs; wait_isr ;;
+  balance) krabka_kafka_ensure_libs; cmd_balance ;;
   pid) check_node "${1:-}"; node_pid "$1" || die "node $1 is not running" ;;
   addr) check_node "${1:-}"; echo "127.0.0.1:$(broker_port "$1")" ;;
   env) brokers_line ;;

@@ -76,7 +76,12 @@ type Nodes struct {
 // (up to 10 minutes) and takes a file lock of this machine that every test
 // holding a Nodes of the same cluster shares, so that the tests that kill
 // nodes never disturb each other, whichever package or process they run
-// in. It then heals the cluster ([Nodes.Heal]). When the test ends it heals
+// in. The lock is an exclusive flock(2) on
+// $TMPDIR/krabka-kafkatest-<brokers>-nodes.lock, the brokers of
+// KRABKA_KAFKA_CLUSTER_BROKERS with ':' and ',' made '_'
+// (krabka-kafkatest-127.0.0.1_19192_127.0.0.1_19193_127.0.0.1_19194-nodes.lock
+// for the default cluster): a fault harness outside Go takes the same lock
+// with flock(1) before it touches the nodes. It then heals the cluster ([Nodes.Heal]). When the test ends it heals
 // the cluster again (every node started, resumed, registered, every
 // partition with its full ISR) and only then releases the lock: a test
 // leaves the cluster whole even when it fails half way.
