@@ -20,30 +20,44 @@ import (
 // minted epoch are in kafka_txn.go.
 
 // concurrentTransactionsBackoff is the first pause before a request that
-// the coordinator refused with CONCURRENT_TRANSACTIONS is sent again. Under
+// the coordinator refused with CONCURRENT_TRANSACTIONS is sent again, after
+// concurrentTransactionsResends resends without a pause. Under
 // transaction.version 1 the coordinator refuses the next transaction's
 // AddPartitionsToTxn, and a new mint's InitProducerId, until it has written
 // the markers of the previous commit, a fraction of a millisecond on
-// loopback. franz-go's default of 20 ms made every back-to-back guarded
-// write take 22 ms instead of about two. The pause asks for 250 µs; an idle
-// Go process wakes from it after about a millisecond (the netpoller sleeps
-// in whole milliseconds), which is what a back-to-back write pays now. The
-// pause grows when the state lasts, as franz-go's does (200 ms after a
-// second, 500 ms after 2.5 s, 1 s after 5 s), so a stuck coordinator sees
-// no storm.
+// loopback. franz-go's default pause of 20 ms made every back-to-back
+// guarded write take 22 ms instead of about two; a pause of 250 µs still
+// cost about a millisecond, because an idle Go process wakes from a short
+// sleep after about one (the netpoller sleeps in whole milliseconds). A
+// resend at once costs one round trip instead, which is about how long the
+// markers take. The pause grows when the state lasts, as franz-go's does
+// (200 ms after a second, 500 ms after 2.5 s, 1 s after 5 s), so a stuck
+// coordinator sees no storm.
 const concurrentTransactionsBackoff = 250 * time.Microsecond
 
+// concurrentTransactionsResends is how many times a request refused with
+// CONCURRENT_TRANSACTIONS goes again at once, before the pauses of
+// concurrentTransactionsBackoff.
+const concurrentTransactionsResends = 3
+
 // withConcurrentTransactions runs do until it returns something other than
-// CONCURRENT_TRANSACTIONS, pausing between the attempts as
+// CONCURRENT_TRANSACTIONS, resending at once concurrentTransactionsResends
+// times and then pausing between the attempts as
 // concurrentTransactionsBackoff says, or until ctx ends; it then returns
 // the last error.
 func withConcurrentTransactions(ctx context.Context, do func() error) error {
 	start := time.Now()
 	backoff := concurrentTransactionsBackoff
-	for {
+	for attempt := 0; ; attempt++ {
 		err := do()
 		if !errors.Is(err, kerr.ConcurrentTransactions) {
 			return err
+		}
+		if attempt < concurrentTransactionsResends {
+			if ctx.Err() != nil {
+				return err
+			}
+			continue
 		}
 		switch since := time.Since(start); {
 		case since > 5*time.Second:
@@ -194,29 +208,34 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 const warmTimeout = 5 * time.Second
 
 // prewarm makes the shared transactional client learn the transaction
-// coordinator of role and open its connection to it, once, when this
-// transport appends a registration of the role: the member campaigns, and
-// may challenge, and its mint then skips FindCoordinator (a round trip of
-// a handover). The warm-up runs in the background and writes nothing: one
+// coordinator of role and the leader of the role's partition of the state
+// topic, once, when this transport appends a registration of the role: the
+// member campaigns, and may challenge, and its mint and first lease then
+// skip FindCoordinator and Metadata (two round trips of a handover). The
+// warm-up runs in the background and writes nothing: one
 // DescribeTransactions of the role, which franz-go sends to the
-// coordinator that it looks up and keeps. It takes no epoch, and a failure
-// only leaves the route cold. A deregistration forgets that the role was
-// warmed, so that its next registration warms it again.
-func (t *KafkaTransport) prewarm(role Role) {
+// coordinator that it looks up and keeps, and the Metadata of the state
+// topic when the transport has not loaded it yet. It takes no epoch, and a
+// failure only leaves the route cold. A deregistration forgets that the
+// role was warmed, so that its next registration warms it again.
+func (t *KafkaTransport) prewarm(role Role, partition TopicPartition) {
 	t.mu.Lock()
 	if t.closed || t.warmed[role] {
 		t.mu.Unlock()
 		return
 	}
 	t.warmed[role] = true
+	t.background.Add(1) // under mu, so that Close, which sets closed under mu, waits for it
 	t.mu.Unlock()
-	t.background.Go(func() {
+	go func() {
+		defer t.background.Done()
 		ctx, cancel := context.WithTimeout(t.ctx, warmTimeout)
 		defer cancel()
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = []string{role.String()}
 		_, _ = t.txn.Request(ctx, req)
-	})
+		_, _ = t.leaders.leader(ctx, partition, false)
+	}()
 }
 
 // dropWarm forgets the warm-up of role, after the member deregistered.

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -33,6 +36,7 @@ func runKafkaSharedSuite(t *testing.T, cluster func(*testing.T) *kafkatest.Clust
 	t.Run("ManyRolesShareTheConnections", func(t *testing.T) { ktManyRolesShareTheConnections(t, cluster(t)) })
 	t.Run("SequencesRestartAtEveryEpoch", func(t *testing.T) { ktSequencesRestartAtEveryEpoch(t, cluster(t)) })
 	t.Run("LargeWriteSpansBatches", func(t *testing.T) { ktLargeWriteSpansBatches(t, cluster(t)) })
+	t.Run("RoundTrips", func(t *testing.T) { ktRoundTrips(t, cluster(t)) })
 }
 
 // ktDialCounter counts the connections that the clients of a transport
@@ -182,5 +186,121 @@ func ktLargeWriteSpansBatches(t *testing.T, c *kafkatest.Cluster) {
 	}
 	if want := []string{"large 0", "large 1", "large 2", "large 3", "large 4", "after"}; fmt.Sprint(partition0) != fmt.Sprint(want) {
 		t.Fatalf("partition 0 holds %q; want %q", partition0, want)
+	}
+}
+
+// ktTrace records the requests of a transport's clients in the order they
+// are written.
+type ktTrace struct {
+	mu   sync.Mutex
+	keys []int16
+}
+
+func (r *ktTrace) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == kmsg.Fetch.Int16() {
+		return // the reader's long polls
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys = append(r.keys, key)
+}
+
+// since returns the requests written since mark, by name, and the new mark.
+func (r *ktTrace) since(mark int) ([]string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for _, key := range r.keys[mark:] {
+		names = append(names, kmsg.NameForKey(key))
+	}
+	return names, len(r.keys)
+}
+
+// ktRoundTrips (issue 12, item 3) counts the requests of a warm transport:
+// a guarded write is AddPartitionsToTxn, Produce and EndTxn, the minimum
+// that a transaction under a fixed epoch takes (the implicit add of
+// Produce 12 is not safe back to back: TestKafkaImplicitAddPartitions);
+// and a candidate's mint and first lease after its registration are
+// InitProducerId and the three of a transaction, with no FindCoordinator
+// and no Metadata, which the registration's warm-up took ahead. An
+// AddPartitionsToTxn or InitProducerId that the coordinator refuses with
+// CONCURRENT_TRANSACTIONS while it writes the previous markers goes again,
+// so those may appear more than once.
+func ktRoundTrips(t *testing.T, c *kafkatest.Cluster) {
+	ctx := ktContext(t)
+	trace := new(ktTrace)
+	transport := ktTransport(t, c, kgo.WithHooks(trace))
+	_, options := ktStateTopic(t, c, transport, 1)
+	commands := c.CreateTopic(t, "coord-trips", 1, nil)
+	command := []coordination.GuardedRecord{{Topic: commands, Value: []byte("open valve 7")}}
+	member := fxMember(t, "node-1")
+
+	// A first role warms the connections and the leaders of both topics.
+	first := ktRole(t, "trips-first")
+	token, err := transport.AcquireEpoch(ctx, first)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	tp := ktPartition(t, first, options)
+	if err := transport.WriteLease(ctx, tp, token, coordination.EncodeKey(coordination.LeaseKey(first)), coordination.EncodeLease(ktLease.Grant(member, token, 1))); err != nil {
+		t.Fatalf("WriteLease: %v", err)
+	}
+	if err := transport.WriteGuarded(ctx, token, command); err != nil {
+		t.Fatalf("WriteGuarded: %v", err)
+	}
+
+	_, mark := trace.since(0)
+	if err := transport.WriteGuarded(ctx, token, command); err != nil {
+		t.Fatalf("WriteGuarded: %v", err)
+	}
+	write, mark := trace.since(mark)
+	t.Logf("a guarded write: %v", write)
+	ktWantRequests(t, "a guarded write", write, "AddPartitionsToTxn", "Produce", "EndTxn")
+
+	// A second role registers; its warm-up finds the role's coordinator.
+	role := ktRole(t, "trips")
+	registration := coordination.EncodeKey(coordination.RegistrationKey(role, member))
+	if err := transport.Append(ctx, ktPartition(t, role, options), registration, coordination.EncodeRegistration(coordination.Registration{Member: member, RegisteredAt: 1})); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		names, _ := trace.since(mark)
+		if slices.Contains(names, "DescribeTransactions") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the registration's warm-up sent no DescribeTransactions: %v", names)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // its answer
+	warm, mark := trace.since(mark)
+	t.Logf("the registration and its warm-up: %v", warm)
+	token, err = transport.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	if err := transport.WriteLease(ctx, ktPartition(t, role, options), token, coordination.EncodeKey(coordination.LeaseKey(role)), coordination.EncodeLease(ktLease.Grant(member, token, 2))); err != nil {
+		t.Fatalf("WriteLease: %v", err)
+	}
+	takeover, _ := trace.since(mark)
+	t.Logf("the mint and the first lease: %v", takeover)
+	ktWantRequests(t, "the mint and the first lease", takeover, "InitProducerID", "AddPartitionsToTxn", "Produce", "EndTxn")
+}
+
+// ktWantRequests checks that requests holds each of want, in that order,
+// and nothing else but repeats of a request that CONCURRENT_TRANSACTIONS
+// refused.
+func ktWantRequests(t *testing.T, what string, requests []string, want ...string) {
+	t.Helper()
+	var distinct []string
+	for _, name := range requests {
+		if len(distinct) > 0 && distinct[len(distinct)-1] == name && (name == "AddPartitionsToTxn" || name == "InitProducerID" || name == "EndTxn") {
+			continue
+		}
+		distinct = append(distinct, name)
+	}
+	if fmt.Sprint(distinct) != fmt.Sprint(want) {
+		t.Fatalf("%s sent %v; want %v, one round trip each (a refused AddPartitionsToTxn, InitProducerId or EndTxn may go again)", what, requests, want)
 	}
 }
