@@ -42,7 +42,7 @@ func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, k
 		if IsTombstone(value) {
 			t.dropWarm(decoded.Role)
 		} else {
-			t.prewarm(decoded.Role)
+			t.prewarm(decoded.Role, partition)
 		}
 	}
 	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: tombstoneAsNull(value)}
