@@ -198,12 +198,15 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 //   - The transaction fails without committing anything and leaves the
 //     leadership alone: a record for a topic that the member may not write
 //     (TOPIC_AUTHORIZATION_FAILED; the error wraps [ErrNotAuthorized]) or
-//     that does not exist, a record too large, a transient broker error.
-//     One call's record does not fail the others: when the transaction
-//     carried more than one call, each call whose context still runs is
-//     written again at once in a transaction of its own, in the same order,
-//     and returns the outcome of that one. A call whose context ended
-//     returns the shared transaction's error.
+//     that does not exist, a record too large, a transient broker error,
+//     the end of one call's context before anything was sent. One call
+//     does not fail the others: when the transaction carried more than one
+//     call, each call whose context still runs is written again at once in
+//     a transaction of its own, in the same order, and returns the outcome
+//     of that one. A call whose context ended returns the shared
+//     transaction's error. (The retry rests on the contract of
+//     [GuardedWriter]: an error that wraps neither ErrFenced nor
+//     ErrProducerLost means that nothing committed.)
 //   - A due renewal preempts the transaction (below): every call of it
 //     returns the error that says so.
 //
