@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -102,11 +103,18 @@ func (l *Leadership) commitNext(writer GuardedWriter) {
 		}
 		return
 	}
+	l.gather()
 	batch := l.takeBatch()
 	if len(batch) == 0 {
 		return
 	}
 	err := l.writeBatch(writer, batch)
+	l.mu.Lock()
+	l.expect = 0
+	if len(batch) > 1 {
+		l.expect = len(l.queue) + len(batch)
+	}
+	l.mu.Unlock()
 	switch {
 	case err == nil:
 		for _, call := range batch {
@@ -138,6 +146,31 @@ func (l *Leadership) commitNext(writer GuardedWriter) {
 		for _, call := range batch {
 			call.outcome <- err
 		}
+	}
+}
+
+// gatherYields bounds the yields of gather.
+const gatherYields = 4
+
+// gather lets the callers that the last transaction answered queue again
+// before the next batch is taken, when that transaction carried more than
+// one call: under a steady load of N concurrent writers, the transactions
+// then carry about N calls each, instead of alternating between two halves
+// (the calls queued while one transaction was in flight, and the callers
+// it answered, who come back a moment too late for the next). It yields
+// the processor (runtime.Gosched) at most gatherYields times, until the
+// queue holds as many calls as the last transaction carried and the queue
+// held when it was answered; after a transaction of one call it yields
+// not at all, so a lone writer waits for nothing.
+func (l *Leadership) gather() {
+	for range gatherYields {
+		l.mu.Lock()
+		queued, expect := len(l.queue), l.expect
+		l.mu.Unlock()
+		if queued >= expect {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 

@@ -44,12 +44,13 @@ type Leadership struct {
 	// waiting for it gives up when its context ends.
 	slot chan struct{}
 
-	mu        sync.Mutex // guards lease, err, preempt, renewGate and queue
+	mu        sync.Mutex // guards lease, err, preempt, renewGate, queue and expect
 	lease     Lease
 	err       error
 	preempt   context.CancelCauseFunc // cancels the guarded write in flight; nil when none
 	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
 	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
+	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
 
 	done     chan struct{} // closed by end, once
 	stop     chan struct{} // closed by Resign to stop the renewal loop

@@ -327,7 +327,7 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 }
 
 // holdRole acquires a role on a fresh state topic for the write benchmarks.
-func (k *Kafka) holdRole(ctx context.Context, prefix string) (*coordination.Leadership, *coordination.KafkaTransport, string, error) {
+func (k *Kafka) holdRole(ctx context.Context, prefix string, extra ...kgo.Opt) (*coordination.Leadership, *coordination.KafkaTransport, string, error) {
 	lease, _ := coordination.NewLeaseConfig(30*time.Second, 10*time.Second, 5*time.Second)
 	_, options, err := k.StateTopic(ctx, "krabka-bench-"+prefix, lease)
 	if err != nil {
@@ -337,7 +337,7 @@ func (k *Kafka) holdRole(ctx context.Context, prefix string) (*coordination.Lead
 	if err != nil {
 		return nil, nil, "", err
 	}
-	t, err := k.Member(lease)
+	t, err := k.Member(lease, extra...)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -375,10 +375,14 @@ func (k *Kafka) KafkaWriteLatency(ctx context.Context, n, warmup int) ([]time.Du
 
 // KafkaThroughput measures commands per second over windows: writers
 // goroutines, each calling Leadership.Write with batch commands per call.
-func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows int, window time.Duration) ([]float64, error) {
-	l, t, data, err := k.holdRole(ctx, fmt.Sprintf("tput%d", writers))
+// It also returns the calls of Leadership.Write per transaction (EndTxn
+// requests counted by a franz-go hook), over the whole run: the group
+// commit's batching.
+func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows int, window time.Duration) ([]float64, float64, error) {
+	counter := &txnCounter{}
+	l, t, data, err := k.holdRole(ctx, fmt.Sprintf("tput%d", writers), kgo.WithHooks(counter))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer t.Close()
 	defer l.Resign(context.Background())
@@ -386,8 +390,31 @@ func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows
 	for i := range records {
 		records[i] = coordination.GuardedRecord{Topic: data, Key: []byte("device-1"), Value: Command}
 	}
-	write := func(ctx context.Context) error { return l.Write(ctx, records...) }
-	return throughput(ctx, writers, batch, windows, window, write)
+	var calls atomic.Int64
+	write := func(ctx context.Context) error {
+		err := l.Write(ctx, records...)
+		if err == nil {
+			calls.Add(1)
+		}
+		return err
+	}
+	txnsBefore := counter.endTxns.Load()
+	rates, err := throughput(ctx, writers, batch, windows, window, write)
+	perTxn := 0.0
+	if txns := counter.endTxns.Load() - txnsBefore; txns > 0 {
+		perTxn = float64(calls.Load()) / float64(txns)
+	}
+	return rates, perTxn, err
+}
+
+// txnCounter counts the EndTxn requests of a transport's clients: one per
+// transaction.
+type txnCounter struct{ endTxns atomic.Int64 }
+
+func (c *txnCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 26 && err == nil { // EndTxn
+		c.endTxns.Add(1)
+	}
 }
 
 // throughput runs writers loops of write and counts batch commands for each
