@@ -37,6 +37,10 @@ type Kafka struct {
 	ClientOptions []kgo.Opt
 	// Logger is the logger of the loops; nil discards.
 	Logger *slog.Logger
+	// Replication is the replication factor of the topics the benchmarks
+	// create, and 0 for 1; on a cluster of three, 3, with a
+	// min.insync.replicas of 2 on the state topics.
+	Replication int
 
 	mu     sync.Mutex
 	topics []string
@@ -63,7 +67,7 @@ func (k *Kafka) StateTopic(ctx context.Context, prefix string, lease coordinatio
 		return "", nil, err
 	}
 	defer t.Close()
-	if err := t.CreateStateTopic(ctx, 1, 1, options...); err != nil {
+	if err := t.CreateStateTopic(ctx, k.replication(), min(k.replication(), 2), options...); err != nil {
 		return "", nil, err
 	}
 	k.remember(topic)
@@ -79,7 +83,7 @@ func (k *Kafka) DataTopic(ctx context.Context, prefix string, partitions int) (s
 	}
 	defer client.Close()
 	admin := kadm.NewClient(client)
-	if _, err := admin.CreateTopic(ctx, int32(partitions), 1, nil, topic); err != nil {
+	if _, err := admin.CreateTopic(ctx, int32(partitions), int16(k.replication()), nil, topic); err != nil {
 		return "", err
 	}
 	k.remember(topic)
@@ -95,6 +99,8 @@ func (k *Kafka) DataTopic(ctx context.Context, prefix string, partitions int) (s
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func (k *Kafka) replication() int { return max(k.Replication, 1) }
 
 func (k *Kafka) logger() *slog.Logger {
 	if k.Logger == nil {
