@@ -26,8 +26,9 @@ import (
 // [AcquireLeadership] and ends when the leadership ends. Every write of the
 // handle (a renewal, [Leadership.Write], the resignation's tombstone) takes
 // one write slot, because they share the role's transactional producer; a
-// caller waits for the slot no longer than its context allows. No write
-// starts after Done closes.
+// caller waits for the slot no longer than its context allows. Guarded
+// writes that wait for the slot together share one transaction (the group
+// commit of [Leadership.Write]). No write starts after Done closes.
 //
 // A Leadership is safe for concurrent use.
 type Leadership struct {
@@ -225,6 +226,10 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // A write never lets the lease lapse: a renewal that falls due while a
 // transaction of writes holds the slot waits for it at most half a renew
 // interval, then cancels it, and the queued writes wait for the renewal.
+// A renewal shares no transaction with guarded writes: it goes alone,
+// ahead of the queue, so that a caller's record (refused, or slow to be
+// acknowledged) never holds the lease back, at the cost of one transaction
+// per renew interval.
 // Over [KafkaTransport] records not yet sent are then failed and the
 // transaction is aborted, so nothing of it commits and the leadership goes
 // on, while a transaction already in flight is abandoned as above.

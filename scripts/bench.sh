@@ -24,7 +24,7 @@
 #      the cluster, each beside etcd's;
 #   5. runs the go test benchmarks of the role-state fold and the codec
 #      (no broker needed).
-# Needs: go, java (17+) and mvn for the broker, apt-get for etcd. A full run
+# Needs: go, java (17+) and mvn for the broker, apt-get for etcd, curl. A full run
 # takes about five minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -113,8 +113,16 @@ etcd --name bench --data-dir "$etcd_dir/data" \
   --heartbeat-interval 10 --election-timeout 100 \
   --log-level warn >"$etcd_dir/etcd.log" 2>&1 &
 etcd_pid=$!
+# etcd_healthy reports whether every endpoint given answers its /health
+# with "true" (no etcdctl needed: Debian's etcd-server does not ship it).
+etcd_healthy() {
+  local endpoint
+  for endpoint in "$@"; do
+    curl -sf --max-time 1 "http://$endpoint/health" | grep -q '"health":"true"' || return 1
+  done
+}
 for _ in $(seq 100); do
-  if ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$client_port" endpoint health >/dev/null 2>&1; then
+  if etcd_healthy "127.0.0.1:$client_port"; then
     break
   fi
   if ! kill -0 "$etcd_pid" 2>/dev/null; then
@@ -156,12 +164,12 @@ if [ -n "${KRABKA_KAFKA_CLUSTER_BROKERS:-}" ]; then
     etcd_cluster_pids+=("$!")
   done
   for _ in $(seq 200); do
-    if ETCDCTL_API=3 etcdctl --endpoints "$endpoints" endpoint health >/dev/null 2>&1; then
+    if etcd_healthy ${endpoints//,/ }; then
       break
     fi
     sleep 0.1
   done
-  if ! ETCDCTL_API=3 etcdctl --endpoints "$endpoints" endpoint health >/dev/null 2>&1; then
+  if ! etcd_healthy ${endpoints//,/ }; then
     cat "$etcd_dir"/m?.log >&2
     log "the 3-node etcd did not start"
     exit 1
@@ -174,7 +182,7 @@ fi
 # busiest prints the processes that used the most CPU over one second (top's
 # second sample), the other users of the machine that a figure shares it with.
 busiest() {
-  top -b -n2 -d1 -o %CPU -w 200 | awk '/^top -/{n++} n==2 && $1 ~ /^[0-9]+$/ && $9+0 >= 1 {printf "%s%s %s%%", sep, $12, $9; sep=", "}' | head -c 400
+  top -b -n2 -d1 -o %CPU -w 200 | awk '/^top -/{n++} n==2 && $1 ~ /^[0-9]+$/ && $9+0 >= 1 && k++ < 8 {printf "%s%s %s%%", sep, $12, $9; sep=", "}' | head -c 400
 }
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/^Mem:/{print $2}') GiB RAM"
 echo "load at the start: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); the busiest processes over 1 s: $(busiest)"
