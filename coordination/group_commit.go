@@ -22,6 +22,32 @@ type writeCall struct {
 	outcome chan error
 }
 
+// writeAlone writes records at once in a transaction of their own when the
+// write slot is free and no call waits in the queue, nor a due renewal:
+// the common case of a lone writer, which then pays for no queue. It
+// reports false, and writes nothing, when the call must queue.
+func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, records []GuardedRecord) (bool, error) {
+	select {
+	case l.slot <- struct{}{}:
+	default:
+		return false, nil
+	}
+	defer l.unlock()
+	l.mu.Lock()
+	free := len(l.queue) == 0 && l.renewGate == nil
+	if free {
+		l.expect = 0
+	}
+	l.mu.Unlock()
+	if !free {
+		return false, nil
+	}
+	if err := l.endedErr("write"); err != nil {
+		return true, err
+	}
+	return true, l.writeTxn(ctx, writer, records, 1)
+}
+
 // awaitWrite queues call and returns its outcome. The group commit: the
 // caller that takes the write slot writes every call queued at that moment
 // (its own among them) in one transaction, so the calls that arrive while a
@@ -108,7 +134,17 @@ func (l *Leadership) commitNext(writer GuardedWriter) {
 	if len(batch) == 0 {
 		return
 	}
-	err := l.writeBatch(writer, batch)
+	ctx, records := batch[0].ctx, batch[0].records
+	if len(batch) > 1 {
+		var release func()
+		ctx, release = batchContext(batch)
+		defer release()
+		records = nil
+		for _, call := range batch {
+			records = append(records, call.records...)
+		}
+	}
+	err := l.writeTxn(ctx, writer, records, len(batch))
 	l.mu.Lock()
 	l.expect = 0
 	if len(batch) > 1 {
@@ -201,25 +237,14 @@ func (l *Leadership) takeBatch() []*writeCall {
 	return batch
 }
 
-// writeBatch writes the records of every call of the batch, call by call
-// and each call's records in their order, in one transaction under the
-// leadership's token. The batch runs under the contexts of all its calls:
-// the first to end ends the transaction, as the end of a caller's context
-// ends its own write. A due renewal that has waited for the slot
-// preemptAfter cancels it (see renewLoop). It ends the leadership on an
-// error that leaves the token unable to write.
-func (l *Leadership) writeBatch(writer GuardedWriter, batch []*writeCall) error {
-	ctx := batch[0].ctx
-	records := batch[0].records
-	if len(batch) > 1 {
-		var release func()
-		ctx, release = batchContext(batch)
-		defer release()
-		records = nil
-		for _, call := range batch {
-			records = append(records, call.records...)
-		}
-	}
+// writeTxn writes the records of calls calls of Write in one transaction
+// under the leadership's token, under ctx: for a batch, the context of all
+// its calls (batchContext), so that the first of them to end ends the
+// transaction, as the end of a caller's context ends its own write. A due
+// renewal that has waited for the slot preemptAfter cancels it (see
+// renewLoop). It ends the leadership on an error that leaves the token
+// unable to write.
+func (l *Leadership) writeTxn(ctx context.Context, writer GuardedWriter, records []GuardedRecord, calls int) error {
 	writeCtx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
 	l.preempt = cancel
@@ -236,8 +261,8 @@ func (l *Leadership) writeBatch(writer GuardedWriter, batch []*writeCall) error 
 	if preempted {
 		err = fmt.Errorf("%w: %w", errPreempted, err)
 	}
-	if len(batch) > 1 {
-		err = wrapf(err, nil, "guarded write by member %s, one transaction for %d calls", l.member, len(batch))
+	if calls > 1 {
+		err = wrapf(err, nil, "guarded write by member %s, one transaction for %d calls", l.member, calls)
 	} else {
 		err = wrapf(err, nil, "guarded write by member %s", l.member)
 	}

@@ -259,6 +259,9 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 	if err := l.endedErr("write"); err != nil {
 		return err
 	}
+	if done, err := l.writeAlone(ctx, writer, records); done {
+		return err
+	}
 	return l.awaitWrite(writer, &writeCall{ctx: ctx, records: records, outcome: make(chan error, 1)})
 }
 
