@@ -93,10 +93,10 @@
 // would stop recognising it. The coordinator picks the behaviour from the
 // request version, so [KafkaTransport] caps EndTxn at version 4 and Produce
 // at version 11 on its transactional producers: the token stays the minted
-// pair for the whole leadership, on Kafka 3 and 4 alike. After every commit
-// it compares the producer's id and epoch with the token, and a pair that
-// moved ends the leadership with [ErrFenced]; it never adopts a pair it did
-// not mint. A port over a client that cannot cap request versions must
+// pair for the whole leadership, on Kafka 3 and 4 alike. Every request of a
+// transaction carries the token's own pair, so a pair that moved at the
+// coordinator refuses the next request and ends the leadership with
+// [ErrFenced]; the transport never adopts a pair it did not mint. A port over a client that cannot cap request versions must
 // either run against a cluster kept at transaction.version=1, or adopt the
 // pair each of its own commits returns and accept that a third party's
 // [DescribeLeadership] sees the lease's token one commit behind.

@@ -13,9 +13,9 @@ import (
 // This is the expected end of a leadership. A [LeaseWriter] wraps this error
 // for broker error code 47 INVALID_PRODUCER_EPOCH and for broker error code
 // 90 PRODUCER_FENCED. [KafkaTransport] also wraps it for 49
-// INVALID_PRODUCER_ID_MAPPING, and for a producer id or epoch that moved
-// under the transactional client. [AcquireLeadership] and [Leadership.Renew]
-// find it with [errors.Is].
+// INVALID_PRODUCER_ID_MAPPING, the refusal of a producer id or epoch that
+// moved at the coordinator. [AcquireLeadership] and [Leadership.Renew] find
+// it with [errors.Is].
 //
 // A deposed leader learns that it lost the role from this error, and from
 // nothing else. No clock takes part in the check. The epoch it held is

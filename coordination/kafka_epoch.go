@@ -4,82 +4,110 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The epochs of KafkaTransport: AcquireEpoch mints one with InitProducerId
-// on a transactional client of its own (transactional.id = the role, the
-// lease duration as transaction timeout), warmed ahead of the mint when the
-// member registers; DescribeEpoch reads the coordinator's pair with
-// DescribeTransactions. The transactional writes under a minted epoch are
-// in kafka_txn.go.
+// The epochs of KafkaTransport: AcquireEpoch mints one with a raw
+// InitProducerId (transactional id = the role, the lease duration as
+// transaction timeout) through the one transactional client that every
+// role of the transport shares; a registration warms the route to the
+// role's transaction coordinator ahead of the mint; DescribeEpoch reads the
+// coordinator's pair with DescribeTransactions. The transactions under a
+// minted epoch are in kafka_txn.go.
 
-// concurrentTransactionsBackoff is the pause of a transactional client
-// before it retries a request that the coordinator refused with
-// CONCURRENT_TRANSACTIONS. Under transaction.version 1 the coordinator
-// refuses the next transaction's AddPartitionsToTxn, and a new mint's
-// InitProducerId, until it has written the markers of the previous commit,
-// a fraction of a millisecond on loopback. franz-go's default of 20 ms made
-// every back-to-back guarded write take 22 ms instead of about two. The
-// pause asks for 250 µs; an idle Go process wakes from it after about a
-// millisecond (the netpoller sleeps in whole milliseconds), which is what a
-// back-to-back write pays now. franz-go raises the pause itself when the
-// state lasts (200 ms after a second), so a stuck coordinator sees no
-// storm.
+// concurrentTransactionsBackoff is the first pause before a request that
+// the coordinator refused with CONCURRENT_TRANSACTIONS is sent again. Under
+// transaction.version 1 the coordinator refuses the next transaction's
+// AddPartitionsToTxn, and a new mint's InitProducerId, until it has written
+// the markers of the previous commit, a fraction of a millisecond on
+// loopback. franz-go's default of 20 ms made every back-to-back guarded
+// write take 22 ms instead of about two. The pause asks for 250 µs; an idle
+// Go process wakes from it after about a millisecond (the netpoller sleeps
+// in whole milliseconds), which is what a back-to-back write pays now. The
+// pause grows when the state lasts, as franz-go's does (200 ms after a
+// second, 500 ms after 2.5 s, 1 s after 5 s), so a stuck coordinator sees
+// no storm.
 const concurrentTransactionsBackoff = 250 * time.Microsecond
 
-// epochProducer is the transactional client of one minted epoch.
-//
-// A transaction holds slot from its first request to its end, so the
-// transactions of one epoch run one at a time. mu guards only client and
-// closeErr, and is held for moments: a caller that gives up on a
-// transaction in flight closes the producer without waiting for the slot.
-type epochProducer struct {
-	role     Role
-	token    FencingToken
-	requests *requestCounter
-	slot     chan struct{}   // a semaphore of one, held for a whole transaction
-	closers  *sync.WaitGroup // the transport's; close ends client on it
-
-	mu       sync.Mutex  // guards client and closeErr
-	client   *kgo.Client // nil once closed
-	baseline int64       // requests.inits right after the mint
-	closeErr error       // why client is nil; wraps ErrFenced, ErrProducerLost or ErrNotAuthorized
-}
-
-// requestCounter counts the InitProducerId and EndTxn requests that one
-// client writes. An InitProducerId after the mint means that franz-go set
-// out to recover its producer id, which moves the epoch away from the token.
-type requestCounter struct{ inits, endTxns atomic.Int64 }
-
-// OnBrokerWrite implements kgo.HookBrokerWrite.
-func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
-	switch key {
-	case kmsg.InitProducerID.Int16():
-		c.inits.Add(1)
-	case kmsg.EndTxn.Int16():
-		c.endTxns.Add(1)
+// withConcurrentTransactions runs do until it returns something other than
+// CONCURRENT_TRANSACTIONS, pausing between the attempts as
+// concurrentTransactionsBackoff says, or until ctx ends; it then returns
+// the last error.
+func withConcurrentTransactions(ctx context.Context, do func() error) error {
+	start := time.Now()
+	backoff := concurrentTransactionsBackoff
+	for {
+		err := do()
+		if !errors.Is(err, kerr.ConcurrentTransactions) {
+			return err
+		}
+		switch since := time.Since(start); {
+		case since > 5*time.Second:
+			backoff = max(backoff, time.Second)
+		case since > 5*time.Second/2:
+			backoff = max(backoff, 500*time.Millisecond)
+		case since > time.Second:
+			backoff = max(backoff, 200*time.Millisecond)
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
 	}
 }
 
-// close closes the client for good and records why, the first time only,
-// and returns the reason that stands. The reason wraps ErrFenced when the
-// broker refused the token or the epoch moved, ErrNotAuthorized (and
+// epochProducer is the state of one minted epoch: its token, the sequence
+// numbers of its partitions, and why it ended.
+//
+// A transaction holds slot from its first request to its end, so the
+// transactions of one epoch run one at a time, and only the holder of the
+// slot touches sequences. mu guards closeErr, and is held for moments: a
+// caller that gives up on a transaction in flight closes the producer
+// without waiting for the slot.
+type epochProducer struct {
+	role  Role
+	token FencingToken
+	slot  chan struct{} // a semaphore of one, held for a whole transaction
+
+	// ctx ends when the producer closes: every request of the epoch's
+	// transactions runs under it, so a closed producer's transaction in
+	// flight fails at once.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// sequences is the next sequence number of each partition that the
+	// epoch wrote: the broker keeps one per (producer id, partition), and
+	// a new epoch starts every partition at 0. Guarded by slot.
+	sequences map[TopicPartition]int32
+
+	mu       sync.Mutex
+	closeErr error // nil while open; wraps ErrFenced, ErrProducerLost or ErrNotAuthorized
+}
+
+func newEpochProducer(role Role, token FencingToken) *epochProducer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &epochProducer{role: role, token: token, slot: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+		sequences: make(map[TopicPartition]int32)}
+}
+
+// close ends the epoch's producer for good and records why, the first time
+// only, and returns the reason that stands. The reason wraps ErrFenced
+// when the broker refused the token, ErrNotAuthorized (and
 // ErrProducerLost) when the cluster refused the transactional id, and
 // ErrProducerLost otherwise: only a refusal of the token means that the
-// role went elsewhere. Closing a franz-go client fails its requests in
-// flight at once, so a transaction that runs on it ends promptly.
+// role went elsewhere. Closing fails the requests in flight of the epoch at
+// once, so a transaction that runs under it ends promptly.
 func (p *epochProducer) close(reason error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.client == nil {
+	if p.closeErr != nil {
 		return p.closeErr
 	}
 	switch {
@@ -91,9 +119,8 @@ func (p *epochProducer) close(reason error) error {
 	default:
 		reason = fmt.Errorf("%w: %w", reason, ErrProducerLost)
 	}
-	p.closers.Go(p.client.Close)
-	p.client = nil
 	p.closeErr = reason
+	p.cancel()
 	return reason
 }
 
@@ -101,23 +128,18 @@ func (p *epochProducer) close(reason error) error {
 func (p *epochProducer) closed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.client == nil {
-		return p.closeErr
-	}
-	return nil
+	return p.closeErr
 }
 
-// reinitialised reports a franz-go recovery of the producer id since the
-// mint.
-func (p *epochProducer) reinitialised() bool { return p.requests.inits.Load() != p.baseline }
-
 // AcquireEpoch mints a new epoch of the role and fences every earlier one,
-// this transport's own included. It closes the transactional client of the
-// role's previous mint in this transport, opens a new one with
-// transactional.id = the role name, and calls InitProducerId through it, so
-// every call mints: the transaction coordinator bumps the epoch of the id, or
-// allocates a new producer id when the epoch is exhausted, and aborts an open
-// transaction of the previous holder.
+// this transport's own included. It ends the producer of the role's
+// previous mint in this transport, and sends InitProducerId with
+// transactional.id = the role name and the lease duration as transaction
+// timeout to the role's transaction coordinator, so every call mints: the
+// coordinator bumps the epoch of the id, or allocates a new producer id
+// when the epoch is exhausted, and aborts an open transaction of the
+// previous holder. The request goes through the transactional client that
+// every role of the transport shares.
 //
 // It retries CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
 // NOT_COORDINATOR and connection errors until ctx ends, and then returns the
@@ -150,24 +172,16 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 		previous.close(fmt.Errorf("coordination: token %s of role %s: this transport minted a newer epoch of the role: %w", previous.token, role, ErrFenced))
 	}
 
-	client, requests := t.takeWarm(role)
-	if client == nil {
-		var err error
-		if client, requests, err = t.newTxnClient(role); err != nil {
-			return NoEpoch, wrapf(err, nil, "AcquireEpoch of role %s", role)
-		}
-	}
-	token, err := t.initProducerID(ctx, client, role)
+	token, err := t.initProducerID(ctx, role)
 	if err != nil {
-		client.Close()
 		return NoEpoch, err
 	}
-	producer := &epochProducer{role: role, token: token, requests: requests, slot: make(chan struct{}, 1), closers: &t.closers, client: client, baseline: requests.inits.Load()}
+	producer := newEpochProducer(role, token)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		client.Close()
+		producer.close(errTransportClosed)
 		return NoEpoch, errTransportClosed
 	}
 	t.current[role] = producer
@@ -175,117 +189,66 @@ func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingTo
 	return token, nil
 }
 
-// newTxnClient opens the transactional client of one mint of role.
-func (t *KafkaTransport) newTxnClient(role Role) (*kgo.Client, *requestCounter, error) {
-	requests := new(requestCounter)
-	client, err := kgo.NewClient(append(slices.Clone(t.baseOptions),
-		kgo.TransactionalID(role.String()),
-		kgo.TransactionTimeout(t.lease.Duration()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
-		kgo.ConcurrentTransactionsBackoff(concurrentTransactionsBackoff),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxVersions(t.versions),
-		kgo.WithHooks(requests),
-	)...)
-	return client, requests, err
-}
-
-// warmTimeout bounds the requests that warm a client.
+// warmTimeout bounds the request that warms the route to a role's
+// transaction coordinator.
 const warmTimeout = 5 * time.Second
 
-// maxWarm bounds the warm clients of one transport. A warm client costs a
-// franz-go client (tens of kilobytes and a few goroutines, and its
-// connections until they idle out after 30 s), so a process that waits for
-// many roles warms the first maxWarm of them only; the others mint as
-// before, on a fresh client.
-const maxWarm = 32
-
-// warmClient is a transactional client that a candidate's registration
-// opened ahead of its mint. Its warm-up makes it learn the brokers and the
-// transaction coordinator of the role and open the connection to the
-// coordinator, so that the mint of a challenge skips the client's setup,
-// its seed connection, FindCoordinator and the broker metadata: about
-// 1.5 ms on loopback, a third of a handover. franz-go closes the connection
-// after 30 s idle; a mint after a longer wait dials it again (a fraction of
-// a millisecond) and keeps the rest.
-type warmClient struct {
-	client   *kgo.Client
-	requests *requestCounter
-	cancel   context.CancelFunc
-}
-
-// prewarm opens the transactional client of the next mint of role, once,
-// when this transport appends a registration of the role: the member
-// campaigns, and may challenge. The warm-up runs in the background and
-// writes nothing: one DescribeTransactions of the role, which loads the
-// brokers, finds the role's transaction coordinator, and opens the
-// connection to it. It takes no epoch, and a failure only leaves the client
-// cold. (An empty Produce request through the client would open its
-// producing connection too, but with one the resignation of
-// TestKafkaLeadershipKafka/Lifecycle stayed invisible to readers on Kafka
-// 4.4, for a reason not yet understood: do not add one.)
-//
-// A warm client that no mint takes is closed by the deregistration of the
-// role, or by Close.
+// prewarm makes the shared transactional client learn the transaction
+// coordinator of role and open its connection to it, once, when this
+// transport appends a registration of the role: the member campaigns, and
+// may challenge, and its mint then skips FindCoordinator (a round trip of
+// a handover). The warm-up runs in the background and writes nothing: one
+// DescribeTransactions of the role, which franz-go sends to the
+// coordinator that it looks up and keeps. It takes no epoch, and a failure
+// only leaves the route cold. A deregistration forgets that the role was
+// warmed, so that its next registration warms it again.
 func (t *KafkaTransport) prewarm(role Role) {
 	t.mu.Lock()
-	full := t.closed || t.warm[role] != nil || len(t.warm) >= maxWarm
-	t.mu.Unlock()
-	if full {
-		return
-	}
-	client, requests, err := t.newTxnClient(role)
-	if err != nil {
-		return
-	}
-	t.mu.Lock()
-	if t.closed || t.warm[role] != nil || len(t.warm) >= maxWarm {
+	if t.closed || t.warmed[role] {
 		t.mu.Unlock()
-		client.Close()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), warmTimeout)
-	t.warm[role] = &warmClient{client: client, requests: requests, cancel: cancel}
+	t.warmed[role] = true
 	t.mu.Unlock()
-	go func() {
+	t.background.Go(func() {
+		ctx, cancel := context.WithTimeout(t.ctx, warmTimeout)
 		defer cancel()
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = []string{role.String()}
-		_, _ = client.Request(ctx, req)
-	}()
+		_, _ = t.txn.Request(ctx, req)
+	})
 }
 
-// takeWarm hands the warm client of role to a mint, or nil.
-func (t *KafkaTransport) takeWarm(role Role) (*kgo.Client, *requestCounter) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	w := t.warm[role]
-	if w == nil {
-		return nil, nil
-	}
-	delete(t.warm, role)
-	return w.client, w.requests
-}
-
-// dropWarm closes the warm client of role, after the member deregistered.
+// dropWarm forgets the warm-up of role, after the member deregistered.
 func (t *KafkaTransport) dropWarm(role Role) {
 	t.mu.Lock()
-	w := t.warm[role]
-	delete(t.warm, role)
-	t.mu.Unlock()
-	if w != nil {
-		w.cancel()
-		w.client.Close()
-	}
+	defer t.mu.Unlock()
+	delete(t.warmed, role)
 }
 
-// initProducerID calls InitProducerId through a fresh client until it
-// succeeds, fails for good, or ctx ends.
-func (t *KafkaTransport) initProducerID(ctx context.Context, client *kgo.Client, role Role) (FencingToken, error) {
+// initProducerID sends InitProducerId for role until the coordinator mints,
+// refuses for good, or ctx ends.
+func (t *KafkaTransport) initProducerID(ctx context.Context, role Role) (FencingToken, error) {
+	txnID := role.String()
 	backoff := 50 * time.Millisecond
 	for {
-		id, epoch, err := client.ProducerID(ctx)
+		var id int64
+		var epoch int16
+		err := withConcurrentTransactions(ctx, func() error {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.TransactionalID = &txnID
+			req.TransactionTimeoutMillis = int32(t.lease.Duration().Milliseconds())
+			req.ProducerID, req.ProducerEpoch = -1, -1
+			resp, err := req.RequestWith(ctx, t.txn)
+			if err != nil {
+				return err
+			}
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				return err
+			}
+			id, epoch = resp.ProducerID, resp.ProducerEpoch
+			return nil
+		})
 		if err == nil {
 			token, err := NewFencingToken(id, epoch)
 			if err != nil {

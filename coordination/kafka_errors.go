@@ -40,25 +40,17 @@ const (
 	failureMisconfigured
 )
 
-// errEpochMoved reports that the producer id or epoch of a transactional
-// client no longer equals the token it minted. It is classified as a fence.
-var errEpochMoved = errors.New("the producer epoch of the transactional client moved")
-
 // errTransportClosed reports a call on a closed KafkaTransport.
 var errTransportClosed = errors.New("coordination: the KafkaTransport is closed")
 
-// kafkaFailureOf classifies an error that a franz-go call returned.
+// kafkaFailureOf classifies an error that a franz-go call, or a broker code
+// of a raw request's answer, returned.
 //
 // The fences are the broker codes 47 INVALID_PRODUCER_EPOCH, 90
 // PRODUCER_FENCED, and 49 INVALID_PRODUCER_ID_MAPPING (the producer id of the
-// token expired or was replaced). franz-go keeps a fencing error as the
-// failure of its producer id and reports it again, wrapped, from every later
-// call on the same client: BeginTransaction's "producer ID has a fatal,
-// unrecoverable error", a record failed by a later drain, and a failed
-// re-initialisation (errProducerIDLoadFail). All of them wrap the kerr value,
-// so errors.Is finds the code through each wrapper. The transport never makes
-// those follow-on calls after a fence anyway: it closes the client at the
-// first one.
+// token expired or was replaced), from any request of a transaction:
+// AddPartitionsToTxn, Produce or EndTxn. The transport wraps the kerr value
+// with context, so errors.Is finds the code through each wrapper.
 //
 // TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS, NOT_ENOUGH_REPLICAS and network errors are
@@ -69,8 +61,7 @@ func kafkaFailureOf(err error) kafkaFailure {
 	switch {
 	case errors.Is(err, kerr.InvalidProducerEpoch),
 		errors.Is(err, kerr.ProducerFenced),
-		errors.Is(err, kerr.InvalidProducerIDMapping),
-		errors.Is(err, errEpochMoved):
+		errors.Is(err, kerr.InvalidProducerIDMapping):
 		return failureFenced
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
 		errors.Is(err, kerr.TopicAuthorizationFailed),

@@ -162,9 +162,10 @@ func TestKafkaTransportFenceCodes(t *testing.T) {
 	}
 }
 
-// TestKafkaTransportTransientCodes: an error that franz-go retries, or that
-// fails the write without touching the producer id, leaves the token
-// writing.
+// TestKafkaTransportTransientCodes: an error that the transport (or
+// franz-go, for a coordinator that moved) retries, or that fails the write
+// without touching the producer state, leaves the token writing. A Produce
+// answered REQUEST_TIMED_OUT goes again with the same sequence number.
 func TestKafkaTransportTransientCodes(t *testing.T) {
 	for _, tc := range []struct {
 		key       kmsg.Key
@@ -177,6 +178,10 @@ func TestKafkaTransportTransientCodes(t *testing.T) {
 		{kmsg.Produce, kerr.NotEnoughReplicas, false},
 		{kmsg.Produce, kerr.NotLeaderForPartition, false},
 		{kmsg.Produce, kerr.MessageTooLarge, true},
+		{kmsg.Produce, kerr.RequestTimedOut, false},
+		{kmsg.AddPartitionsToTxn, kerr.ConcurrentTransactions, false},
+		{kmsg.AddPartitionsToTxn, kerr.NotCoordinator, false},
+		{kmsg.AddPartitionsToTxn, kerr.UnknownTopicOrPartition, true},
 	} {
 		t.Run(tc.key.Name()+"/"+tc.code.Message, func(t *testing.T) {
 			s := ktFaultSetupFor(t)
@@ -209,6 +214,14 @@ func TestKafkaTransportTransientCodes(t *testing.T) {
 // once rather than at the transaction timeout. It is no fence: the error
 // wraps ErrProducerLost, not ErrFenced.
 func TestKafkaTransportUnknownProducerIDClosesWithoutAMint(t *testing.T) {
+	// OUT_OF_ORDER_SEQUENCE_NUMBER too: the Java producer aborts and ends
+	// its transactional producer on both.
+	for _, code := range []*kerr.Error{kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber} {
+		t.Run(code.Message, func(t *testing.T) { ktProducerStateRefused(t, code) })
+	}
+}
+
+func ktProducerStateRefused(t *testing.T, code *kerr.Error) {
 	s := ktFaultSetupFor(t)
 	ctx := ktContext(t)
 	// A first write adds the partition, so that the failing one holds a
@@ -216,10 +229,10 @@ func TestKafkaTransportUnknownProducerIDClosesWithoutAMint(t *testing.T) {
 	if err := s.writeLease(t, 1); err != nil {
 		t.Fatalf("first WriteLease: %v", err)
 	}
-	s.answerOnce(kmsg.Produce, kerr.UnknownProducerID.Code)
+	s.answerOnce(kmsg.Produce, code.Code)
 	start := time.Now()
 	err := s.writeLease(t, 2)
-	ktMustLoseProducer(t, "WriteLease answered UNKNOWN_PRODUCER_ID", err)
+	ktMustLoseProducer(t, "WriteLease answered "+code.Message, err)
 	ktMustLoseProducer(t, "the next WriteLease", s.writeLease(t, 3))
 	if n := s.requests.count(kmsg.InitProducerID); n != 1 {
 		t.Fatalf("the transport sent %d InitProducerId requests; want 1, its mint", n)

@@ -1,6 +1,7 @@
 package coordination
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,32 +17,42 @@ import (
 // KafkaTransport implements [Transport], [GuardedWriter],
 // [PartitionFollower] and [StableOffsetReporter] with franz-go.
 //
-// A transport stands for one member process, and it owns these clients:
+// A transport stands for one member process, and it owns three franz-go
+// clients, whatever the number of roles it holds:
 //
 //   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
 //     no linger, and a partitioner that keeps the partition the caller
-//     pinned;
-//   - one transactional producer for each epoch that
-//     [KafkaTransport.AcquireEpoch] mints, with transactional.id = the role
-//     name and transaction.timeout.ms = the lease duration. Lease writes and
-//     guarded writes of the role go through it, one transaction at a time;
+//     pinned; it also sends the admin requests;
+//   - one transactional client that every role shares. Each epoch that
+//     [KafkaTransport.AcquireEpoch] mints is a producer id and epoch of
+//     transactional.id = the role name, with transaction.timeout.ms = the
+//     lease duration, and the lease writes and guarded writes of the role
+//     are raw AddPartitionsToTxn, Produce and EndTxn requests under that
+//     pair, one transaction at a time, with the sequence numbers of the
+//     epoch's partitions that the transport keeps;
 //   - one read_committed reader that follows, for the life of the
 //     transport, every partition that a read or a watch asked for.
+//
+// So a process that holds N roles costs the connections of three clients
+// to each broker (at most two each: one for Produce or Fetch, one for the
+// other requests), not three per role. franz-go's own transactional
+// producer binds a client to one transactional id, which is why the
+// transport does not use it.
 //
 // # The token stays the minted pair
 //
 // Kafka 4 with transaction.version=2 (KIP-890 part 2) bumps the producer
 // epoch at every EndTxn of version 5 or later, so the token of a holder would
-// change at every renewal. The transactional producers of this transport
-// therefore cap EndTxn at version 4 and Produce at version 11. The
+// change at every renewal. The transactional client of this transport
+// therefore caps EndTxn at version 4 and Produce at version 11. The
 // coordinator picks the behaviour from the request version, so a
 // transaction of this transport keeps the epoch, and the token that
 // AcquireEpoch returned is the pair that every lease record of the
-// leadership carries and that [KafkaTransport.DescribeEpoch] reports. After
-// every commit the transport compares the producer id and epoch of the
-// client with the token. A pair that moved ends the epoch: the transport
-// closes the client, and the write returns an error that wraps [ErrFenced].
-// It never adopts a pair it did not mint.
+// leadership carries and that [KafkaTransport.DescribeEpoch] reports. Every
+// request of a transaction carries the token's own producer id and epoch,
+// so the transport never writes under a pair it did not mint, and never
+// adopts one: a pair that moved at the coordinator refuses the token's
+// next request, and the write returns an error that wraps [ErrFenced].
 //
 // A port over a client that cannot cap request versions cannot keep the
 // token fixed on such a cluster: every commit hands its producer a new
@@ -54,29 +65,35 @@ import (
 // # Fences
 //
 // Broker codes 47 INVALID_PRODUCER_EPOCH, 90 PRODUCER_FENCED and 49
-// INVALID_PRODUCER_ID_MAPPING, and a producer id or epoch that moved under
-// the client, end the epoch: the transport closes its transactional client
-// and never reuses it, because franz-go would otherwise recover by calling
-// InitProducerId again, which can mint a new epoch for a deposed member.
-// Every later write under that token returns an error that wraps
-// [ErrFenced] without a request.
+// INVALID_PRODUCER_ID_MAPPING from any request of a transaction end the
+// epoch: the transport ends its producer and never sends InitProducerId
+// for it again, because a new InitProducerId can mint a new epoch for a
+// deposed member. Every later write under that token returns an error that
+// wraps [ErrFenced] without a request. The one refusal of the token that
+// is no fence, the coordinator's own abort of a transaction that outlived
+// its timeout (which bumps the epoch), ends the epoch with an error that
+// says so and wraps [ErrProducerLost]. A missing WRITE on the
+// TransactionalId (53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED) ends the epoch
+// with an error that wraps [ErrNotAuthorized]; a missing ACL on a topic
+// (29 TOPIC_AUTHORIZATION_FAILED) fails the write only.
 //
-// A transaction that leaves the client in a state that only a new
+// A transaction that leaves the epoch in a state that only a new
 // InitProducerId repairs ends the epoch too, but it is no fence, and the
 // error wraps [ErrProducerLost] instead: a commit that failed with its
 // outcome unknown (the error says so: its records may be in the log), an
-// abort that failed, a lost connection that franz-go keeps as the failure of
-// its producer id (it reports it from the next BeginTransaction, before
-// anything is written), 59 UNKNOWN_PRODUCER_ID, a closed transport. The
-// transport then ends the open transaction itself, with an EndTxn(abort) at
-// the token's epoch, so it does not hide the partition's newer records until
-// the transaction timeout. A write whose commit succeeded reports success,
-// even when the check of the pair after it fails; the next write then fails.
+// abort that failed, a batch whose answer never came (the partition's next
+// sequence number is then unknown), 45 OUT_OF_ORDER_SEQUENCE_NUMBER or 59
+// UNKNOWN_PRODUCER_ID (after an abort, as the Java producer does), a
+// closed transport. The transport then ends the open transaction itself,
+// with an EndTxn(abort) at the token's epoch, so it does not hide the
+// partition's newer records until the transaction timeout.
 //
-// A write that fails for a transient reason (a coordinator that moved,
-// NOT_ENOUGH_REPLICAS, a lost connection, the end of its context before the
-// commit) aborts its transaction, so the partition's last stable offset moves
-// on, and keeps the token: the next write under it may succeed.
+// A write that fails for a transient reason (a coordinator that moved, which
+// franz-go finds again; CONCURRENT_TRANSACTIONS, which the transport waits
+// out; NOT_ENOUGH_REPLICAS; a leader that moved; the end of its context
+// before a batch went out) aborts its transaction, so the partition's last
+// stable offset moves on, and keeps the token: the next write under it may
+// succeed.
 //
 // # Open transactions hide records
 //
@@ -99,13 +116,19 @@ import (
 // roles. The writes of one epoch run one at a time. Close releases
 // everything.
 type KafkaTransport struct {
-	lease       LeaseConfig
-	baseOptions []kgo.Opt          // seeds and the caller's options, shared by every client
-	versions    *kversion.Versions // the request versions of the transactional clients
+	lease LeaseConfig
 
-	plain  *kgo.Client  // registrations, and the admin requests
-	admin  *kadm.Client // over plain
-	reader *kafkaReader
+	plain   *kgo.Client  // registrations, and the admin requests
+	admin   *kadm.Client // over plain
+	txn     *kgo.Client  // the transactions of every role, with the capped versions
+	leaders *leaderCache // the partition leaders of the transactions
+	reader  *kafkaReader
+
+	// ctx ends at Close; the background requests of the transport (a
+	// warm-up, an abort of an ended producer's transaction) run under it.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	background sync.WaitGroup // the warm-ups in flight
 
 	mu          sync.Mutex
 	closed      bool
@@ -113,7 +136,7 @@ type KafkaTransport struct {
 	minted      map[FencingToken]*epochProducer // every mint of this transport
 	minting     map[Role]*sync.Mutex            // serialises AcquireEpoch per role
 	stateTopics map[string]bool                 // topics of Append, WriteLease and the reads
-	warm        map[Role]*warmClient            // clients opened ahead of a mint
+	warmed      map[Role]bool                   // roles whose coordinator a registration looked up
 	closeOnce   sync.Once
 
 	// closers are the franz-go clients being closed in the background: a
@@ -201,35 +224,44 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 	}
 	versions := leaseVersions(plain)
 
-	// The reader's client also sends the raw EndTxn(abort) of abortOpen, so
-	// it takes the capped versions: an EndTxn of version 5 would bump the
-	// epoch.
-	readerClient, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
+	// The transactional client sends the raw InitProducerId,
+	// AddPartitionsToTxn, Produce and EndTxn of every role, so it takes the
+	// capped versions: an EndTxn of version 5 would bump the epoch. The
+	// reader's client takes them too, as it did when it sent the aborts.
+	txn, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
 	if err != nil {
 		plain.Close()
 		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
 	}
+	readerClient, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
+	if err != nil {
+		plain.Close()
+		txn.Close()
+		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &KafkaTransport{
 		lease:       lease,
-		baseOptions: base,
-		versions:    versions,
 		plain:       plain,
 		admin:       kadm.NewClient(plain),
+		txn:         txn,
+		leaders:     newLeaderCache(txn),
 		reader:      newKafkaReader(readerClient, lease),
+		ctx:         ctx,
+		cancel:      cancel,
 		current:     make(map[Role]*epochProducer),
 		minted:      make(map[FencingToken]*epochProducer),
 		minting:     make(map[Role]*sync.Mutex),
 		stateTopics: make(map[string]bool),
-		warm:        make(map[Role]*warmClient),
+		warmed:      make(map[Role]bool),
 	}, nil
 }
 
-// leaseVersions returns the request versions of the transactional clients:
+// leaseVersions returns the request versions of the transactional client:
 // the versions the caller allowed (kversion.Stable by default), with EndTxn
-// capped at 4 and Produce at 11. franz-go opts into KIP-890 part 2 only when
-// the cap allows EndTxn 5, Produce 12 and TxnOffsetCommit 5, so the cap also
-// keeps its explicit AddPartitionsToTxn and its transaction.version 1
-// recovery rules.
+// capped at 4 and Produce at 11, so that a commit keeps the epoch (see
+// KafkaTransport). franz-go sends AddPartitionsToTxn at version 3 at most,
+// the last version for clients.
 func leaseVersions(plain *kgo.Client) *kversion.Versions {
 	base, _ := plain.OptValue(kgo.MaxVersions).(*kversion.Versions)
 	if base == nil {
@@ -291,7 +323,7 @@ func (t *KafkaTransport) isClosed() bool {
 }
 
 // Close closes every client of the transport and ends its reader: the
-// transactional producers, the plain producer and the reader's client. A
+// transactional client, the plain producer and the reader's client. A
 // transaction in flight fails at once; its write returns an error that
 // wraps [ErrProducerLost]. Every later call returns an error, and every
 // write under a token of this transport an error that wraps
@@ -313,17 +345,14 @@ func (t *KafkaTransport) Close() {
 		for _, p := range t.minted {
 			producers = append(producers, p)
 		}
-		warm := t.warm
-		t.warm = make(map[Role]*warmClient)
 		t.mu.Unlock()
-		for _, w := range warm {
-			w.cancel()
-			t.closers.Go(w.client.Close)
-		}
 		for _, p := range producers {
 			p.close(fmt.Errorf("coordination: token %s of role %s: %w", p.token, p.role, errTransportClosed))
 		}
+		t.cancel()
+		t.closers.Go(t.background.Wait)
 		t.closers.Go(t.reader.close)
+		t.closers.Go(t.txn.Close)
 		t.closers.Go(t.plain.Close)
 	})
 	closed := make(chan struct{})

@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The transactional write path of KafkaTransport: WriteLease and
-// WriteGuarded run one transaction on the client of the token's epoch, and
+// WriteGuarded run one transaction under the token's epoch, as raw
+// AddPartitionsToTxn, Produce and EndTxn requests through the one
+// transactional client that every role of the transport shares, and
 // classify what goes wrong (a fence, the coordinator's abort at the
 // transaction timeout, a refused ACL, a lost producer, a transient failure
 // that aborts and keeps the token). See KafkaTransport for the rules.
@@ -24,10 +27,10 @@ import (
 // cleaner removes.
 //
 // The token must be the newest epoch that this transport minted for its
-// role. An older token, a token of another transport, a token whose client
-// the transport closed after a fence, and a producer epoch that moved at the
-// commit all give an error that wraps [ErrFenced], and the first three send
-// no request. A key that decodes as the key of another role than the
+// role. An older token, a token of another transport, a token whose
+// producer the transport ended after a fence, and a broker's refusal of
+// the token all give an error that wraps [ErrFenced], and the first three
+// send no request. A key that decodes as the key of another role than the
 // token's is refused. A write that fails for a transient reason aborts its
 // transaction and returns an error that does not wrap ErrFenced.
 //
@@ -35,7 +38,7 @@ import (
 // included, and the call returns at most 250 ms (abandonGrace) after ctx
 // ends. A transaction still in flight then is abandoned: the error wraps
 // [ErrProducerLost] and says that the outcome is unknown, and the transport
-// closes the token's producer, because an EndTxn abandoned midway leaves an
+// ends the token's producer, because an EndTxn abandoned midway leaves an
 // outcome that only a new epoch resolves. A write that gave up while it
 // waited for the token's previous transaction wrote nothing and leaves the
 // producer alone. Writes under one token run one at a time.
@@ -50,32 +53,36 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 	if decoded, err := DecodeKey(key); err == nil && decoded.Role != producer.role {
 		return fmt.Errorf("coordination: lease write under %s: the key belongs to role %s, the token to role %s", token, decoded.Role, producer.role)
 	}
-	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: tombstoneAsNull(value)}
-	return t.transact(ctx, producer, fmt.Sprintf("lease write of role %s to %s under %s", producer.role, partition, token), record)
+	record := txnRecord{partition: partition, key: key, value: tombstoneAsNull(value)}
+	return t.transact(ctx, producer, fmt.Sprintf("lease write of role %s to %s under %s", producer.role, partition, token), []txnRecord{record})
 }
 
 // WriteGuarded writes the caller's records in one transaction of the
 // producer that minted token, and returns after the commit: a read_committed
 // reader sees all of them or none, and they are on the in-sync replicas of
-// their partitions (acks=all). Each record goes to the partition it names.
+// their partitions (acks=all). Each record goes to the partition it names,
+// and the records of one partition keep their order.
 //
 // The token rules and the errors are those of [KafkaTransport.WriteLease]:
 // a deposed leader's write fails with an error that wraps [ErrFenced], and
 // then none of its records becomes visible. It refuses a record without a
 // topic, with a negative partition, or for a topic that this transport uses
 // as a state topic (StateTopic, or any topic of its lease writes,
-// registrations and reads). An empty list checks the token and writes
-// nothing. It runs one at a time with the lease writes of the token.
+// registrations and reads). A record for a topic that does not exist, or
+// that the member may not write, fails the write only (the error says which
+// topic, and for a refused topic which ACL is missing). An empty list
+// checks the token and writes nothing. It runs one at a time with the lease
+// writes of the token.
 func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error {
-	out := make([]*kgo.Record, 0, len(records))
+	out := make([]txnRecord, 0, len(records))
 	t.mu.Lock()
 	for i, r := range records {
 		var refuse string
 		switch {
 		case r.Topic == "":
 			refuse = "has no topic"
-		case r.Partition < 0:
-			refuse = fmt.Sprintf("has the negative partition %d", r.Partition)
+		case r.Partition < 0 || r.Partition > 1<<31-1:
+			refuse = fmt.Sprintf("has the partition %d, outside 0 to 2^31-1", r.Partition)
 		case r.Topic == StateTopic || t.stateTopics[r.Topic]:
 			refuse = fmt.Sprintf("is for the state topic %s, which holds only registrations and leases", r.Topic)
 		}
@@ -83,7 +90,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 			t.mu.Unlock()
 			return fmt.Errorf("coordination: guarded write under %s: record %d %s", token, i, refuse)
 		}
-		out = append(out, &kgo.Record{Topic: r.Topic, Partition: int32(r.Partition), Key: r.Key, Value: r.Value})
+		out = append(out, txnRecord{partition: TopicPartition{Topic: r.Topic, Partition: r.Partition}, key: r.Key, value: r.Value})
 	}
 	t.mu.Unlock()
 	producer, err := t.producer("guarded write", token)
@@ -93,11 +100,11 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 	if len(out) == 0 {
 		return producer.closed()
 	}
-	return t.transact(ctx, producer, fmt.Sprintf("guarded write of role %s under %s", producer.role, token), out...)
+	return t.transact(ctx, producer, fmt.Sprintf("guarded write of role %s under %s", producer.role, token), out)
 }
 
-// producer returns the transactional client that minted token, or an error
-// that wraps ErrFenced for a token this transport did not mint (or minted
+// producer returns the epoch producer that minted token, or an error that
+// wraps ErrFenced for a token this transport did not mint (or minted
 // over), and ErrProducerLost on a closed transport.
 func (t *KafkaTransport) producer(what string, token FencingToken) (*epochProducer, error) {
 	t.mu.Lock()
@@ -113,19 +120,10 @@ func (t *KafkaTransport) producer(what string, token FencingToken) (*epochProduc
 }
 
 // transact writes records in one transaction of producer, and classifies
-// what goes wrong. See KafkaTransport for the rules.
-//
-// franz-go recovers a failed producer id by calling InitProducerId again,
-// from BeginTransaction, from a produce, or from EndTransaction. That mints
-// a new epoch: on Kafka only for the member that holds the newest one (the
-// coordinator refuses a stale epoch with PRODUCER_FENCED), on kfake for any
-// member. The transport cannot stop franz-go from sending it, so it closes
-// the client before one can happen where it can tell (after a fence, after
-// an abort that left the producer id failed), and it checks the request
-// counter after every step where one can happen: after BeginTransaction,
-// before any record went out, so such a write writes nothing; after the
-// produce, before the commit, so it aborts; and after the commit.
-func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, op string, records ...*kgo.Record) error {
+// what goes wrong. See KafkaTransport for the rules. The transaction runs
+// on a goroutine of its own, so that the call returns within its context
+// plus abandonGrace whatever the brokers do.
+func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, op string, records []txnRecord) error {
 	if err := producer.closed(); err != nil {
 		return wrapf(err, nil, "%s", op)
 	}
@@ -159,102 +157,392 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 // abandonGrace bounds how long a write waits for its transaction after the
 // caller's context ended: a commit in flight often ends within it. Past it,
 // the write returns an error that wraps [ErrProducerLost] (outcome unknown)
-// and the transport closes the epoch's producer, whose transaction then
-// fails at once. Every write of the transport therefore returns within its
-// context plus this bound.
+// and the transport ends the epoch's producer, whose requests in flight
+// then fail at once. Every write of the transport therefore returns within
+// its context plus this bound.
 const abandonGrace = 250 * time.Millisecond
 
-// transactHeld runs one transaction. The caller holds producer.slot.
-func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProducer, op string, records []*kgo.Record) error {
-	producer.mu.Lock()
-	client := producer.client
-	closeErr := producer.closeErr
-	producer.mu.Unlock()
+// abortTimeout bounds the EndTxn(abort) after a failed write.
+const abortTimeout = 10 * time.Second
+
+// produceTimeout is the time that a Produce request gives the leader to
+// gather the acknowledgements of the in-sync replicas (acks=all):
+// franz-go's default ProduceRequestTimeout.
+const produceTimeout = 10 * time.Second
+
+// maxBatchBytes bounds the records of one batch, about franz-go's default
+// ProducerBatchMaxBytes. A broker takes one batch per partition in a
+// Produce request of a transactional producer, so a partition with more
+// records takes the next batch in the next request.
+const maxBatchBytes = 1_000_000
+
+// partitionBatches is the records of one partition in a transaction, cut
+// into batches of at most maxBatchBytes.
+type partitionBatches struct {
+	partition TopicPartition
+	batches   [][]txnRecord
+	sent      int // batches that the leader appended
+
+	encoded  []byte // the head batch, encoded once and sent again as it is
+	sequence int32  // the first sequence number of encoded
+	unknown  bool   // the leader may have appended encoded, and never said so
+	err      error  // why the head batch failed for good
+}
+
+// planBatches groups records by partition, in the order of their first
+// record, and checks that each partition exists and that the member may see
+// it: such a refusal fails the write before anything is sent.
+func (t *KafkaTransport) planBatches(ctx context.Context, records []txnRecord) ([]*partitionBatches, error) {
+	var parts []*partitionBatches
+	index := make(map[TopicPartition]*partitionBatches)
+	sizes := make(map[TopicPartition]int)
+	for _, r := range records {
+		p := index[r.partition]
+		if p == nil {
+			if _, err := t.leaders.leader(ctx, r.partition, false); err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
+				return nil, topicError(r.partition.Topic, err)
+			}
+			p = &partitionBatches{partition: r.partition, batches: [][]txnRecord{nil}}
+			index[r.partition] = p
+			parts = append(parts, p)
+		}
+		size := len(r.key) + len(r.value) + 32
+		last := len(p.batches) - 1
+		if len(p.batches[last]) > 0 && sizes[r.partition]+size > maxBatchBytes {
+			p.batches = append(p.batches, nil)
+			last++
+			sizes[r.partition] = 0
+		}
+		p.batches[last] = append(p.batches[last], r)
+		sizes[r.partition] += size
+	}
+	return parts, nil
+}
+
+// topicError names the topic of a partition that the broker refused, and for
+// a refused topic the ACL that the member lacks. It wraps err, and returns
+// a refusal of the token or of the transactional id as it is: those are
+// about the role, not the topic.
+func topicError(topic string, err error) error {
 	switch {
-	case client == nil:
-		return fmt.Errorf("coordination: %s: %w", op, closeErr)
-	case producer.reinitialised():
-		return producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id since the mint: %w", op, errEpochMoved))
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Errorf("the member may not write topic %s (it needs WRITE on Topic:%s): %w", topic, topic, err)
+	case kafkaFailureOf(err) == failureFenced, errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return err
+	}
+	return fmt.Errorf("records for %s: %w", topic, err)
+}
+
+// transactHeld runs one transaction: AddPartitionsToTxn of its partitions,
+// a Produce to each of their leaders, and EndTxn. The caller holds
+// producer.slot.
+func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProducer, op string, records []txnRecord) error {
+	if err := producer.closed(); err != nil {
+		return wrapf(err, nil, "%s", op)
 	}
 	if err := ctx.Err(); err != nil {
 		return wrapf(err, nil, "%s", op)
 	}
+	// Every request before the commit ends with the caller's context, and
+	// with the producer.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(producer.ctx, cancel)
+	defer stop()
 
-	if err := client.BeginTransaction(); err != nil {
-		// The producer id of a usable client carries no error, so a refusal
-		// here means the client cannot go on without a new InitProducerId.
-		if kafkaFailureOf(err) == failureFenced {
-			return producer.close(t.fenceError(producer, op, err))
-		}
-		return producer.close(wrapf(err, []error{ErrProducerLost}, "%s: begin transaction, nothing written", op))
+	parts, err := t.planBatches(rctx, records)
+	if err != nil {
+		return describeKafkaError(op+", nothing written", err)
 	}
-	if producer.reinitialised() {
-		// Nothing went out under the new epoch; the transaction is empty.
-		return producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to begin the transaction: %w", op, errEpochMoved))
+	if err := t.addPartitions(rctx, producer, parts); err != nil {
+		// An AddPartitionsToTxn that got no answer may have opened the
+		// transaction; one that the coordinator refused did not.
+		var ke *kerr.Error
+		return t.failed(producer, op, []error{err}, !errors.As(err, &ke), parts)
 	}
-	results := client.ProduceSync(ctx, records...)
-	var failures []error
-	for _, result := range results {
-		if result.Err != nil {
-			failures = append(failures, recordError(result.Record, result.Err))
-		}
-	}
-	if len(failures) > 0 {
-		return t.failed(client, producer, op, failures)
-	}
-	if producer.reinitialised() {
-		return t.failed(client, producer, op, []error{fmt.Errorf("franz-go re-initialised the producer id during the produce: %w", errEpochMoved)})
+	if failures := t.produce(rctx, producer, parts); len(failures) > 0 {
+		return t.failed(producer, op, failures, true, parts)
 	}
 
 	// The caller's deadline no longer applies: a commit abandoned midway has
 	// an outcome that only a new epoch resolves.
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.lease.Duration())
-	defer cancel()
-	if err := client.EndTransaction(commitCtx, kgo.TryCommit); err != nil {
-		switch {
-		case kafkaFailureOf(err) == failureFenced:
-			return producer.close(t.fenceError(producer, op, err))
-		case kafkaFailureOf(err) == failureDenied:
-			// The coordinator refused the EndTxn: nothing committed.
-			err = producer.close(describeKafkaError(op+", nothing committed", err))
-			t.abortOpen(producer)
-			return err
-		case errors.Is(err, kerr.TransactionAbortable):
-			return t.failed(client, producer, op, []error{err})
-		default:
-			err = producer.close(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown, so the records may be in the log; "+
-				"the transport closes the producer, because only a new epoch repairs it: %w: %w", op, ErrProducerLost, err))
-			t.abortOpen(producer)
+	commitCtx, cancelCommit := context.WithTimeout(producer.ctx, t.lease.Duration())
+	defer cancelCommit()
+	err = t.endTxn(commitCtx, producer, true)
+	switch {
+	case err == nil:
+		return nil
+	case kafkaFailureOf(err) == failureFenced:
+		return producer.close(t.fenceError(producer, op, err))
+	case kafkaFailureOf(err) == failureDenied:
+		// The coordinator refused the EndTxn: nothing committed.
+		err = producer.close(describeKafkaError(op+", nothing committed", err))
+		t.abortOpen(producer)
+		return err
+	case errors.Is(err, kerr.TransactionAbortable):
+		return t.failed(producer, op, []error{err}, true, parts)
+	default:
+		err = producer.close(fmt.Errorf("coordination: %s: the commit failed and its outcome is unknown, so the records may be in the log; "+
+			"the transport ends the producer, because only a new epoch repairs it: %w: %w", op, ErrProducerLost, err))
+		t.abortOpen(producer)
+		return err
+	}
+}
+
+// addPartitions adds the partitions of a transaction to it at the
+// coordinator, with one AddPartitionsToTxn (version 3, the last client
+// version; franz-go sends it to the role's transaction coordinator, and
+// finds the coordinator again when it moved). It pauses and sends the
+// request again while the coordinator answers CONCURRENT_TRANSACTIONS: the
+// markers of the previous transaction are still being written.
+func (t *KafkaTransport) addPartitions(ctx context.Context, producer *epochProducer, parts []*partitionBatches) error {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID = producer.role.String()
+	req.ProducerID, req.ProducerEpoch = producer.token.ProducerID(), producer.token.ProducerEpoch()
+	for _, p := range parts {
+		i := slices.IndexFunc(req.Topics, func(topic kmsg.AddPartitionsToTxnRequestTopic) bool { return topic.Topic == p.partition.Topic })
+		if i < 0 {
+			topic := kmsg.NewAddPartitionsToTxnRequestTopic()
+			topic.Topic = p.partition.Topic
+			req.Topics = append(req.Topics, topic)
+			i = len(req.Topics) - 1
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, int32(p.partition.Partition))
+	}
+	return withConcurrentTransactions(ctx, func() error {
+		resp, err := req.RequestWith(ctx, t.txn)
+		if err != nil {
 			return err
 		}
-	}
+		var refused []error
+		for _, topic := range resp.Topics {
+			for _, p := range topic.Partitions {
+				err := kerr.ErrorForCode(p.ErrorCode)
+				switch {
+				case err == nil, errors.Is(err, kerr.OperationNotAttempted):
+				case errors.Is(err, kerr.ConcurrentTransactions):
+					return err
+				default:
+					refused = append(refused, topicError(topic.Topic, err))
+				}
+			}
+		}
+		return errors.Join(refused...)
+	})
+}
 
-	// The commit succeeded: the records are in the log under the token, so
-	// this write reports success whatever the checks below find. A pair that
-	// moved, or a producer id that cannot be read, closes the producer, and
-	// the next write under the token fails.
-	if producer.reinitialised() {
-		producer.close(fmt.Errorf("coordination: %s: franz-go re-initialised the producer id to commit: %w", op, errEpochMoved))
-		return nil
+// produce sends the batches of a transaction to the leaders of their
+// partitions, one Produce request per leader at a time, until every batch
+// is appended, one fails for good, or ctx ends. It returns the failures.
+//
+// Each batch carries the token's producer id and epoch and the next
+// sequence number of its partition, which advances when the leader
+// appends it. A batch that the leader refused without appending it (a
+// leader that moved, NOT_ENOUGH_REPLICAS) goes again, and so does one
+// whose answer was lost, as it is: the leader appends a batch once, and
+// answers a repeat of one it appended with its first offset. A batch
+// whose answer never came stays unknown, and failed then ends the
+// producer: the partition's next sequence number is unknown.
+func (t *KafkaTransport) produce(ctx context.Context, producer *epochProducer, parts []*partitionBatches) []error {
+	backoff := 5 * time.Millisecond
+	for {
+		pending := make(map[int32][]*partitionBatches)
+		var failures []error
+		for _, p := range parts {
+			switch {
+			case p.err != nil:
+				failures = append(failures, p.err)
+			case p.sent < len(p.batches):
+				leader, err := t.leaders.leader(ctx, p.partition, p.encoded != nil)
+				if err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
+					p.err = topicError(p.partition.Topic, err)
+					failures = append(failures, p.err)
+					continue
+				}
+				if p.encoded == nil {
+					p.sequence = producer.sequences[p.partition]
+					p.encoded = encodeTransactionalBatch(producer.token.ProducerID(), producer.token.ProducerEpoch(), p.sequence, nowMillis(), p.batches[p.sent])
+				}
+				if err == nil {
+					pending[leader] = append(pending[leader], p)
+				}
+			}
+		}
+		if len(failures) > 0 {
+			return failures
+		}
+		done := true
+		for _, p := range parts {
+			done = done && p.sent == len(p.batches)
+		}
+		if done {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return t.unfinished(parts, err)
+		}
+		progressed := false
+		if len(pending) == 1 {
+			for leader, batch := range pending {
+				progressed = t.produceTo(ctx, producer, leader, batch)
+			}
+		} else {
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for leader, batch := range pending {
+				wg.Go(func() {
+					ok := t.produceTo(ctx, producer, leader, batch)
+					mu.Lock()
+					progressed = progressed || ok
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+		}
+		if progressed {
+			backoff = 5 * time.Millisecond
+			continue
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
-	id, epoch, err := client.ProducerID(commitCtx)
+}
+
+// unfinished returns the failures of the batches that ctx's end left
+// unsent or unanswered.
+func (t *KafkaTransport) unfinished(parts []*partitionBatches, err error) []error {
+	var failures []error
+	for _, p := range parts {
+		if p.sent < len(p.batches) {
+			failures = append(failures, fmt.Errorf("records for %s: %w", p.partition, err))
+		}
+	}
+	return failures
+}
+
+// produceTo sends the head batch of each of parts to leader in one Produce
+// request, and records each outcome. It reports whether a batch was
+// appended.
+func (t *KafkaTransport) produceTo(ctx context.Context, producer *epochProducer, leader int32, parts []*partitionBatches) bool {
+	txnID := producer.role.String()
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID = &txnID
+	req.Acks = -1
+	req.TimeoutMillis = int32(produceTimeout.Milliseconds())
+	for _, p := range parts {
+		i := slices.IndexFunc(req.Topics, func(topic kmsg.ProduceRequestTopic) bool { return topic.Topic == p.partition.Topic })
+		if i < 0 {
+			topic := kmsg.NewProduceRequestTopic()
+			topic.Topic = p.partition.Topic
+			req.Topics = append(req.Topics, topic)
+			i = len(req.Topics) - 1
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = int32(p.partition.Partition)
+		rp.Records = p.encoded
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		p.unknown = true // from the write of the request on
+	}
+	kresp, err := t.txn.Broker(int(leader)).RetriableRequest(ctx, req)
+	if err != nil {
+		// No answer: the leader may have appended each batch. They go
+		// again as they are, unless ctx ended.
+		return false
+	}
+	appended := false
+	for _, p := range parts {
+		code, found := int16(0), false
+		for _, topic := range kresp.(*kmsg.ProduceResponse).Topics {
+			if topic.Topic != p.partition.Topic {
+				continue
+			}
+			for _, rp := range topic.Partitions {
+				if rp.Partition == int32(p.partition.Partition) {
+					code, found = rp.ErrorCode, true
+				}
+			}
+		}
+		err := kerr.ErrorForCode(code)
+		switch {
+		case !found:
+			// The answer omits the partition: send the batch again.
+		case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
+			producer.sequences[p.partition] = nextSequence(p.sequence, len(p.batches[p.sent]))
+			p.sent++
+			p.encoded, p.unknown = nil, false
+			appended = true
+		case produceNotAppended(err):
+			p.unknown = false
+			if !kerr.IsRetriable(err) {
+				p.err = topicError(p.partition.Topic, err)
+			}
+		case kerr.IsRetriable(err):
+			// REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND: the
+			// leader may have appended the batch; it goes again as it is.
+		default:
+			p.err = topicError(p.partition.Topic, err)
+		}
+	}
+	return appended
+}
+
+// produceNotAppended reports a broker code with which a leader refuses a
+// batch before it appends it, so that the batch's sequence number stays
+// unused: a leader that moved or does not know the partition yet, too few
+// in-sync replicas, a refused ACL or record, a refused token or sequence.
+func produceNotAppended(err error) bool {
 	switch {
-	case err != nil:
-		producer.close(wrapf(err, []error{ErrProducerLost}, "%s: read the producer id after the commit", op))
-	case id != producer.token.ProducerID() || epoch != producer.token.ProducerEpoch():
-		producer.close(fmt.Errorf("coordination: %s: producer epoch moved from %s to %d:%d at the commit; "+
-			"the transport never adopts a pair it did not mint: %w", op, producer.token, id, epoch, errEpochMoved))
+	case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.LeaderNotAvailable),
+		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID),
+		errors.Is(err, kerr.NotEnoughReplicas), errors.Is(err, kerr.FencedLeaderEpoch),
+		errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.CorruptMessage),
+		errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge),
+		errors.Is(err, kerr.InvalidRecord), errors.Is(err, kerr.InvalidTimestamp),
+		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRequiredAcks),
+		errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced),
+		errors.Is(err, kerr.InvalidProducerIDMapping), errors.Is(err, kerr.InvalidTxnState),
+		errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+		errors.Is(err, kerr.TransactionAbortable):
+		return true
 	}
-	return nil
+	return false
+}
+
+// endTxn sends EndTxn (version 4: the coordinator keeps the epoch) to
+// commit or abort the open transaction of producer, again while the
+// coordinator answers CONCURRENT_TRANSACTIONS.
+func (t *KafkaTransport) endTxn(ctx context.Context, producer *epochProducer, commit bool) error {
+	return withConcurrentTransactions(ctx, func() error {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID = producer.role.String()
+		req.ProducerID, req.ProducerEpoch = producer.token.ProducerID(), producer.token.ProducerEpoch()
+		req.Commit = commit
+		resp, err := req.RequestWith(ctx, t.txn)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
 }
 
 // failed handles the errors of a transaction before its commit. A fence
-// closes the client. Any other error aborts the transaction and keeps the
-// client, unless the abort fails, franz-go re-initialised the producer id to
-// abort, or the producer id may be left failed: franz-go then aborts without
-// an EndTxn, and would recover at the next BeginTransaction with a new
-// InitProducerId. The caller holds producer.slot.
-func (t *KafkaTransport) failed(client *kgo.Client, producer *epochProducer, op string, causes []error) error {
+// ends the producer, and so does a refusal of the transactional id. Any
+// other error aborts the transaction (when open says that it may be open at
+// the coordinator) and keeps the producer, unless the abort fails, or the
+// errors leave the producer unable to go on under the token: a sequence
+// number that the broker refused (OUT_OF_ORDER_SEQUENCE_NUMBER,
+// UNKNOWN_PRODUCER_ID; the Java producer ends its transactional producer
+// there too), a batch whose answer never came, so that the partition's
+// next sequence number is unknown, or INVALID_TXN_STATE. The caller holds
+// producer.slot.
+func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []error, open bool, parts []*partitionBatches) error {
 	cause := errors.Join(causes...)
 	if len(causes) == 1 {
 		cause = causes[0]
@@ -269,31 +557,56 @@ func (t *KafkaTransport) failed(client *kgo.Client, producer *epochProducer, op 
 		t.abortOpen(producer)
 		return err
 	}
-	endTxns := producer.requests.endTxns.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), min(abortTimeout, t.lease.Duration()))
-	defer cancel()
-	if err := client.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		if kafkaFailureOf(err) == failureFenced {
+	if open {
+		ctx, cancel := context.WithTimeout(producer.ctx, min(abortTimeout, t.lease.Duration()))
+		err := t.endTxn(ctx, producer, false)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, kerr.InvalidTxnState) && !anyAdded(parts):
+			// Nothing was open: the AddPartitionsToTxn that got no answer
+			// never reached the coordinator.
+		case kafkaFailureOf(err) == failureFenced:
 			return producer.close(t.fenceError(producer, op, errors.Join(cause, err)))
+		default:
+			err = producer.close(fmt.Errorf("coordination: %s, nothing committed: %w; the abort failed too, so the transport ends the producer: %w: %w", op, cause, ErrProducerLost, err))
+			t.abortOpen(producer)
+			return err
 		}
-		err = producer.close(fmt.Errorf("coordination: %s, nothing committed: %w; the abort failed too, so the transport closes the producer: %w: %w", op, cause, ErrProducerLost, err))
-		t.abortOpen(producer)
-		return err
 	}
-	if producer.reinitialised() {
-		return producer.close(fmt.Errorf("coordination: %s: %w; franz-go re-initialised the producer id to abort the transaction: %w", op, cause, errEpochMoved))
+	switch {
+	case errors.Is(cause, kerr.OutOfOrderSequenceNumber), errors.Is(cause, kerr.UnknownProducerID), errors.Is(cause, kerr.InvalidTxnState):
+		return producer.close(fmt.Errorf("coordination: %s, nothing committed (aborted): %w; the broker refused the producer state of the token, "+
+			"which only a new epoch resets, so the transport ends the producer: %w", op, cause, ErrProducerLost))
+	case anyUnknown(parts):
+		return producer.close(fmt.Errorf("coordination: %s, nothing committed (aborted): %w; a batch got no answer, so the next sequence number "+
+			"of its partition is unknown, which only a new epoch resets, so the transport ends the producer: %w", op, cause, ErrProducerLost))
 	}
-	if producer.requests.endTxns.Load() == endTxns {
-		for _, c := range causes {
-			if !unsentRecordError(c) {
-				err := producer.close(fmt.Errorf("coordination: %s, nothing committed: %w; franz-go may hold the producer id as failed, "+
-					"and would mint a new epoch to recover it, so the transport closes the producer: %w", op, cause, ErrProducerLost))
-				t.abortOpen(producer)
-				return err
-			}
-		}
+	if !open {
+		return describeKafkaError(op+", nothing written", cause)
 	}
 	return describeKafkaError(op+" (aborted)", cause)
+}
+
+// anyAdded reports whether a leader appended a batch of the transaction,
+// which only a partition that the coordinator added takes.
+func anyAdded(parts []*partitionBatches) bool {
+	for _, p := range parts {
+		if p.sent > 0 || p.unknown {
+			return true
+		}
+	}
+	return false
+}
+
+// anyUnknown reports a batch whose answer never came.
+func anyUnknown(parts []*partitionBatches) bool {
+	for _, p := range parts {
+		if p.unknown {
+			return true
+		}
+	}
+	return false
 }
 
 // fenceError describes a refusal of the token. The transaction coordinator
@@ -340,50 +653,15 @@ func abortedAtTimeout(token FencingToken, txn kadm.DescribedTransaction, nowMill
 	return txn.StartTimestamp > 0 && txn.TimeoutMillis > 0 && nowMillis-txn.StartTimestamp >= int64(txn.TimeoutMillis)
 }
 
-// abortOpen ends, as far as it can, a transaction that a closed producer may
-// have left open, so that it does not hide the newer records of its
+// abortOpen ends, as far as it can, a transaction that an ended producer
+// may have left open, so that it does not hide the newer records of its
 // partitions until the coordinator aborts it at the transaction timeout. It
-// sends a raw EndTxn(abort) at the token's own epoch, version 4: an abort
-// can mint no epoch, and the coordinator refuses it when the token is stale
-// or no transaction is open. The outcome does not matter to the caller.
-// The caller holds producer.slot.
+// sends EndTxn(abort) at the token's own epoch, version 4: an abort can
+// mint no epoch, and the coordinator refuses it when the token is stale or
+// no transaction is open. The outcome does not matter to the caller. The
+// caller holds producer.slot.
 func (t *KafkaTransport) abortOpen(producer *epochProducer) {
-	req := kmsg.NewPtrEndTxnRequest()
-	req.TransactionalID = producer.role.String()
-	req.ProducerID = producer.token.ProducerID()
-	req.ProducerEpoch = producer.token.ProducerEpoch()
-	req.Commit = false
-	ctx, cancel := context.WithTimeout(context.Background(), min(abortTimeout, t.lease.Duration()))
+	ctx, cancel := context.WithTimeout(t.ctx, min(abortTimeout, t.lease.Duration()))
 	defer cancel()
-	_, _ = t.reader.client.Request(ctx, req)
-}
-
-// abortTimeout bounds the EndTxn(abort) after a failed write.
-const abortTimeout = 10 * time.Second
-
-// recordError names the topic of a record that the broker refused, and for
-// a refused topic the ACL that the member lacks. It wraps err.
-func recordError(record *kgo.Record, err error) error {
-	if errors.Is(err, kerr.TopicAuthorizationFailed) {
-		return fmt.Errorf("the member may not write topic %s (it needs WRITE on Topic:%s): %w", record.Topic, record.Topic, err)
-	}
-	return fmt.Errorf("record for %s: %w", record.Topic, err)
-}
-
-// unsentRecordError reports an error with which franz-go fails a record
-// without touching its producer id: the end of the record's context, a
-// record timeout, a topic that does not exist or that the member may not
-// see, a record too large. Every other broker code on a record may come from
-// a failed producer id.
-func unsentRecordError(err error) bool {
-	var ke *kerr.Error
-	if !errors.As(err, &ke) {
-		return true
-	}
-	switch ke {
-	case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.MessageTooLarge, kerr.RecordListTooLarge,
-		kerr.InvalidTopicException, kerr.TopicAuthorizationFailed:
-		return true
-	}
-	return false
+	_ = t.endTxn(ctx, producer, false)
 }

@@ -60,6 +60,12 @@ type ChildResult struct {
 	Connections   int     `json:"connections"`
 	Goroutines    int     `json:"goroutines"`
 	Setup         float64 `json:"setup_seconds"` // time to reach the measured state
+	// LateRenewals counts the leaderships whose last renewal was older than
+	// the renew interval plus a second at a sample of the renewal window,
+	// or that ended (roles-kafka); MaxRenewalAge is the oldest last
+	// renewal seen, in seconds.
+	LateRenewals  int     `json:"late_renewals,omitempty"`
+	MaxRenewalAge float64 `json:"max_renewal_age_seconds,omitempty"`
 	Error         string  `json:"error,omitempty"`
 }
 
@@ -105,8 +111,6 @@ func RunChild(mode string) {
 			result, err = rolesKafka(args)
 		case "roles-etcd":
 			result, err = rolesEtcd(args)
-		case "roles-shared":
-			result, err = rolesShared(args)
 		default:
 			err = fmt.Errorf("unknown child mode %q", mode)
 		}
@@ -332,6 +336,7 @@ func rolesKafka(args ChildArgs) (ChildResult, error) {
 	if err != nil {
 		return result, err
 	}
+	result.LateRenewals, result.MaxRenewalAge = renewalsOnTime(leaderships, lease, args.Window)
 	for _, l := range leaderships {
 		select {
 		case <-l.Done():
@@ -340,6 +345,34 @@ func rolesKafka(args ChildArgs) (ChildResult, error) {
 		}
 	}
 	return result, nil
+}
+
+// renewalsOnTime watches the leaderships for window, sampling once a
+// second how old the last renewal of each is. It returns how many were
+// late at a sample (older than the renew interval plus a second) or had
+// ended, and the oldest last renewal seen, in seconds.
+func renewalsOnTime(leaderships []*coordination.Leadership, lease coordination.LeaseConfig, window time.Duration) (late int, maxAge float64) {
+	bound := lease.RenewInterval() + time.Second
+	wasLate := make([]bool, len(leaderships))
+	for end := time.Now().Add(window); time.Now().Before(end); {
+		time.Sleep(time.Second)
+		now := time.Now().UnixMilli()
+		for i, l := range leaderships {
+			age := time.Duration(now-l.Lease().GrantedAt) * time.Millisecond
+			maxAge = max(maxAge, age.Seconds())
+			ended := false
+			select {
+			case <-l.Done():
+				ended = true
+			default:
+			}
+			if (age > bound || ended) && !wasLate[i] {
+				wasLate[i] = true
+				late++
+			}
+		}
+	}
+	return late, maxAge
 }
 
 // rolesEtcd holds args.Roles elections in one process, over one client and

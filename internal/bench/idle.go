@@ -141,7 +141,7 @@ func (e *Etcd) EtcdIdle(ctx context.Context, warm, window time.Duration) (ChildR
 }
 
 // KafkaRoles holds n roles in one child process, for each n.
-func (k *Kafka) KafkaRoles(ctx context.Context, counts []int, warm time.Duration) ([]ChildResult, error) {
+func (k *Kafka) KafkaRoles(ctx context.Context, counts []int, warm, window time.Duration) ([]ChildResult, error) {
 	lease := coordination.DefaultLeaseConfig()
 	topic := fmt.Sprintf("krabka-bench-roles-%s", Suffix())
 	t, err := k.Member(lease)
@@ -159,7 +159,7 @@ func (k *Kafka) KafkaRoles(ctx context.Context, counts []int, warm time.Duration
 		r, err := Spawn(ctx, "roles-kafka", ChildArgs{
 			Brokers: k.Brokers, Topic: topic, Role: "bench-roles-" + Suffix(), Roles: n,
 			Lease: [3]time.Duration{lease.Duration(), lease.RenewInterval(), lease.ChallengeStagger()},
-			Warm:  warm,
+			Warm:  warm, Window: window,
 		})
 		if err != nil {
 			return nil, err
