@@ -23,9 +23,10 @@ type writeCall struct {
 }
 
 // writeAlone writes records at once in a transaction of their own when the
-// write slot is free and no call waits in the queue, nor a due renewal:
-// the common case of a lone writer, which then pays for no queue. It
-// reports false, and writes nothing, when the call must queue.
+// write slot is free, no call waits in the queue, nor a due renewal, and
+// the last transaction carried one call: the common case of a lone writer,
+// which then pays for no queue. It reports false, and writes nothing, when
+// the call must queue.
 func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, records []GuardedRecord) (bool, error) {
 	select {
 	case l.slot <- struct{}{}:
@@ -33,11 +34,13 @@ func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, recor
 		return false, nil
 	}
 	defer l.unlock()
+	// After a shared transaction (expect > 0) the callers it answered come
+	// back at once: the first of them must not take the free slot for a
+	// transaction of its own, or a steady load alternates between a
+	// transaction of one call and one of the rest; it queues, and the
+	// committer gathers them.
 	l.mu.Lock()
-	free := len(l.queue) == 0 && l.renewGate == nil
-	if free {
-		l.expect = 0
-	}
+	free := len(l.queue) == 0 && l.renewGate == nil && l.expect == 0
 	l.mu.Unlock()
 	if !free {
 		return false, nil
