@@ -116,6 +116,15 @@ node_pid() {
   printf '%s\n' "$pid"
 }
 
+# launched_alive N: the process that launch started for node N still runs. Unlike
+# node_pid it does not check the command line: right after the fork the child is
+# still the shell that execs java.
+launched_alive() {
+  local pid
+  pid="$(cat "$(pidfile "$1")" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ "$(proc_state "$pid")" != Z ]]
+}
+
 # proc_state PID: the state letter of the process (R, S, T for stopped, Z, ...).
 proc_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo '?'; }
 
@@ -273,7 +282,7 @@ wait_unfenced() {
     pending=()
     for n in "$@"; do
       unfenced "$n" && continue
-      node_pid "$n" >/dev/null || { log "node $n exited during startup; last 40 lines of $(node_log "$n"):"; tail -n 40 "$(node_log "$n")" >&2 || true; return 1; }
+      launched_alive "$n" || { log "node $n exited during startup; last 40 lines of $(node_log "$n"):"; tail -n 40 "$(node_log "$n")" >&2 || true; return 1; }
       pending+=("$n")
     done
     ((${#pending[@]} == 0)) && return 0

@@ -62,6 +62,11 @@ type Cluster struct {
 	// Fake is the in-process cluster, nil for a real one. Its control
 	// functions inject faults.
 	Fake *kfake.Cluster
+
+	// ReplicationFactor is the replication factor of the topics that
+	// CreateTopic creates: 3 on the 3-node cluster of [KafkaCluster], and 1
+	// (the zero value) on one broker.
+	ReplicationFactor int
 }
 
 // Kafka returns the real broker of KRABKA_KAFKA_BROKERS, once it answers.
@@ -149,7 +154,8 @@ func TopicName(prefix string) string {
 }
 
 // CreateTopic creates a topic with a random name that starts with prefix,
-// the partition count and the configs given, and replication factor 1. It
+// the partition count and the configs given, and the cluster's
+// [Cluster.ReplicationFactor] (1 on one broker, 3 on the 3-node cluster). It
 // deletes the topic when the test ends, and returns its name.
 func (c *Cluster) CreateTopic(t testing.TB, prefix string, partitions int, configs map[string]string) string {
 	t.Helper()
@@ -161,7 +167,7 @@ func (c *Cluster) CreateTopic(t testing.TB, prefix string, partitions int, confi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := admin.CreateTopic(ctx, int32(partitions), 1, values, name); err != nil {
+	if _, err := admin.CreateTopic(ctx, int32(partitions), int16(max(c.ReplicationFactor, 1)), values, name); err != nil {
 		t.Fatalf("kafkatest: create topic %s: %v", name, err)
 	}
 	c.DeleteTopicAtCleanup(t, name)
