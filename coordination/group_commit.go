@@ -55,10 +55,8 @@ func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, recor
 // caller that takes the write slot writes every call queued at that moment
 // (its own among them) in one transaction, so the calls that arrive while a
 // transaction commits share the next one. A caller whose call another
-// committer took waits for the outcome that committer hands it.
-//
-// A caller alone in the queue takes the free slot at once and writes its
-// call as [Leadership.Write] always did: nothing waits for company.
+// committer took waits for the outcome that committer hands it. A call
+// that finds nothing to wait for does not come here (writeAlone).
 func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 	l.mu.Lock()
 	l.queue = append(l.queue, call)
