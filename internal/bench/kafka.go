@@ -260,28 +260,35 @@ func (k *Kafka) KafkaHandover(ctx context.Context, rounds, warmup int) (handover
 // tombstone) right after a renewal, and the standby of rank 0 takes the
 // role. A sample runs from the lease deadline (plus rank × stagger, zero for
 // rank 0) to the return of the standby's AcquireLeadership.
-func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coordination.LeaseConfig) ([]time.Duration, error) {
+//
+// A holder whose leadership ends before its crash (a renewal that the
+// coordinator refused, such as a transaction that outlived the short lease
+// on a loaded machine) leaves its round without a sample: the standby
+// takes over at the deadline, and the next round goes on. It returns the
+// samples and the reasons of those ends.
+func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coordination.LeaseConfig) ([]time.Duration, []error, error) {
 	_, options, err := k.StateTopic(ctx, "krabka-bench-failover", lease)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	role := mustRole("bench-failover")
 	t, err := k.Member(lease)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	holder, err := coordination.AcquireLeadership(ctx, t, role, mustMember("m0"), options...)
 	if err != nil {
 		t.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	holderT := t
 	defer func() { holderT.Close() }()
 	var samples []time.Duration
+	var ended []error
 	for i := range rounds + warmup {
 		standbyT, err := k.Member(lease)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// The crashed member comes back as the next standby: a new process
 		// under the same member id, whose registration replaces its old one
@@ -291,22 +298,34 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 		old, err := entryOffset(ctx, holderT, role, member, options)
 		if err != nil {
 			standbyT.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		ch := campaign(ctx, standbyT, role, member, options)
 		if err := waitStandby(ctx, holderT, role, member, options, old); err != nil {
 			standbyT.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		// Crash right after a renewal, so that no renewal is in flight.
 		granted := holder.Lease().GrantedAt
-		for holder.Lease().GrantedAt == granted {
+		for holder.Lease().GrantedAt == granted && holder.Err() == nil {
 			select {
 			case <-ctx.Done():
 				standbyT.Close()
-				return nil, ctx.Err()
+				return nil, nil, ctx.Err()
+			case <-holder.Done():
 			case <-time.After(500 * time.Microsecond):
 			}
+		}
+		if err := holder.Err(); err != nil {
+			ended = append(ended, err)
+			holderT.Close()
+			r := <-ch
+			if r.err != nil {
+				standbyT.Close()
+				return nil, nil, fmt.Errorf("standby after the holder's end (%v): %w", err, r.err)
+			}
+			holder, holderT = r.leadership, standbyT
+			continue
 		}
 		// The crashed members of earlier rounds keep their registrations, so
 		// the standby's rank grows by one each round: the sample starts at
@@ -314,7 +333,7 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 		state, err := coordination.DescribeRoleState(ctx, holderT, role, options...)
 		if err != nil {
 			standbyT.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		rank, _ := state.RankOf(member)
 		holderT.Close()
@@ -322,14 +341,14 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 		r := <-ch
 		if r.err != nil {
 			standbyT.Close()
-			return nil, fmt.Errorf("standby: %w", r.err)
+			return nil, nil, fmt.Errorf("standby: %w", r.err)
 		}
 		if i >= warmup {
 			samples = append(samples, r.at.Sub(deadline))
 		}
 		holder, holderT = r.leadership, standbyT
 	}
-	return samples, nil
+	return samples, ended, nil
 }
 
 // holdRole acquires a role on a fresh state topic for the write benchmarks.
