@@ -26,8 +26,9 @@ import (
 // [AcquireLeadership] and ends when the leadership ends. Every write of the
 // handle (a renewal, [Leadership.Write], the resignation's tombstone) takes
 // one write slot, because they share the role's transactional producer; a
-// caller waits for the slot no longer than its context allows. No write
-// starts after Done closes.
+// caller waits for the slot no longer than its context allows. Guarded
+// writes that wait for the slot together share one transaction (the group
+// commit of [Leadership.Write]). No write starts after Done closes.
 //
 // A Leadership is safe for concurrent use.
 type Leadership struct {
@@ -44,11 +45,13 @@ type Leadership struct {
 	// waiting for it gives up when its context ends.
 	slot chan struct{}
 
-	mu        sync.Mutex // guards lease, err, preempt and renewGate
+	mu        sync.Mutex // guards lease, err, preempt, renewGate, queue and expect
 	lease     Lease
 	err       error
 	preempt   context.CancelCauseFunc // cancels the guarded write in flight; nil when none
 	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
+	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
+	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
 
 	done     chan struct{} // closed by end, once
 	stop     chan struct{} // closed by Resign to stop the renewal loop
@@ -171,33 +174,70 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // to a read_committed reader after its successor's first write.
 //
 // The transport must implement [GuardedWriter]; [KafkaTransport] does. Write
-// takes the same write slot as the renewals (they share the role's
-// transactional producer, which runs one transaction at a time), so it is
-// safe to call from many goroutines and concurrently with the background
-// renewal; each call is one transaction.
+// is safe to call from many goroutines and concurrently with the background
+// renewal. The role has one transactional producer, which runs one
+// transaction at a time, so the writes take turns on one write slot with
+// the renewals and the resignation.
+//
+// # Group commit
+//
+// Calls that arrive while a transaction of the leadership is in flight wait
+// in a queue, and the next transaction writes all of them: one
+// AddPartitionsToTxn, Produce and EndTxn for the lot, the records of each
+// call together and in their order, the calls in the order they queued. A
+// call that finds nothing in flight starts its transaction at once and
+// waits for no company. Each call returns its own outcome:
+//
+//   - The shared transaction commits: every call of it returns nil.
+//   - The broker fences the token: every call of the transaction returns an
+//     error that wraps [ErrFenced], none of their records is visible, and
+//     the leadership ends; the calls still queued return an error that
+//     wraps [ErrNotHeld] and the fence.
+//   - The transaction's outcome is unknown, or the producer is lost (the
+//     error wraps [ErrProducerLost]): every call of it returns that error,
+//     which says whether the records may have committed, and the
+//     leadership ends.
+//   - The transaction fails without committing anything and leaves the
+//     leadership alone: a record for a topic that the member may not write
+//     (TOPIC_AUTHORIZATION_FAILED; the error wraps [ErrNotAuthorized]) or
+//     that does not exist, a record too large, a transient broker error,
+//     the end of one call's context before anything was sent. One call
+//     does not fail the others: when the transaction carried more than one
+//     call, each call whose context still runs is written again at once in
+//     a transaction of its own, in the same order, and returns the outcome
+//     of that one. A call whose context ended returns the shared
+//     transaction's error. (The retry rests on the contract of
+//     [GuardedWriter]: an error that wraps neither ErrFenced nor
+//     ErrProducerLost means that nothing committed.)
+//   - A due renewal preempts the transaction (below): every call of it
+//     returns the error that says so.
+//
+// ctx bounds the call. A call whose context ends while it waits in the
+// queue leaves the queue and returns the context's error; nothing of it is
+// written. A transaction runs under the contexts of all its calls, the
+// earliest deadline among them included: the first context to end ends the
+// transaction for all of them, as the end of a caller's context ends its
+// own write. Over [KafkaTransport] the calls then return at most 250 ms
+// after that context ended; a transaction still in flight then is
+// abandoned, every call of it returns an error that wraps
+// [ErrProducerLost] with its outcome unknown, and the leadership ends,
+// because only a new epoch resolves it.
 //
 // A write never lets the lease lapse: a renewal that falls due while a
-// write holds the slot waits for it at most half a renew interval, then
-// cancels it. The cancelled write returns an error that says so; over
-// [KafkaTransport] records not yet sent are failed and the transaction is
-// aborted, so nothing of it commits and the leadership goes on, while a
-// transaction already in flight is abandoned as below.
+// transaction of writes holds the slot waits for it at most half a renew
+// interval, then cancels it, and the queued writes wait for the renewal.
+// A renewal shares no transaction with guarded writes: it goes alone,
+// ahead of the queue, so that a caller's record (refused, or slow to be
+// acknowledged) never holds the lease back, at the cost of one transaction
+// per renew interval.
+// Over [KafkaTransport] records not yet sent are then failed and the
+// transaction is aborted, so nothing of it commits and the leadership goes
+// on, while a transaction already in flight is abandoned as above.
 //
-// ctx bounds the write and the wait for the slot. Over [KafkaTransport] the
-// call returns at most 250 ms after ctx ends; a transaction still in flight
-// then is abandoned, the error wraps [ErrProducerLost] with its outcome
-// unknown, and the leadership ends, because only a new epoch resolves it.
-//
-// A fenced write ends the leadership and returns an error that wraps
-// [ErrFenced]; none of its records is visible. A write that gets
-// [ErrProducerLost] ends the leadership too, and its error says whether the
-// records may have committed. A record to a topic that the member may not
-// write, or that does not exist, fails its write (the error wraps
-// [ErrNotAuthorized] for a missing ACL) and leaves the leadership alone.
 // Write on an ended leadership writes nothing and returns an error that
-// wraps [ErrNotHeld]. It rejects an empty list, a record without
-// a topic or with a negative partition, and a record for the coordination
-// topic, before anything is written.
+// wraps [ErrNotHeld]. It rejects an empty list, a record without a topic or
+// with a negative partition, and a record for the coordination topic,
+// before anything is queued.
 func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error {
 	writer, ok := l.transport.(GuardedWriter)
 	if !ok {
@@ -216,34 +256,13 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 			return fmt.Errorf("coordination: Write: record %d has partition %d", i, record.Partition)
 		}
 	}
-	if err := l.lock(ctx, "write"); err != nil {
-		return err
-	}
-	defer l.unlock()
 	if err := l.endedErr("write"); err != nil {
 		return err
 	}
-	writeCtx, cancel := context.WithCancelCause(ctx)
-	l.mu.Lock()
-	l.preempt = cancel
-	l.mu.Unlock()
-	err := writer.WriteGuarded(writeCtx, l.token, records)
-	l.mu.Lock()
-	l.preempt = nil
-	l.mu.Unlock()
-	preempted := ctx.Err() == nil && errors.Is(context.Cause(writeCtx), errPreempted)
-	cancel(nil)
-	if err != nil {
-		if preempted {
-			err = fmt.Errorf("%w: %w", errPreempted, err)
-		}
-		err = wrapf(err, nil, "guarded write by member %s", l.member)
-		if endsLeadership(err) {
-			l.end(err)
-		}
+	if done, err := l.writeAlone(ctx, writer, records); done {
 		return err
 	}
-	return nil
+	return l.awaitWrite(writer, &writeCall{ctx: ctx, records: records, outcome: make(chan error, 1)})
 }
 
 // errPreempted is the cause with which a due renewal cancels a guarded

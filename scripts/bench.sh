@@ -9,15 +9,24 @@
 #   1. starts the Kafka 4.4 broker of scripts/kafka-start.sh (loopback), or
 #      uses the one that runs; it stops the broker at the end only if it
 #      started it;
-#   2. installs etcd from Debian's packages (etcd-server) when etcd is
+#   2. takes the 3-node Kafka cluster of scripts/kafka-cluster.sh from
+#      KRABKA_KAFKA_CLUSTER_BROKERS when it is set; with
+#      KRABKA_BENCH_CLUSTER=start it starts the cluster itself (and stops it
+#      at the end if it started it); with neither, the cluster rows are
+#      left out;
+#   3. installs etcd from Debian's packages (etcd-server) when etcd is
 #      missing, and starts a single-node etcd on loopback, on free ports,
-#      with a temporary data directory, and stops it and removes the
-#      directory at the end;
-#   3. runs cmd/krabka-bench, which prints the table;
-#   4. runs the go test benchmarks of the role-state fold and the codec
+#      with a temporary data directory, and, when a Kafka cluster is
+#      measured, a 3-node etcd beside it; it stops them and removes the
+#      directories at the end;
+#   4. runs cmd/krabka-bench, which prints the table: each handover,
+#      failover, write and 16-writer figure on the single broker, then on
+#      the cluster, each beside etcd's;
+#   5. runs the go test benchmarks of the role-state fold and the codec
 #      (no broker needed).
-# Needs: go, java (17+) and mvn for the broker, apt-get for etcd. A full run
-# takes about five minutes.
+# Needs: go, java (17+) and mvn for the broker, apt-get for etcd, curl. A full run
+# takes five to seven minutes (most of it the roles group, up to 10 000 roles),
+# and one more to start a cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +45,22 @@ if [ -z "${KRABKA_KAFKA_BROKERS:-}" ]; then
 fi
 export KRABKA_KAFKA_BROKERS
 log "Kafka at $KRABKA_KAFKA_BROKERS"
+
+# --- the 3-node Kafka cluster ---------------------------------------------------
+started_cluster=0
+if [ -z "${KRABKA_KAFKA_CLUSTER_BROKERS:-}" ] && [ "${KRABKA_BENCH_CLUSTER:-}" = start ]; then
+  if ! scripts/kafka-cluster.sh status 2>/dev/null | grep -q 'state=running'; then
+    started_cluster=1
+  fi
+  out=$(scripts/kafka-cluster.sh start)
+  eval "$out"
+fi
+if [ -n "${KRABKA_KAFKA_CLUSTER_BROKERS:-}" ]; then
+  export KRABKA_KAFKA_CLUSTER_BROKERS
+  log "3-node Kafka cluster at $KRABKA_KAFKA_CLUSTER_BROKERS"
+else
+  log "no 3-node Kafka cluster (set KRABKA_KAFKA_CLUSTER_BROKERS, or KRABKA_BENCH_CLUSTER=start): the cluster rows are left out"
+fi
 
 # --- etcd -------------------------------------------------------------------
 if ! command -v etcd >/dev/null; then
@@ -62,14 +87,18 @@ client_port=$(free_port)
 peer_port=$(free_port)
 while [ "$peer_port" = "$client_port" ]; do peer_port=$(free_port); done
 etcd_pid=""
+etcd_cluster_pids=()
 cleanup() {
-  if [ -n "$etcd_pid" ]; then
-    kill "$etcd_pid" 2>/dev/null || true
-    wait "$etcd_pid" 2>/dev/null || true
-  fi
+  for pid in $etcd_pid "${etcd_cluster_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$etcd_dir"
   if [ "$started_kafka" = 1 ] && [ "${KRABKA_KEEP_BROKER:-}" != 1 ]; then
     scripts/kafka-stop.sh >&2 || true
+  fi
+  if [ "$started_cluster" = 1 ] && [ "${KRABKA_KEEP_BROKER:-}" != 1 ]; then
+    scripts/kafka-cluster.sh stop >&2 || true
   fi
 }
 trap cleanup EXIT
@@ -85,8 +114,16 @@ etcd --name bench --data-dir "$etcd_dir/data" \
   --heartbeat-interval 10 --election-timeout 100 \
   --log-level warn >"$etcd_dir/etcd.log" 2>&1 &
 etcd_pid=$!
+# etcd_healthy reports whether every endpoint given answers its /health
+# with "true" (no etcdctl needed: Debian's etcd-server does not ship it).
+etcd_healthy() {
+  local endpoint
+  for endpoint in "$@"; do
+    curl -sf --max-time 1 "http://$endpoint/health" | grep -q '"health":"true"' || return 1
+  done
+}
 for _ in $(seq 100); do
-  if ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$client_port" endpoint health >/dev/null 2>&1; then
+  if etcd_healthy "127.0.0.1:$client_port"; then
     break
   fi
   if ! kill -0 "$etcd_pid" 2>/dev/null; then
@@ -99,16 +136,67 @@ done
 export KRABKA_ETCD_ENDPOINTS="127.0.0.1:$client_port"
 log "etcd $(etcd --version | head -1 | awk '{print $3}') at $KRABKA_ETCD_ENDPOINTS, data in $etcd_dir"
 
+# The counterpart of the Kafka cluster: three etcd members on loopback, with
+# the same scaled-down heartbeat and election timeout.
+if [ -n "${KRABKA_KAFKA_CLUSTER_BROKERS:-}" ]; then
+  initial="" endpoints=""
+  declare -a cports pports
+  used=" $client_port $peer_port "
+  unused_port() {
+    local port
+    port=$(free_port)
+    while [[ "$used" == *" $port "* ]]; do port=$(free_port); done
+    used+="$port "
+    echo "$port"
+  }
+  for i in 1 2 3; do
+    cports[i]=$(unused_port)
+    pports[i]=$(unused_port)
+    initial+="${initial:+,}m$i=http://127.0.0.1:${pports[i]}"
+    endpoints+="${endpoints:+,}127.0.0.1:${cports[i]}"
+  done
+  for i in 1 2 3; do
+    etcd --name "m$i" --data-dir "$etcd_dir/m$i" \
+      --listen-client-urls "http://127.0.0.1:${cports[i]}" --advertise-client-urls "http://127.0.0.1:${cports[i]}" \
+      --listen-peer-urls "http://127.0.0.1:${pports[i]}" --initial-advertise-peer-urls "http://127.0.0.1:${pports[i]}" \
+      --initial-cluster "$initial" --initial-cluster-state new --initial-cluster-token "krabka-bench-$$" \
+      --heartbeat-interval 10 --election-timeout 100 \
+      --log-level warn >"$etcd_dir/m$i.log" 2>&1 &
+    etcd_cluster_pids+=("$!")
+  done
+  for _ in $(seq 200); do
+    if etcd_healthy ${endpoints//,/ }; then
+      break
+    fi
+    sleep 0.1
+  done
+  if ! etcd_healthy ${endpoints//,/ }; then
+    cat "$etcd_dir"/m?.log >&2
+    log "the 3-node etcd did not start"
+    exit 1
+  fi
+  export KRABKA_ETCD_CLUSTER_ENDPOINTS="$endpoints"
+  log "3-node etcd at $KRABKA_ETCD_CLUSTER_ENDPOINTS"
+fi
+
 # --- the machine --------------------------------------------------------------
+# busiest prints the processes that used the most CPU over one second (top's
+# second sample), the other users of the machine that a figure shares it with.
+busiest() {
+  top -b -n2 -d1 -o %CPU -w 200 | awk '/^top -/{n++} n==2 && $1 ~ /^[0-9]+$/ && $9+0 >= 1 && k++ < 8 {printf "%s%s %s%%", sep, $12, $9; sep=", "}' | head -c 400
+}
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/^Mem:/{print $2}') GiB RAM"
+echo "load at the start: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); the busiest processes over 1 s: $(busiest)"
 echo "versions: $(go version | awk '{print $3}'), franz-go $(go list -m -f '{{.Version}}' github.com/twmb/franz-go), Kafka ${KRABKA_KAFKA_VERSION:-4.4.0}, etcd $(etcd --version | head -1 | awk '{print $3}') (client $(go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3))"
 echo
 
 # --- the benchmarks -------------------------------------------------------------
 bin=$(mktemp /tmp/krabka-bench.XXXXXX)
 go build -o "$bin" ./cmd/krabka-bench
-"$bin" -brokers "$KRABKA_KAFKA_BROKERS" -etcd "$KRABKA_ETCD_ENDPOINTS" "$@"
+"$bin" -brokers "$KRABKA_KAFKA_BROKERS" -etcd "$KRABKA_ETCD_ENDPOINTS" \
+  -cluster "${KRABKA_KAFKA_CLUSTER_BROKERS:-}" -etcd-cluster "${KRABKA_ETCD_CLUSTER_ENDPOINTS:-}" "$@"
 rm -f "$bin"
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); the busiest processes over 1 s: $(busiest)"
 echo
 echo "go test -bench (the fold of a role state, the campaign's incremental read, the codec):"
 go test -run '^$' -bench . -benchmem -benchtime 0.2s ./coordination/ | grep -E '^(Benchmark|ok)'

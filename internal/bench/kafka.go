@@ -37,6 +37,10 @@ type Kafka struct {
 	ClientOptions []kgo.Opt
 	// Logger is the logger of the loops; nil discards.
 	Logger *slog.Logger
+	// Replication is the replication factor of the topics the benchmarks
+	// create, and 0 for 1; on a cluster of three, 3, with a
+	// min.insync.replicas of 2 on the state topics.
+	Replication int
 
 	mu     sync.Mutex
 	topics []string
@@ -63,7 +67,7 @@ func (k *Kafka) StateTopic(ctx context.Context, prefix string, lease coordinatio
 		return "", nil, err
 	}
 	defer t.Close()
-	if err := t.CreateStateTopic(ctx, 1, 1, options...); err != nil {
+	if err := t.CreateStateTopic(ctx, k.replication(), min(k.replication(), 2), options...); err != nil {
 		return "", nil, err
 	}
 	k.remember(topic)
@@ -79,7 +83,7 @@ func (k *Kafka) DataTopic(ctx context.Context, prefix string, partitions int) (s
 	}
 	defer client.Close()
 	admin := kadm.NewClient(client)
-	if _, err := admin.CreateTopic(ctx, int32(partitions), 1, nil, topic); err != nil {
+	if _, err := admin.CreateTopic(ctx, int32(partitions), int16(k.replication()), nil, topic); err != nil {
 		return "", err
 	}
 	k.remember(topic)
@@ -95,6 +99,8 @@ func (k *Kafka) DataTopic(ctx context.Context, prefix string, partitions int) (s
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func (k *Kafka) replication() int { return max(k.Replication, 1) }
 
 func (k *Kafka) logger() *slog.Logger {
 	if k.Logger == nil {
@@ -254,28 +260,35 @@ func (k *Kafka) KafkaHandover(ctx context.Context, rounds, warmup int) (handover
 // tombstone) right after a renewal, and the standby of rank 0 takes the
 // role. A sample runs from the lease deadline (plus rank × stagger, zero for
 // rank 0) to the return of the standby's AcquireLeadership.
-func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coordination.LeaseConfig) ([]time.Duration, error) {
+//
+// A holder whose leadership ends before its crash (a renewal that the
+// coordinator refused, such as a transaction that outlived the short lease
+// on a loaded machine) leaves its round without a sample: the standby
+// takes over at the deadline, and the next round goes on. It returns the
+// samples and the reasons of those ends.
+func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coordination.LeaseConfig) ([]time.Duration, []error, error) {
 	_, options, err := k.StateTopic(ctx, "krabka-bench-failover", lease)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	role := mustRole("bench-failover")
 	t, err := k.Member(lease)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	holder, err := coordination.AcquireLeadership(ctx, t, role, mustMember("m0"), options...)
 	if err != nil {
 		t.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	holderT := t
 	defer func() { holderT.Close() }()
 	var samples []time.Duration
+	var ended []error
 	for i := range rounds + warmup {
 		standbyT, err := k.Member(lease)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// The crashed member comes back as the next standby: a new process
 		// under the same member id, whose registration replaces its old one
@@ -285,22 +298,34 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 		old, err := entryOffset(ctx, holderT, role, member, options)
 		if err != nil {
 			standbyT.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		ch := campaign(ctx, standbyT, role, member, options)
 		if err := waitStandby(ctx, holderT, role, member, options, old); err != nil {
 			standbyT.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		// Crash right after a renewal, so that no renewal is in flight.
 		granted := holder.Lease().GrantedAt
-		for holder.Lease().GrantedAt == granted {
+		for holder.Lease().GrantedAt == granted && holder.Err() == nil {
 			select {
 			case <-ctx.Done():
 				standbyT.Close()
-				return nil, ctx.Err()
+				return nil, nil, ctx.Err()
+			case <-holder.Done():
 			case <-time.After(500 * time.Microsecond):
 			}
+		}
+		if err := holder.Err(); err != nil {
+			ended = append(ended, err)
+			holderT.Close()
+			r := <-ch
+			if r.err != nil {
+				standbyT.Close()
+				return nil, nil, fmt.Errorf("standby after the holder's end (%v): %w", err, r.err)
+			}
+			holder, holderT = r.leadership, standbyT
+			continue
 		}
 		// The crashed members of earlier rounds keep their registrations, so
 		// the standby's rank grows by one each round: the sample starts at
@@ -308,7 +333,7 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 		state, err := coordination.DescribeRoleState(ctx, holderT, role, options...)
 		if err != nil {
 			standbyT.Close()
-			return nil, err
+			return nil, nil, err
 		}
 		rank, _ := state.RankOf(member)
 		holderT.Close()
@@ -316,18 +341,18 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 		r := <-ch
 		if r.err != nil {
 			standbyT.Close()
-			return nil, fmt.Errorf("standby: %w", r.err)
+			return nil, nil, fmt.Errorf("standby: %w", r.err)
 		}
 		if i >= warmup {
 			samples = append(samples, r.at.Sub(deadline))
 		}
 		holder, holderT = r.leadership, standbyT
 	}
-	return samples, nil
+	return samples, ended, nil
 }
 
 // holdRole acquires a role on a fresh state topic for the write benchmarks.
-func (k *Kafka) holdRole(ctx context.Context, prefix string) (*coordination.Leadership, *coordination.KafkaTransport, string, error) {
+func (k *Kafka) holdRole(ctx context.Context, prefix string, extra ...kgo.Opt) (*coordination.Leadership, *coordination.KafkaTransport, string, error) {
 	lease, _ := coordination.NewLeaseConfig(30*time.Second, 10*time.Second, 5*time.Second)
 	_, options, err := k.StateTopic(ctx, "krabka-bench-"+prefix, lease)
 	if err != nil {
@@ -337,7 +362,7 @@ func (k *Kafka) holdRole(ctx context.Context, prefix string) (*coordination.Lead
 	if err != nil {
 		return nil, nil, "", err
 	}
-	t, err := k.Member(lease)
+	t, err := k.Member(lease, extra...)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -375,10 +400,14 @@ func (k *Kafka) KafkaWriteLatency(ctx context.Context, n, warmup int) ([]time.Du
 
 // KafkaThroughput measures commands per second over windows: writers
 // goroutines, each calling Leadership.Write with batch commands per call.
-func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows int, window time.Duration) ([]float64, error) {
-	l, t, data, err := k.holdRole(ctx, fmt.Sprintf("tput%d", writers))
+// It also returns the calls of Leadership.Write per transaction (EndTxn
+// requests counted by a franz-go hook), over the whole run: the group
+// commit's batching.
+func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows int, window time.Duration) ([]float64, float64, error) {
+	counter := &txnCounter{}
+	l, t, data, err := k.holdRole(ctx, fmt.Sprintf("tput%d", writers), kgo.WithHooks(counter))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer t.Close()
 	defer l.Resign(context.Background())
@@ -386,8 +415,31 @@ func (k *Kafka) KafkaThroughput(ctx context.Context, writers, batch int, windows
 	for i := range records {
 		records[i] = coordination.GuardedRecord{Topic: data, Key: []byte("device-1"), Value: Command}
 	}
-	write := func(ctx context.Context) error { return l.Write(ctx, records...) }
-	return throughput(ctx, writers, batch, windows, window, write)
+	var calls atomic.Int64
+	write := func(ctx context.Context) error {
+		err := l.Write(ctx, records...)
+		if err == nil {
+			calls.Add(1)
+		}
+		return err
+	}
+	txnsBefore := counter.endTxns.Load()
+	rates, err := throughput(ctx, writers, batch, windows, window, write)
+	perTxn := 0.0
+	if txns := counter.endTxns.Load() - txnsBefore; txns > 0 {
+		perTxn = float64(calls.Load()) / float64(txns)
+	}
+	return rates, perTxn, err
+}
+
+// txnCounter counts the EndTxn requests of a transport's clients: one per
+// transaction.
+type txnCounter struct{ endTxns atomic.Int64 }
+
+func (c *txnCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 26 && err == nil { // EndTxn
+		c.endTxns.Add(1)
+	}
 }
 
 // throughput runs writers loops of write and counts batch commands for each
