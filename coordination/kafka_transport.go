@@ -733,7 +733,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 			t.mu.Unlock()
 			return fmt.Errorf("coordination: guarded write under %s: record %d %s", token, i, refuse)
 		}
-		out = append(out, &kgo.Record{Topic: r.Topic, Partition: int32(r.Partition), Key: r.Key, Value: r.Value})
+		out = append(out, &kgo.Record{Topic: r.Topic, Partition: int32(r.Partition), Key: r.Key, Value: r.Value, Headers: kafkaHeaders(r.Headers)})
 	}
 	t.mu.Unlock()
 	producer, err := t.producer("guarded write", token)

@@ -51,6 +51,8 @@ type Leadership struct {
 	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
 
 	done     chan struct{} // closed by end, once
+	ctx      context.Context         // Context(): cancelled by end, with its error as the cause
+	cancel   context.CancelCauseFunc // cancels ctx
 	stop     chan struct{} // closed by Resign to stop the renewal loop
 	stopOnce sync.Once
 	stopLoop context.CancelFunc // cancels a renewal in flight
@@ -61,6 +63,7 @@ type Leadership struct {
 // its renewal loop.
 func startLeadership(c *campaign, lease Lease) *Leadership {
 	loopCtx, stopLoop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
 		transport: c.transport,
 		role:      c.role,
@@ -72,11 +75,16 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		lease:     lease,
 		slot:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
 		stop:      make(chan struct{}),
 		stopLoop:  stopLoop,
 		loopDone:  make(chan struct{}),
 	}
 	go l.renewLoop(loopCtx)
+	if c.settings.renewDeadline > 0 {
+		go l.watchRenewDeadline(c.settings.renewDeadline) // renew_deadline.go
+	}
 	return l
 }
 
@@ -476,4 +484,5 @@ func (l *Leadership) end(err error) {
 	}
 	l.err = err
 	close(l.done)
+	l.cancel(err)
 }
