@@ -51,12 +51,13 @@ type Leadership struct {
 	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
 
 	done     chan struct{} // closed by end, once
-	ctx      context.Context         // Context(): cancelled by end, with its error as the cause
-	cancel   context.CancelCauseFunc // cancels ctx
 	stop     chan struct{} // closed by Resign to stop the renewal loop
 	stopOnce sync.Once
 	stopLoop context.CancelFunc // cancels a renewal in flight
 	loopDone chan struct{}      // closed when the renewal loop returns
+
+	ctx    context.Context         // Context(): cancelled by end, with its error as the cause
+	cancel context.CancelCauseFunc // cancels ctx
 }
 
 // startLeadership builds the handle after the first lease write and starts
