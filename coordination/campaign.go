@@ -87,11 +87,7 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 	if member.IsZero() {
 		return nil, fmt.Errorf("coordination: %s: the zero MemberID: build the member with NewMemberID", op)
 	}
-	defaults := DefaultLeaseConfig()
-	reporter, reports := transport.(interface{ LeaseConfig() LeaseConfig })
-	if reports && reporter.LeaseConfig() != (LeaseConfig{}) {
-		defaults = reporter.LeaseConfig()
-	}
+	defaults, reports := leaseDefaults(transport)
 	s, err := newSettingsFrom(defaults, options)
 	if err != nil {
 		return nil, err

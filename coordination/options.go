@@ -72,6 +72,18 @@ func newSettingsFrom(defaults LeaseConfig, options []Option) (*settings, error) 
 	return s, nil
 }
 
+// leaseDefaults returns the lease policy that the options of a call over
+// transport start from: the transport's own, when it reports one (as
+// [KafkaTransport] does: its lease duration is its transaction timeout),
+// and [DefaultLeaseConfig] otherwise. It reports whether the transport
+// gave it.
+func leaseDefaults(transport any) (LeaseConfig, bool) {
+	if reporter, ok := transport.(interface{ LeaseConfig() LeaseConfig }); ok && reporter.LeaseConfig() != (LeaseConfig{}) {
+		return reporter.LeaseConfig(), true
+	}
+	return DefaultLeaseConfig(), false
+}
+
 // partition returns the partition of the role under these settings.
 func (s *settings) partition(role Role) (TopicPartition, error) {
 	p, err := RolePartition(role, s.partitions)
