@@ -264,10 +264,16 @@ func TestNewElectorRejectsBadArguments(t *testing.T) {
 	role, member := fxRole(t, "controller"), fxMember(t, "node-1")
 	work := coordination.ElectorCallbacks{OnStartedLeading: func(context.Context, *coordination.Leadership) {}}
 	for name, build := range map[string]func() (*coordination.Elector, error){
-		"nil transport":        func() (*coordination.Elector, error) { return coordination.NewElector(nil, role, member, work) },
-		"zero role":            func() (*coordination.Elector, error) { return coordination.NewElector(cluster.Transport("a"), coordination.Role{}, member, work) },
-		"zero member":          func() (*coordination.Elector, error) { return coordination.NewElector(cluster.Transport("a"), role, coordination.MemberID{}, work) },
-		"nil OnStartedLeading": func() (*coordination.Elector, error) { return coordination.NewElector(cluster.Transport("a"), role, member, coordination.ElectorCallbacks{}) },
+		"nil transport": func() (*coordination.Elector, error) { return coordination.NewElector(nil, role, member, work) },
+		"zero role": func() (*coordination.Elector, error) {
+			return coordination.NewElector(cluster.Transport("a"), coordination.Role{}, member, work)
+		},
+		"zero member": func() (*coordination.Elector, error) {
+			return coordination.NewElector(cluster.Transport("a"), role, coordination.MemberID{}, work)
+		},
+		"nil OnStartedLeading": func() (*coordination.Elector, error) {
+			return coordination.NewElector(cluster.Transport("a"), role, member, coordination.ElectorCallbacks{})
+		},
 		"invalid option": func() (*coordination.Elector, error) {
 			return coordination.NewElector(cluster.Transport("a"), role, member, work, coordination.WithPollInterval(0))
 		},
