@@ -42,7 +42,6 @@ func obStart(seq func(yield func(coordination.RoleChange, error) bool), cancel c
 	return w
 }
 
-
 // obLine writes a change as "role kind member [lease member@token]".
 func obLine(c coordination.RoleChange) string {
 	line := c.Role.String() + " " + c.Kind.String()
