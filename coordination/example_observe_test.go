@@ -52,7 +52,7 @@ func ExampleObserve() {
 			fmt.Println()
 		}
 	}
-	show(1) // the state: no holder yet
+	show(2) // the state (no holder yet), and synced: what follows is live
 
 	leader, err := coordination.AcquireLeadership(ctx, cluster.Transport("node-1"), role, node1)
 	if err != nil {
@@ -74,6 +74,7 @@ func ExampleObserve() {
 
 	// Output:
 	// state
+	// synced
 	// registered   node-1
 	// granted      node-1 with token 1000:0
 	// TryAcquire: not node-2's turn: held by node-1, retry 30000 ms after the grant

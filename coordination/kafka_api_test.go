@@ -186,7 +186,7 @@ func kaObserveSeesTryAcquire(t *testing.T, c *kafkatest.Cluster) {
 			return slices.Equal(lines, want)
 		}
 	}
-	kaEventually(t, "the state", seen("state"))
+	kaEventually(t, "the state", seen("state", "synced"))
 
 	leader, err := coordination.TryAcquire(ktContext(t), ktTransport(t, c), e.role, fxMember(t, "node-1"), e.options...)
 	if err != nil {
@@ -197,14 +197,14 @@ func kaObserveSeesTryAcquire(t *testing.T, c *kafkatest.Cluster) {
 	if !errors.As(err, &turn) || turn.Lease == nil || turn.Lease.Member.String() != "node-1" || turn.Lease.Token != leader.Token() {
 		t.Fatalf("TryAcquire of a held role = %v, want a TurnError naming node-1 under %s", err, leader.Token())
 	}
-	kaEventually(t, "the changes", seen("state", "registered node-1", "granted node-1", "registered node-2", "deregistered node-2"))
+	kaEventually(t, "the changes", seen("state", "synced", "registered node-1", "granted node-1", "registered node-2", "deregistered node-2"))
 	if err := leader.Resign(ktContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	kaEventually(t, "the resignation", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		tail := slices.Clone(lines[min(5, len(lines)):])
+		tail := slices.Clone(lines[min(6, len(lines)):])
 		slices.Sort(tail)
 		return slices.Equal(tail, []string{"deregistered node-1", "released node-1"})
 	})

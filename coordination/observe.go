@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +18,8 @@ type ChangeKind int
 
 const (
 	// ChangeState is the state of a role when the observation starts: the
-	// first change of each role that [Observe] names, once its partition
-	// was read; [ObserveAll] sends one for each role that the first read
-	// of the state topic found.
+	// first change of each role that [Observe] names; [ObserveAll] sends
+	// one for each role that the first read of the state topic found.
 	ChangeState ChangeKind = iota
 
 	// ChangeRegistered reports a registration: a member joined the roster,
@@ -60,11 +60,18 @@ const (
 	// observer's clock, without a renewal in the log. The standbys
 	// challenge from now on, in rank order.
 	ChangeExpired
+
+	// ChangeSynced comes once, right after the ChangeState of every role,
+	// when every partition of the observation was read once: what
+	// follows is live (client-go's HasSynced). It names no role, and it
+	// comes for an ObserveAll of an empty topic too.
+	ChangeSynced
 )
 
 // String names the kind as the CLI's watch does: "state", "registered",
 // "deregistered", "granted", "renewed", "restored", "reacquired",
-// "takeover", "released", "expired", and "change(N)" for another value.
+// "takeover", "released", "expired", "synced", and "change(N)" for another
+// value.
 func (k ChangeKind) String() string {
 	switch k {
 	case ChangeState:
@@ -87,6 +94,8 @@ func (k ChangeKind) String() string {
 		return "released"
 	case ChangeExpired:
 		return "expired"
+	case ChangeSynced:
+		return "synced"
 	}
 	return fmt.Sprintf("change(%d)", int(k))
 }
@@ -103,7 +112,8 @@ type RoleChange struct {
 	Partition TopicPartition
 
 	// Offset is the offset of the record that made the change, and -1 for
-	// [ChangeState] and [ChangeExpired], which no record makes.
+	// [ChangeState], [ChangeExpired] and [ChangeSynced], which no record
+	// makes.
 	Offset int64
 
 	// Member is the member of the change: the member that registered or
@@ -132,9 +142,11 @@ type RoleChange struct {
 // [AcquireLeadership] ([RoleStateBuilder]). It takes no epoch, joins no
 // group and writes nothing. Over Kafka it needs READ on the state topic.
 //
-// The first change of each role is a [ChangeState] with its whole state;
-// every later one is what one record changed, or a [ChangeExpired] when a
-// lease's deadline passes by the observer's clock without a renewal. The
+// The observation starts with a [ChangeState] for each role, with its
+// whole state, in role-name order, once every partition it follows was
+// read once, and then one [ChangeSynced]; every later change is what one
+// record changed, or a [ChangeExpired] when a lease's deadline passes by
+// the observer's clock without a renewal. The
 // reader returns the partition as log compaction leaves it, so two records
 // of one key that land within one read show as one change (a resignation
 // and the grant that follows may show as a takeover). A record that
@@ -199,6 +211,8 @@ type observer struct {
 	roles      map[Role]*observedRole
 	next       map[TopicPartition]int64 // the offset of the next record that makes a change
 	read       map[TopicPartition]bool  // partitions read once
+	synced     bool                     // every partition was read once, and the states were yielded
+	held       []RoleChange             // changes of partitions read before the others, until synced
 	skipped    map[string]bool          // partition/offset of malformed records already logged
 }
 
@@ -299,21 +313,33 @@ func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) 
 				failed = append(failed, partition)
 				continue
 			}
+			if !o.synced {
+				o.held = append(o.held, changes...)
+				continue
+			}
 			for _, change := range changes {
 				if !yield(change, nil) {
 					return
 				}
 			}
 		}
+		if !o.synced && len(o.read) == len(o.partitions) {
+			if !o.sync(yield) {
+				return
+			}
+		}
 		now := clock.NowMillis()
+		if !o.synced {
+			now = math.MinInt64 // no expiry before the states
+		}
 		for _, change := range o.expiries(now) {
 			if !yield(change, nil) {
 				return
 			}
 		}
 		extent := o.s.pollInterval
-		if at, ok := o.nextExpiry(); ok {
-			extent = min(extent, time.Duration(at-now)*time.Millisecond)
+		if at, ok := o.nextExpiry(); ok && o.synced {
+			extent = min(extent, time.Duration(at-clock.NowMillis())*time.Millisecond)
 		}
 		polled := false
 		select {
@@ -413,6 +439,37 @@ func (o *observer) readPartition(ctx context.Context, partition TopicPartition) 
 		}
 	}
 	return changes, nil
+}
+
+// sync yields the held states in role-name order, ChangeSynced, and the
+// changes held since, and reports whether the loop goes on.
+func (o *observer) sync(yield func(RoleChange, error) bool) bool {
+	o.synced = true
+	held := o.held
+	o.held = nil
+	var states, changes []RoleChange
+	for _, change := range held {
+		if change.Kind == ChangeState {
+			states = append(states, change)
+		} else {
+			changes = append(changes, change)
+		}
+	}
+	slices.SortStableFunc(states, func(a, b RoleChange) int { return strings.Compare(a.Role.name, b.Role.name) })
+	for _, change := range states {
+		if !yield(change, nil) {
+			return false
+		}
+	}
+	if !yield(RoleChange{Kind: ChangeSynced, Offset: -1, At: o.s.clock.NowMillis()}, nil) {
+		return false
+	}
+	for _, change := range changes {
+		if !yield(change, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // change classifies one new record that the fold of the role took.

@@ -44,6 +44,9 @@ func obStart(seq func(yield func(coordination.RoleChange, error) bool), cancel c
 
 // obLine writes a change as "role kind member [lease member@token]".
 func obLine(c coordination.RoleChange) string {
+	if c.Kind == coordination.ChangeSynced {
+		return "synced"
+	}
 	line := c.Role.String() + " " + c.Kind.String()
 	if !c.Member.IsZero() {
 		line += " " + c.Member.String()
@@ -95,7 +98,7 @@ func TestObserveFollowsHolderLeaseAndRoster(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := obStart(coordination.Observe(ctx, e.member("observer").transport, []coordination.Role{e.role}, e.options()...), cancel)
 		defer w.stop()
-		obWant(t, "at the start", w.take(), "controller state [node-1] held by node-1")
+		obWant(t, "at the start", w.take(), "controller state [node-1] held by node-1", "synced")
 
 		e.runTo(10_000)
 		e.handOver() // a poll-only observer reads at its next poll
@@ -141,7 +144,7 @@ func TestObserveReportsARestoredLease(t *testing.T) {
 		node1.raw.Heal()
 		e.runTo(31_000)
 		e.handOver()
-		obWant(t, "after the outage", w.take(), "controller state [node-1] held by node-1", "controller expired node-1", "controller restored node-1")
+		obWant(t, "after the outage", w.take(), "controller state [node-1] held by node-1", "synced", "controller expired node-1", "controller restored node-1")
 		w.stop()
 		e.resign(holder)
 	})
@@ -155,7 +158,7 @@ func TestObserveAllFindsRolesThatAppearLater(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := obStart(coordination.ObserveAll(ctx, e.member("observer").transport, e.options()...), cancel)
 		defer w.stop()
-		obWant(t, "at the start", w.take(), "controller state [node-1] held by node-1")
+		obWant(t, "at the start", w.take(), "controller state [node-1] held by node-1", "synced")
 
 		scheduler := fxRole(t, "scheduler")
 		node3 := e.member("node-3")
@@ -190,7 +193,7 @@ func TestObserveEndsOnAMissingPermission(t *testing.T) {
 		w := obStart(coordination.Observe(ctx, observer.transport, []coordination.Role{e.role}, e.options()...), cancel)
 		defer w.stop()
 		e.runTo(1_000)
-		obWant(t, "after a transient error", w.take(), "controller state []")
+		obWant(t, "after a transient error", w.take(), "controller state []", "synced")
 		observer.raw.FailNext(coordinationtest.OpReadPartition, fmt.Errorf("TOPIC_AUTHORIZATION_FAILED: %w", coordination.ErrNotAuthorized))
 		e.runTo(2_000)
 		<-w.done
@@ -219,5 +222,17 @@ func TestObserveRejectsBadArguments(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s: Observe yielded %d values, want one error", name, n)
 		}
+	}
+}
+
+// TestObserveAllOfAnEmptyTopicSyncs: with no role to report, the
+// observation still says when it is live.
+func TestObserveAllOfAnEmptyTopicSyncs(t *testing.T) {
+	transport := coordinationtest.NewCluster().Transport("observer")
+	for change, err := range coordination.ObserveAll(context.Background(), transport) {
+		if err != nil || change.Kind != coordination.ChangeSynced || !change.Role.IsZero() {
+			t.Fatalf("first value of ObserveAll of an empty topic = %+v, %v; want ChangeSynced", change, err)
+		}
+		break
 	}
 }
