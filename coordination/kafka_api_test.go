@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -306,5 +308,54 @@ func kaDeviceRefusesTheDeposedLeader(t *testing.T, c *kafkatest.Cluster) {
 	}
 	if err := gate.Admit(ctx, read["close"].Token); err != nil {
 		t.Fatalf("Admit of the successor's command: %v", err)
+	}
+}
+
+// TestKafkaRenewDeadlineFake: on kfake, a holder whose renewals the broker
+// no longer confirms (every transactional produce of the role answers
+// NOT_ENOUGH_REPLICAS) ends its leadership at its last grant plus the
+// renew deadline, by its own clock, and before its lease's deadline.
+func TestKafkaRenewDeadlineFake(t *testing.T) {
+	c := kafkatest.Fake(t)
+	e := kaNewEnv(t, c)
+	const renewDeadline = 4 * time.Second // lease 6 s, renew every 2 s
+	holder, err := coordination.AcquireLeadership(ktContext(t), ktTransport(t, c), e.role, fxMember(t, "node-1"),
+		append(e.options, coordination.WithRenewDeadline(renewDeadline))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txnID := e.role.String()
+	c.Fake.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if req.TransactionID == nil || *req.TransactionID != txnID {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.NotEnoughReplicas.Code, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	select {
+	case <-holder.Context().Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leadership did not end within 20 s of the last confirmed renewal")
+	}
+	ended := time.Now().UnixMilli()
+	last := holder.Lease()
+	t.Logf("ended %d ms after the last confirmed grant (renew deadline %v, lease %v)", ended-last.GrantedAt, renewDeadline, ktLease.Duration())
+	if !errors.Is(holder.Err(), coordination.ErrRenewDeadline) || !errors.Is(context.Cause(holder.Context()), coordination.ErrRenewDeadline) {
+		t.Fatalf("Err = %v, cause %v; want ErrRenewDeadline", holder.Err(), context.Cause(holder.Context()))
+	}
+	if ended < last.GrantedAt+renewDeadline.Milliseconds() || ended >= last.Deadline {
+		t.Fatalf("ended at %d ms; want from the grant %d + %v and before the lease deadline %d", ended, last.GrantedAt, renewDeadline, last.Deadline)
 	}
 }
