@@ -67,7 +67,8 @@ func (e *TurnError) Unwrap() error { return ErrNotYourTurn }
 // transaction hides the newest records of the partition, another mint won
 // the challenge, or the lease names this member under a token that this
 // transport did not mint (an earlier incarnation, or a second live process
-// with this member id: wait for its deadline).
+// with this member id: wait for its deadline; the call then leaves its
+// registration, which may be that process's too).
 //
 // It returns the transport's error when a step fails, and deregisters the
 // member then too; a mint whose first lease write failed leaves the role
@@ -113,6 +114,10 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	if lease := state.Lease; lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) {
 		recorder, ok := c.transport.(MintRecorder)
 		if !ok || !recorder.Minted(lease.Token) {
+			// The registration key may be a live process's too: no
+			// tombstone on it (as AcquireLeadership leaves it for
+			// ErrDuplicateMember).
+			c.registered = false
 			return nil, refuse(rank, lease.Deadline, "the live lease names this member under %s, which this transport did not mint: an earlier incarnation, or another live process with this member id", lease.Token)
 		}
 		decision = Decision{Action: ActionChallenge} // an earlier leadership of this process: take it back

@@ -127,3 +127,19 @@ func TestTryAcquireStopsOnAMissingPermission(t *testing.T) {
 		}
 	})
 }
+
+// TestTryAcquireUnderALiveHoldersMemberID: a second process under the
+// holder's member id is told to wait for the deadline, and it leaves the
+// registration that the two share.
+func TestTryAcquireUnderALiveHoldersMemberID(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		holder := e.acquireNow(e.member("node-1"))
+		_, err := e.tryAcquire(e.member("node-1"))
+		elTurn(t, err, "node-1", 0, scAt(30_000))
+		if got := e.roster(); got != "node-1" {
+			t.Fatalf("roster = %q, want node-1 still registered", got)
+		}
+		e.checkToken(holder.Token(), "after the refused try")
+		e.resign(holder)
+	})
+}
