@@ -159,7 +159,7 @@ type campaign struct {
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
 }
 
-// openTransactionHold bounds how long a challenger waits for an open
+// openTransactionSweep bounds how long a challenger waits for an open
 // transaction that hides the newest records of its partition: the
 // transaction timeout that KafkaTransport sets (the lease duration) plus
 // this, the default period of Kafka's abort sweep,

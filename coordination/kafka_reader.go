@@ -19,21 +19,40 @@ import (
 // view of its committed records.
 //
 // It issues its own read_committed Fetch requests and decodes them with
-// kgo.ProcessFetchPartition, rather than consuming through the kgo
-// consumer, because it must know, for a partition that no record reached,
-// that nothing is left to read. The consumer hands out a partition only
-// with records or an error: an answer that moves only the last stable
-// offset or the high watermark, or that skips a tail of the log without a
-// record (DeleteRecords moved the log start past it), never reaches the
-// caller, and neither does the offset that the consumer fetches next. So a
-// consumer cannot tell StableOffsets that an open transaction holds the
-// partition (the high watermark passed the last stable offset), and cannot
-// tell a read that it reached the last stable offset after such a skip.
-// (kgo.KeepControlRecords does hand out the commit markers, so the
-// ordinary end of a read_committed partition, a marker, would be visible.)
-// ProcessFetchPartition returns the next offset to fetch, past markers,
-// aborted batches and batches that compaction emptied, and every Fetch
-// response carries the last stable offset and the high watermark.
+// kgo.ProcessFetchPartition (the decoder of franz-go's consumer: it skips
+// aborted batches, commit and abort markers, and batches that compaction
+// emptied, and returns the next offset to fetch), rather than consuming
+// through the kgo consumer, because the consumer keeps from its caller
+// what the reader is built on (franz-go v1.22, pkg/kgo/source.go):
+//
+//   - An answer with neither a record nor an error. The consumer drops such
+//     a fetch before PollFetches (Fetch.hasErrorsOrRecords), so a long poll
+//     that returns on its max wait, or on a last stable offset or high
+//     watermark that moved without a committed record (another role's
+//     transaction opened, or was aborted), reports nothing; and the
+//     consumer has no call that returns the offset a partition fetches
+//     next. The reader needs both for every answer: the last stable offset
+//     and the high watermark are [KafkaTransport.StableOffsets], and a read
+//     returns when the next offset reaches the last stable offset, which a
+//     tail of aborted batches or of batches that compaction emptied (the
+//     cleaner also removes the markers of old transactions) moves without
+//     a record. kgo.KeepControlRecords hands out the markers that are still
+//     in the log, and nothing for the rest.
+//   - Failed fetches, and the instant of the latest answer. The consumer
+//     retries a fetch that failed as a whole, and strips the retriable
+//     error of a partition, without a word to PollFetches; the reader wakes
+//     its watchers on a failed fetch, and serves
+//     [KafkaTransport.ReadPartitionFrom] from its view only while the
+//     latest answer of the partition's leader is recent.
+//   - A partition that joins. The consumer adds it to the next request of
+//     its broker and lets the long poll in flight run (source.addCursor
+//     cancels no fetch), so the first answer for a partition that a read
+//     starts to follow waited up to FetchMaxWait. The reader abandons the
+//     long poll instead.
+//
+// The rest of what the consumer does, the reader does the same way: one
+// Fetch in flight per leader broker for all of its partitions, and a fetch
+// session (KIP-227) per broker.
 //
 // Each leader broker has its own loop, a goroutine that fetches every
 // followed partition that the broker leads in one request and long-polls:
@@ -424,7 +443,7 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64, s
 		r.mu.Unlock()
 	}
 	if target < 0 {
-		target, err = r.listOffset(ctx, tp, -1, 1)
+		target, err = r.listOffset(ctx, tp, listLatest, isolationReadCommitted)
 		switch {
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
 			return nil, from, fmt.Errorf("coordination: read %s: the topic or the partition does not exist; "+
@@ -530,8 +549,8 @@ func (r *kafkaReader) close() {
 	}
 }
 
-// listOffset lists one offset of a partition: timestamp -1 with isolation 1
-// is the last stable offset, timestamp -2 the log start offset.
+// listOffset lists one offset of a partition (see listOffsets): the last
+// stable offset, or the log start offset.
 //
 // It asks the leader that the fetch loop knows for a followed partition
 // directly, and franz-go's sharded ListOffsets otherwise, or when the leader
@@ -558,42 +577,11 @@ func (r *kafkaReader) listOffset(ctx context.Context, tp TopicPartition, timesta
 // listOffsetAt lists one offset at a broker, or with franz-go's sharded
 // request for the broker -1.
 func (r *kafkaReader) listOffsetAt(ctx context.Context, tp TopicPartition, timestamp int64, isolation int8, broker int32) (int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = isolation
-	topic := kmsg.NewListOffsetsRequestTopic()
-	topic.Topic = tp.Topic
-	partition := kmsg.NewListOffsetsRequestTopicPartition()
-	partition.Partition = int32(tp.Partition)
-	partition.Timestamp = timestamp
-	partition.CurrentLeaderEpoch = -1
-	topic.Partitions = append(topic.Partitions, partition)
-	req.Topics = append(req.Topics, topic)
-	var resp kmsg.Response
-	var err error
-	if broker >= 0 {
-		resp, err = r.client.Broker(int(broker)).RetriableRequest(ctx, req)
-	} else {
-		resp, err = r.client.Request(ctx, req)
-	}
+	offsets, err := listOffsets(ctx, r.client, broker, tp.Topic, []int32{int32(tp.Partition)}, timestamp, isolation)
 	if err != nil {
 		return 0, err
 	}
-	for _, t := range resp.(*kmsg.ListOffsetsResponse).Topics {
-		if t.Topic != tp.Topic {
-			continue
-		}
-		for _, p := range t.Partitions {
-			if p.Partition != int32(tp.Partition) {
-				continue
-			}
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, err
-			}
-			return p.Offset, nil
-		}
-	}
-	return 0, fmt.Errorf("the ListOffsets response omits %s", tp)
+	return offsets[int32(tp.Partition)], nil
 }
 
 // run looks up the leader of every partition that needs one, and hands the
@@ -654,15 +642,9 @@ func (r *kafkaReader) refreshMetadata(parts []*followedPartition) {
 			topics = append(topics, p.tp.Topic)
 		}
 	}
-	req := kmsg.NewPtrMetadataRequest()
-	for _, topic := range topics {
-		t := kmsg.NewMetadataRequestTopic()
-		t.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, t)
-	}
 	ctx, cancel := context.WithTimeout(r.ctx, readerMetadataTimeout)
 	defer cancel()
-	kresp, err := r.client.Request(ctx, req)
+	resp, err := requestMetadata(ctx, r.client, topics...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx.Err() != nil {
@@ -675,7 +657,7 @@ func (r *kafkaReader) refreshMetadata(parts []*followedPartition) {
 			p.failedLocked(now)
 			continue
 		}
-		if !p.applyMetadataLocked(kresp.(*kmsg.MetadataResponse)) {
+		if !p.applyMetadataLocked(resp) {
 			p.failedLocked(now)
 			continue
 		}
@@ -972,7 +954,7 @@ func (r *kafkaReader) fetchFailed(p *followedPartition, offset int64, err error)
 		// The log start moved past the view (DeleteRecords), or the log was
 		// truncated below it: start the view again from the log start.
 		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
-		start, lerr := r.listOffset(ctx, p.tp, -2, 0)
+		start, lerr := r.listOffset(ctx, p.tp, listEarliest, isolationReadUncommitted)
 		cancel()
 		r.mu.Lock()
 		defer r.mu.Unlock()

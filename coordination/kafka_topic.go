@@ -91,51 +91,26 @@ func (t *KafkaTransport) topicReady(ctx context.Context, topic string, partition
 	if len(metadata.Partitions) != partitions {
 		return fmt.Errorf("%d of %d partitions", len(metadata.Partitions), partitions)
 	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
+	indexes := make([]int32, 0, len(metadata.Partitions))
 	for _, p := range metadata.Partitions {
 		if p.Leader < 0 {
 			return fmt.Errorf("partition %d has no leader", p.Partition)
 		}
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, -1, -1
-		rt.Partitions = append(rt.Partitions, rp)
+		indexes = append(indexes, p.Partition)
 	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := t.plain.Request(ctx, req)
-	if err != nil {
-		return err
-	}
-	answered := 0
-	for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return err
-			}
-			answered++
-		}
-	}
-	if answered != partitions {
-		return fmt.Errorf("%d of %d partitions answered", answered, partitions)
-	}
-	return nil
+	_, err = listOffsets(ctx, t.plain, -1, topic, indexes, listLatest, isolationReadUncommitted)
+	return err
 }
 
 // topicMetadata reads the metadata of one topic with a fresh Metadata
 // request: kadm answers from franz-go's metadata cache, which may predate
 // the topic.
 func (t *KafkaTransport) topicMetadata(ctx context.Context, topic string) (kmsg.MetadataResponseTopic, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := t.plain.Request(ctx, req)
+	resp, err := requestMetadata(ctx, t.plain, topic)
 	if err != nil {
 		return kmsg.MetadataResponseTopic{}, err
 	}
-	for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
+	for _, mt := range resp.Topics {
 		if mt.Topic != nil && *mt.Topic == topic {
 			return mt, kerr.ErrorForCode(mt.ErrorCode)
 		}

@@ -12,9 +12,14 @@
 #                          land in $KRABKA_CACHE_DIR/kafka-<version>/libs. ~/.m2 is used
 #                          as usual by Maven, so a wiped cache re-resolves offline-fast.
 #   KRABKA_KAFKA_DIR       broker run dir: config, log, pid file, data (default /tmp/krabka-kafka)
-#   KRABKA_KAFKA_PORT      PLAINTEXT listener port       (default 39092)
-#   KRABKA_KAFKA_SASL_PORT SASL_PLAINTEXT (SCRAM-SHA-256) (default 39093)
-#   KRABKA_KAFKA_CONTROLLER_PORT  KRaft controller port  (default 39094)
+#   KRABKA_KAFKA_PORT      PLAINTEXT listener port       (default 19092)
+#   KRABKA_KAFKA_SASL_PORT SASL_PLAINTEXT (SCRAM-SHA-256) (default 19093)
+#   KRABKA_KAFKA_CONTROLLER_PORT  KRaft controller port  (default 19094)
+#                          The defaults lie outside the kernel's ephemeral port range
+#                          (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 on
+#                          Linux), so a client's outgoing socket never holds the port
+#                          a restarted broker must bind. The 3-node cluster of
+#                          scripts/kafka-cluster.sh uses 19192-19197.
 #   KRABKA_KAFKA_HEAP      JVM heap flags (default "-Xms256m -Xmx768m")
 #
 # Everything the scripts print for humans goes to stderr; stdout is reserved for
@@ -26,9 +31,9 @@ KRABKA_KAFKA_POM="$KRABKA_SCRIPTS_DIR/kafka/pom.xml"
 KRABKA_KAFKA_CACHE="${KRABKA_CACHE_DIR:-$HOME/.cache/krabka-coord}/kafka-$KRABKA_KAFKA_VERSION"
 KRABKA_KAFKA_LIBS="$KRABKA_KAFKA_CACHE/libs"
 KRABKA_KAFKA_DIR="${KRABKA_KAFKA_DIR:-/tmp/krabka-kafka}"
-KRABKA_KAFKA_PORT="${KRABKA_KAFKA_PORT:-39092}"
-KRABKA_KAFKA_SASL_PORT="${KRABKA_KAFKA_SASL_PORT:-39093}"
-KRABKA_KAFKA_CONTROLLER_PORT="${KRABKA_KAFKA_CONTROLLER_PORT:-39094}"
+KRABKA_KAFKA_PORT="${KRABKA_KAFKA_PORT:-19092}"
+KRABKA_KAFKA_SASL_PORT="${KRABKA_KAFKA_SASL_PORT:-19093}"
+KRABKA_KAFKA_CONTROLLER_PORT="${KRABKA_KAFKA_CONTROLLER_PORT:-19094}"
 KRABKA_KAFKA_HEAP="${KRABKA_KAFKA_HEAP:--Xms256m -Xmx768m}"
 KRABKA_KAFKA_PIDFILE="$KRABKA_KAFKA_DIR/broker.pid"
 KRABKA_KAFKA_LOG="$KRABKA_KAFKA_DIR/broker.log"

@@ -5,12 +5,16 @@
 # It installs and starts what the tests need, runs them, and stops it again:
 #   1. a real Apache Kafka 4.4 broker (single-node KRaft, loopback only),
 #      resolved from Maven Central by scripts/kafka-start.sh (jars cached in
-#      ~/.cache/krabka-coord), and exported as KRABKA_KAFKA_BROKERS;
+#      ~/.cache/krabka-coord), and exported as KRABKA_KAFKA_BROKERS, and a
+#      3-node KRaft cluster (replication factor 3, min.insync.replicas 2,
+#      Kafka's default failure detection) started by scripts/kafka-cluster.sh
+#      at the same time, exported as KRABKA_KAFKA_CLUSTER_BROKERS;
 #   2. murmur2 vectors from Kafka's own Java Utils class, exported as
 #      KRABKA_JAVA_MURMUR2, which the partition test checks the Go rule on;
 #   3. gofmt, go vet, and go test -race over every package: the kfake suite,
 #      the real-broker suite, the examples, and the seed corpus of the fuzzers.
-# Needs: go, java (17+), mvn. Set KRABKA_KEEP_BROKER=1 to leave the broker up.
+# Needs: go, java (17+), mvn. Set KRABKA_KEEP_BROKER=1 to leave the broker and
+# the cluster up (a later run reuses both: the start scripts are idempotent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,15 +22,33 @@ for tool in go java mvn; do
   command -v "$tool" >/dev/null || { echo "test.sh: $tool is not installed; install it and run again" >&2; exit 1; }
 done
 
+work=$(mktemp -d)
+if [ "${KRABKA_KEEP_BROKER:-}" != 1 ]; then
+  trap '[ -n "${cluster_pid:-}" ] && kill "$cluster_pid" 2>/dev/null; scripts/kafka-cluster.sh stop >&2 || true; scripts/kafka-stop.sh >&2 || true; rm -rf "$work"' EXIT
+else
+  trap 'rm -rf "$work"' EXIT
+fi
+# The jars first (once), so that the two starts do not both resolve them.
+(source scripts/kafka-env.sh && krabka_kafka_ensure_libs)
+# The cluster starts in the background while the single broker starts.
+cluster_t0=$SECONDS
+scripts/kafka-cluster.sh start > "$work/cluster.env" &
+cluster_pid=$!
 started=$(scripts/kafka-start.sh)
 eval "$started"
 export KRABKA_KAFKA_BROKERS KRABKA_KAFKA_SASL_BROKERS
-if [ "${KRABKA_KEEP_BROKER:-}" != 1 ]; then
-  trap 'scripts/kafka-stop.sh >&2 || true' EXIT
-fi
 echo "test.sh: Kafka broker at $KRABKA_KAFKA_BROKERS (SASL at $KRABKA_KAFKA_SASL_BROKERS)" >&2
+cluster_rc=0
+wait "$cluster_pid" || cluster_rc=$?
+cluster_pid=
+if [ "$cluster_rc" != 0 ]; then
+  echo "test.sh: the 3-node cluster did not start (logs: ${KRABKA_CLUSTER_DIR:-/tmp/krabka-cluster}/node-*/node.log)" >&2
+  exit 1
+fi
+eval "$(cat "$work/cluster.env")"
+export KRABKA_KAFKA_CLUSTER_BROKERS
+echo "test.sh: 3-node Kafka cluster at $KRABKA_KAFKA_CLUSTER_BROKERS (ready $((SECONDS - cluster_t0)) s after its start)" >&2
 
-work=$(mktemp -d)
 scripts/murmur2-vectors.sh < coordination/testdata/partition-roles.txt > "$work/java-murmur2.json"
 export KRABKA_JAVA_MURMUR2="$work/java-murmur2.json"
 

@@ -6,7 +6,7 @@
 // Run it through scripts/bench.sh, which starts a Kafka broker and a
 // single-node etcd on loopback and passes their addresses:
 //
-//	krabka-bench -brokers 127.0.0.1:39092 -etcd 127.0.0.1:23790
+//	krabka-bench -brokers 127.0.0.1:19092 -etcd 127.0.0.1:23790
 //
 // docs/performance.md explains every figure.
 package main
