@@ -57,7 +57,8 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // WriteGuarded writes the caller's records in one transaction of the
 // producer that minted token, and returns after the commit: a read_committed
 // reader sees all of them or none, and they are on the in-sync replicas of
-// their partitions (acks=all). Each record goes to the partition it names.
+// their partitions (acks=all). Each record goes to the partition it names,
+// with its headers.
 //
 // The token rules and the errors are those of [KafkaTransport.WriteLease]:
 // a deposed leader's write fails with an error that wraps [ErrFenced], and
