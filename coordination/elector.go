@@ -107,8 +107,8 @@ func NewElector(transport Transport, role Role, member MemberID, callbacks Elect
 // retry helps, and an error for a second Run while one runs.
 //
 // Run waits for OnStartedLeading to return before it resigns or campaigns
-// again: work that ignores its context keeps Run waiting, and it never
-// runs while another campaign of this elector holds the role.
+// again, so two leaderships of one elector never overlap; work that
+// ignores its context keeps Run waiting.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("coordination: Elector.Run: already running")
