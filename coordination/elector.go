@@ -21,8 +21,8 @@ type ElectorCallbacks struct {
 	// then. Guard every write of the role with l.Write.
 	//
 	// A callback that returns while the leadership still holds ends it:
-	// Run resigns (the first standby takes over at once) and campaigns
-	// again, at the tail of the roster. A callback that panics ends it
+	// Run resigns (the first standby takes over at once) and, one poll
+	// interval later, campaigns again, at the tail of the roster. A callback that panics ends it
 	// too: Run resigns, calls OnStoppedLeading, and panics again with the
 	// same value, so a crash never leaves the renewals running.
 	OnStartedLeading func(ctx context.Context, l *Leadership)
@@ -66,6 +66,7 @@ type Elector struct {
 	callbacks ElectorCallbacks
 	options   []Option
 	logger    *slog.Logger
+	settings  *settings
 	running   atomic.Bool
 }
 
@@ -94,7 +95,7 @@ func NewElector(transport Transport, role Role, member MemberID, callbacks Elect
 	if err != nil {
 		return nil, err
 	}
-	return &Elector{transport: transport, role: role, member: member, callbacks: callbacks, options: options,
+	return &Elector{transport: transport, role: role, member: member, callbacks: callbacks, options: options, settings: s,
 		logger: s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()))}, nil
 }
 
@@ -138,8 +139,19 @@ func (e *Elector) Run(ctx context.Context) error {
 		if errors.Is(reason, ErrNotAuthorized) {
 			return reason
 		}
-		if ctx.Err() == nil {
-			e.logger.Info("coordination: the leadership ended; campaigning again", slog.Any("reason", reason))
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.logger.Info("coordination: the leadership ended; campaigning again", slog.Any("reason", reason))
+		if errors.Is(reason, ErrNotHeld) {
+			// The work returned and the elector resigned: one poll
+			// interval before it registers again, so that work that
+			// returns at once does not mint an epoch in a hot loop.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-e.settings.clock.After(e.settings.pollInterval):
+			}
 		}
 	}
 }

@@ -180,6 +180,10 @@ func TestElectorReturningWorkResignsAndCampaignsAgain(t *testing.T) {
 		scEnded(t, first, coordination.ErrNotHeld)
 		e.checkLeaseTombstone(first)
 		successor := standby.won(t)
+		if got := e.roster(); !e.plain && got != "node-2" {
+			t.Fatalf("roster right after the return = %q, want node-2: the elector waits a poll interval", got)
+		}
+		e.runTo(e.now() + scPoll.Milliseconds())
 		if got := e.roster(); got != "node-2,node-1" {
 			t.Fatalf("roster after the return = %q, want node-2,node-1 (node-1 rejoined at the tail)", got)
 		}
