@@ -165,7 +165,8 @@
 //     error says so) and renews.
 //   - [Elector]: OnStartedLeading runs on Run's goroutine. Work that
 //     returns while the leadership holds ends it with a resignation, and
-//     the elector campaigns again (at the tail); Run itself ends only when
+//     the elector campaigns again (at the tail, one poll interval later);
+//     Run itself ends only when
 //     its context ends (it returns nil, after the work returned and a
 //     resignation under a 2 s context of its own) or on an error that no
 //     retry repairs. A panic of the work resigns, calls OnStoppedLeading,
