@@ -67,20 +67,27 @@ import (
 // zero [Role] or [MemberID], and an invalid option. It returns an error that
 // wraps [ErrNotAuthorized] when the cluster refuses the member a permission.
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
+	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
+	if err != nil {
+		return nil, err
+	}
+	return c.run(ctx)
+}
+
+// newCampaign checks the arguments of AcquireLeadership or TryAcquire (op
+// names the call), applies the options over the transport's lease policy,
+// and checks the state topic when the transport can.
+func newCampaign(ctx context.Context, op string, transport Transport, role Role, member MemberID, options []Option) (*campaign, error) {
 	if transport == nil {
-		return nil, errors.New("coordination: AcquireLeadership: nil Transport")
+		return nil, fmt.Errorf("coordination: %s: nil Transport", op)
 	}
 	if role.IsZero() {
-		return nil, errors.New("coordination: AcquireLeadership: the zero Role: build the role with NewRole")
+		return nil, fmt.Errorf("coordination: %s: the zero Role: build the role with NewRole", op)
 	}
 	if member.IsZero() {
-		return nil, errors.New("coordination: AcquireLeadership: the zero MemberID: build the member with NewMemberID")
+		return nil, fmt.Errorf("coordination: %s: the zero MemberID: build the member with NewMemberID", op)
 	}
-	defaults := DefaultLeaseConfig()
-	reporter, reports := transport.(interface{ LeaseConfig() LeaseConfig })
-	if reports && reporter.LeaseConfig() != (LeaseConfig{}) {
-		defaults = reporter.LeaseConfig()
-	}
+	defaults, reports := leaseDefaults(transport)
 	s, err := newSettingsFrom(defaults, options)
 	if err != nil {
 		return nil, err
@@ -117,7 +124,7 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
 		skipped:   make(map[int64]bool),
 	}
-	return c.run(ctx)
+	return c, nil
 }
 
 // campaign is the state of one AcquireLeadership call. It lives on the

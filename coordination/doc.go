@@ -73,7 +73,9 @@
 // only its files, named kafka_*.go, import a Kafka client. Everything
 // else is here: the record codec, the roster and the rank logic, the
 // challenge timing, the lease clock, the renewal loop, [AcquireLeadership],
-// and [DescribeLeadership]. Package coordinationtest holds an in-memory
+// [DescribeLeadership], [Elector], [TryAcquire], [Observe] and [Gate].
+// [KafkaCommandReader], the device side's reader of a guarded topic, is in
+// a kafka_*.go file too. Package coordinationtest holds an in-memory
 // transport, with fault injection, for tests driven by a [ManualClock].
 //
 // # Clock assumptions
@@ -165,4 +167,33 @@
 //     (at least one renew interval), so a commit that is slow while the
 //     role's transaction coordinator moves renews the lease instead of
 //     losing the epoch's producer.
+//   - [Elector]: OnStartedLeading runs on Run's goroutine. Work that
+//     returns while the leadership holds ends it with a resignation, and
+//     the elector campaigns again (at the tail, one poll interval later);
+//     Run itself ends only when
+//     its context ends (it returns nil, after the work returned and a
+//     resignation under a 2 s context of its own) or on an error that no
+//     retry repairs. A panic of the work resigns, calls OnStoppedLeading,
+//     and panics again with the same value: a crash stays a crash, and the
+//     standby takes over at once. OnStoppedLeading runs only after an
+//     OnStartedLeading (unlike client-go's). OnNewLeader comes from an
+//     [Observe] of the role, so it names the holder that the log shows,
+//     this member included.
+//   - [WithRenewDeadline] ends the leadership itself (with
+//     [ErrRenewDeadline]), not only a context, so that no write of the
+//     handle starts after the work was told to stop; the member then
+//     competes again, and takes the role back at once when no standby
+//     took it. It is off by default.
+//   - [TryAcquire] deregisters a member that it refuses, as etcd's TryLock
+//     deletes its key: a try leaves no standby in the roster that others
+//     would rank behind.
+//   - [Observe] yields a [RoleChange] per record that changes the fold and
+//     an expiry by the observer's clock; it reads the log only, not the
+//     coordinator. Its first values are the state of every role and
+//     [ChangeSynced], once every partition was read.
+//   - [Gate] caches the coordinator's token without a timer, asks again
+//     only for a token it has not seen, remembers refused tokens, and
+//     fails closed (an error that is no refusal) when it cannot ask.
+//   - [GuardedRecord.Headers] are Kafka record headers, kept in order,
+//     repeated keys included.
 package coordination

@@ -20,6 +20,7 @@ type txnRecord struct {
 	partition TopicPartition
 	key       []byte
 	value     []byte // nil for a tombstone
+	headers   []RecordHeader
 }
 
 // batchCRC is the table of the CRC-32C that covers a record batch from its
@@ -37,6 +38,9 @@ func encodeTransactionalBatch(producerID int64, epoch int16, sequence int32, now
 	var body []byte
 	for i, r := range records {
 		record := kmsg.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
+		for _, h := range r.headers {
+			record.Headers = append(record.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+		}
 		// Length is the varint that prefixes the record: the size of
 		// everything after it. Encoded with a length of 0 (one byte), the
 		// record is that size plus one.

@@ -61,7 +61,7 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // producer that minted token, and returns after the commit: a read_committed
 // reader sees all of them or none, and they are on the in-sync replicas of
 // their partitions (acks=all). Each record goes to the partition it names,
-// and the records of one partition keep their order.
+// with its headers, and the records of one partition keep their order.
 //
 // The token rules and the errors are those of [KafkaTransport.WriteLease]:
 // a deposed leader's write fails with an error that wraps [ErrFenced], and
@@ -90,7 +90,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 			t.mu.Unlock()
 			return fmt.Errorf("coordination: guarded write under %s: record %d %s", token, i, refuse)
 		}
-		out = append(out, txnRecord{partition: TopicPartition{Topic: r.Topic, Partition: r.Partition}, key: r.Key, value: r.Value})
+		out = append(out, txnRecord{partition: TopicPartition{Topic: r.Topic, Partition: r.Partition}, key: r.Key, value: r.Value, headers: r.Headers})
 	}
 	t.mu.Unlock()
 	producer, err := t.producer("guarded write", token)

@@ -58,12 +58,16 @@ type Leadership struct {
 	stopOnce sync.Once
 	stopLoop context.CancelFunc // cancels a renewal in flight
 	loopDone chan struct{}      // closed when the renewal loop returns
+
+	ctx    context.Context         // Context(): cancelled by end, with its error as the cause
+	cancel context.CancelCauseFunc // cancels ctx
 }
 
 // startLeadership builds the handle after the first lease write and starts
 // its renewal loop.
 func startLeadership(c *campaign, lease Lease) *Leadership {
 	loopCtx, stopLoop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
 		transport: c.transport,
 		role:      c.role,
@@ -75,11 +79,16 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		lease:     lease,
 		slot:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
 		stop:      make(chan struct{}),
 		stopLoop:  stopLoop,
 		loopDone:  make(chan struct{}),
 	}
 	go l.renewLoop(loopCtx)
+	if c.settings.renewDeadline > 0 {
+		go l.watchRenewDeadline(c.settings.renewDeadline) // renew_deadline.go
+	}
 	return l
 }
 
@@ -509,4 +518,5 @@ func (l *Leadership) end(err error) {
 	}
 	l.err = err
 	close(l.done)
+	l.cancel(err)
 }

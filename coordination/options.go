@@ -28,6 +28,7 @@ type settings struct {
 	renewInterval    time.Duration
 	challengeStagger time.Duration
 	pollInterval     time.Duration
+	renewDeadline    time.Duration // 0: the leadership does not end on its own lease clock
 	clock            Clock
 	logger           *slog.Logger
 
@@ -64,7 +65,23 @@ func newSettingsFrom(defaults LeaseConfig, options []Option) (*settings, error) 
 		return nil, fmt.Errorf("%w (set by WithLeaseConfig, WithLeaseDuration, WithRenewInterval, WithChallengeStagger)", err)
 	}
 	s.lease = lease
+	if s.renewDeadline > 0 && (s.renewDeadline <= lease.renewInterval || s.renewDeadline >= lease.duration) {
+		return nil, fmt.Errorf("coordination: WithRenewDeadline(%v): want above the renew interval %v, so that a renewal can land in time, and below the lease duration %v, so that the margin, lease duration − renew deadline, covers the clock skew and the time the work takes to stop",
+			s.renewDeadline, lease.renewInterval, lease.duration)
+	}
 	return s, nil
+}
+
+// leaseDefaults returns the lease policy that the options of a call over
+// transport start from: the transport's own, when it reports one (as
+// [KafkaTransport] does: its lease duration is its transaction timeout),
+// and [DefaultLeaseConfig] otherwise. It reports whether the transport
+// gave it.
+func leaseDefaults(transport any) (LeaseConfig, bool) {
+	if reporter, ok := transport.(interface{ LeaseConfig() LeaseConfig }); ok && reporter.LeaseConfig() != (LeaseConfig{}) {
+		return reporter.LeaseConfig(), true
+	}
+	return DefaultLeaseConfig(), false
 }
 
 // partition returns the partition of the role under these settings.

@@ -108,6 +108,22 @@ type GuardedRecord struct {
 
 	// Value is the record value.
 	Value []byte
+
+	// Headers are the record headers, such as a trace id or a content
+	// type, in order; nil for none. Over Kafka they are the headers of the
+	// Kafka record, and a [KafkaCommandReader] yields them with the
+	// record. A key may repeat, as in Kafka.
+	Headers []RecordHeader
+}
+
+// RecordHeader is one header of a [GuardedRecord]: a key and a value, as a
+// Kafka record header carries them.
+type RecordHeader struct {
+	// Key is the header key.
+	Key string
+
+	// Value is the header value, and nil for none.
+	Value []byte
 }
 
 // GuardedWriter writes the caller's own records under the epoch of a role.

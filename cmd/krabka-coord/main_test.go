@@ -376,58 +376,67 @@ func TestDescribeOutput(t *testing.T) {
 	}
 }
 
-func TestRoleTracker(t *testing.T) {
+// change builds the change that coordination.Observe reports for the last
+// of records, with the fold of all of them as its state.
+func change(t *testing.T, kind coordination.ChangeKind, role coordination.Role, member string, at int64, previous *coordination.Lease, records ...coordination.StateRecord) coordination.RoleChange {
+	t.Helper()
+	c := coordination.RoleChange{Kind: kind, Role: role, Offset: records[len(records)-1].Offset, At: at, State: stateOf(t, role, records...), Previous: previous}
+	if member != "" {
+		c.Member, _ = coordination.NewMemberID(member)
+	}
+	return c
+}
+
+// TestEventOf: watch's events carry the fields and the words of each
+// change that coordination.Observe reports (the library's tests prove the
+// classification).
+func TestEventOf(t *testing.T) {
 	role, _ := coordination.NewRole("controller")
-	other, _ := coordination.NewRole("other")
 	t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
-	tracker := newRoleTracker(role)
-	now := time.UnixMilli(5000)
-	kinds := func(events []roleEvent) string {
-		var k []string
-		for _, e := range events {
-			k = append(k, e.Kind+":"+e.Member)
+	a1 := leaseRecord(role, "a", t1, 2, 1000, 4000)
+	log := []coordination.StateRecord{registration(role, "a", 0, 1000), a1, registration(role, "b", 3, 1100)}
+	registered, ok := eventOf(change(t, coordination.ChangeRegistered, role, "b", 5000, nil, log...))
+	if !ok || registered.Kind != eventRegistered || *registered.Rank != 0 || *registered.Offset != 3 || !strings.Contains(registered.Message, "rank 0") {
+		t.Fatalf("registration of b = %+v; want rank 0 behind the holder", registered)
+	}
+	held, _ := eventOf(change(t, coordination.ChangeRegistered, role, "a", 5000, nil, append(log, registration(role, "a", 4, 1200))...))
+	if !strings.Contains(held.Message, "and holds the lease") {
+		t.Fatalf("registration of the holder = %q", held.Message)
+	}
+	lease := func(r coordination.StateRecord) *coordination.Lease {
+		l, err := coordination.DecodeLease(r.Value)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return strings.Join(k, " ")
+		return &l
 	}
-	events := tracker.apply([]coordination.StateRecord{
-		registration(role, "a", 0, 1000),
-		registration(other, "x", 1, 1000),
-		leaseRecord(role, "a", t1, 2, 1000, 4000),
-		registration(role, "b", 3, 1100),
-		leaseRecord(role, "a", t1, 4, 2000, 5000),
-	}, now)
-	if got := kinds(events); got != "registered:a granted:a registered:b renewed:a" {
-		t.Fatalf("events = %s", got)
+	expired, ok := eventOf(coordination.RoleChange{Kind: coordination.ChangeExpired, Role: role, Offset: -1, Member: mustMember(t, "a"), At: 5000, State: stateOf(t, role, log...)})
+	if !ok || expired.Kind != eventExpired || expired.Member != "a" || expired.Offset != nil || expired.Deadline.Millis != 4000 || !strings.Contains(expired.Message, "expired at") {
+		t.Fatalf("expiry = %+v", expired)
 	}
-	if *events[2].Rank != 0 || !strings.Contains(events[2].Message, "rank 0") {
-		t.Fatalf("registration of b = %+v; want rank 0 behind the holder", events[2])
-	}
-	// Records already folded come again after compaction: skipped.
-	if again := tracker.apply([]coordination.StateRecord{registration(role, "a", 0, 1000)}, now); len(again) != 0 {
-		t.Fatalf("a repeated record made events: %s", kinds(again))
-	}
-	if event, ok := tracker.checkExpiry(time.UnixMilli(5000)); !ok || event.Kind != eventExpired || event.Member != "a" {
-		t.Fatalf("expiry at the deadline = %+v, %v", event, ok)
-	}
-	if _, ok := tracker.checkExpiry(time.UnixMilli(6000)); ok {
-		t.Fatal("one expiry reported twice")
-	}
-	events = tracker.apply([]coordination.StateRecord{
-		leaseRecord(role, "b", t2, 5, 5100, 8100),
-		leaseTombstone(role, 6),
-		deregistration(role, "b", 7),
-	}, now)
-	if got := kinds(events); got != "takeover:b released:b deregistered:b" {
-		t.Fatalf("events = %s", got)
-	}
-	takeover := events[0]
-	if takeover.PreviousMember != "a" || tokenText(takeover.PreviousToken) != "7:1" || tokenText(takeover.Token) != "7:2" ||
-		takeover.GrantedAt.Millis != 5100 || takeover.PreviousDeadline.Millis != 5000 || !strings.Contains(takeover.Message, "its lease expired 100ms before") {
+	b2 := leaseRecord(role, "b", t2, 5, 5100, 8100)
+	takeover, ok := eventOf(change(t, coordination.ChangeTakeover, role, "b", 5200, lease(a1), append(log, b2)...))
+	if !ok || takeover.PreviousMember != "a" || tokenText(takeover.PreviousToken) != "7:1" || tokenText(takeover.Token) != "7:2" ||
+		takeover.GrantedAt.Millis != 5100 || takeover.PreviousDeadline.Millis != 4000 || !strings.Contains(takeover.Message, "its lease expired 1.10s before") {
 		t.Fatalf("takeover = %+v", takeover)
 	}
 	if line := formatEvent(takeover); !strings.HasSuffix(line, "\n") || !strings.Contains(line, "takeover      b           b took over with token 7:2 from a") {
 		t.Fatalf("formatEvent = %q", line)
 	}
+	released, ok := eventOf(change(t, coordination.ChangeReleased, role, "b", 5300, lease(b2), append(log, b2, leaseTombstone(role, 6))...))
+	if !ok || released.Kind != eventReleased || tokenText(released.Token) != "7:2" || !strings.Contains(released.Message, "lease of b (token 7:2) cleared") {
+		t.Fatalf("release = %+v", released)
+	}
+	left, ok := eventOf(change(t, coordination.ChangeDeregistered, role, "b", 5300, nil, append(log, deregistration(role, "b", 7))...))
+	if !ok || left.Kind != eventDeregistered || left.Message != "left the roster" {
+		t.Fatalf("deregistration = %+v", left)
+	}
+	for _, kind := range []coordination.ChangeKind{coordination.ChangeState, coordination.ChangeSynced} {
+		if event, ok := eventOf(coordination.RoleChange{Kind: kind, Role: role, Offset: -1}); ok {
+			t.Fatalf("eventOf(%s) = %+v; watch prints its own state line, and no synced line", kind, event)
+		}
+	}
+	now := time.UnixMilli(5000)
 	status := func(held bool, token coordination.FencingToken) coordination.LeadershipStatus {
 		return coordination.LeadershipStatus{Role: role, Held: held, Token: token}
 	}

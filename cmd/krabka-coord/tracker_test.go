@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
@@ -11,32 +10,26 @@ import (
 // watch shows a lease that comes back after an outage (restored), and a
 // holder that takes the role again under a new token (reacquired), which
 // it printed as "m3 took over ... from m3" (issue 10, bug 8).
-func TestTrackerRestoredAndReacquired(t *testing.T) {
+func TestEventsRestoredAndReacquired(t *testing.T) {
 	role := mustRole(t, "controller")
 	t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
-	tracker := newRoleTracker(role)
-	now := time.UnixMilli(3000)
-	tracker.apply([]coordination.StateRecord{
-		registration(role, "m3", 0, 1000),
-		leaseRecord(role, "m3", t1, 1, 1000, 4000),
-	}, now)
-	if event, ok := tracker.checkExpiry(time.UnixMilli(4500)); !ok || event.Kind != eventExpired {
-		t.Fatalf("expiry = %+v, %v", event, ok)
+	first := coordination.Lease{Member: mustMember(t, "m3"), Token: t1, GrantedAt: 1000, Deadline: 4000}
+	log := []coordination.StateRecord{registration(role, "m3", 0, 1000), leaseRecord(role, "m3", t1, 1, 1000, 4000)}
+
+	restored, ok := eventOf(change(t, coordination.ChangeRestored, role, "m3", 6000, &first, append(log, leaseRecord(role, "m3", t1, 2, 6000, 9000))...))
+	if !ok || restored.Kind != eventRestored || restored.PreviousDeadline.Millis != 4000 ||
+		!strings.Contains(restored.Message, "m3 renewed token 7:1 2.00s after its lease expired: the holder is back") {
+		t.Fatalf("renewal after the expiry = %+v; want restored", restored)
 	}
-	events := tracker.apply([]coordination.StateRecord{leaseRecord(role, "m3", t1, 2, 6000, 9000)}, time.UnixMilli(6000))
-	if len(events) != 1 || events[0].Kind != eventRestored || events[0].PreviousDeadline.Millis != 4000 ||
-		!strings.Contains(events[0].Message, "m3 renewed token 7:1 2.00s after its lease expired: the holder is back") {
-		t.Fatalf("renewal after the expiry = %+v; want restored", events)
+	renewed, ok := eventOf(change(t, coordination.ChangeRenewed, role, "m3", 7000, &first, append(log, leaseRecord(role, "m3", t1, 3, 7000, 10000))...))
+	if !ok || renewed.Kind != eventRenewed || !strings.Contains(renewed.Message, "m3 renewed token 7:1") {
+		t.Fatalf("a plain renewal = %+v; want renewed", renewed)
 	}
-	events = tracker.apply([]coordination.StateRecord{leaseRecord(role, "m3", t1, 3, 7000, 10000)}, time.UnixMilli(7000))
-	if len(events) != 1 || events[0].Kind != eventRenewed {
-		t.Fatalf("a plain renewal = %+v; want renewed", events)
+	again, ok := eventOf(change(t, coordination.ChangeReacquired, role, "m3", 8000, &first, append(log, leaseRecord(role, "m3", t2, 4, 8000, 11000))...))
+	if !ok || again.Kind != eventReacquired || again.Member != "m3" || tokenText(again.PreviousToken) != "7:1" {
+		t.Fatalf("a new token of the same holder = %+v; want reacquired", again)
 	}
-	events = tracker.apply([]coordination.StateRecord{leaseRecord(role, "m3", t2, 4, 8000, 11000)}, time.UnixMilli(8000))
-	if len(events) != 1 || events[0].Kind != eventReacquired || events[0].Member != "m3" || tokenText(events[0].PreviousToken) != "7:1" {
-		t.Fatalf("a new token of the same holder = %+v; want reacquired", events)
-	}
-	if msg := events[0].Message; strings.Contains(msg, "from m3") || !strings.Contains(msg, "m3 took the role again with a new token 7:2") {
+	if msg := again.Message; strings.Contains(msg, "from m3") || !strings.Contains(msg, "m3 took the role again with a new token 7:2") {
 		t.Fatalf("message %q", msg)
 	}
 }

@@ -87,6 +87,10 @@ type Entry struct {
 	// milliseconds since the Unix epoch, by the clock of [Cluster.SetClock];
 	// zero without one.
 	Timestamp int64
+
+	// Headers are the headers of a guarded record
+	// ([coordination.GuardedRecord.Headers]), in order; nil for none.
+	Headers []coordination.RecordHeader
 }
 
 // partitionLog is the log of one partition. next is the offset that the
@@ -190,6 +194,7 @@ func (c *Cluster) Entries(partition coordination.TopicPartition) []Entry {
 		entries[i] = entry
 		entries[i].Key = bytes.Clone(entry.Key)
 		entries[i].Value = bytes.Clone(entry.Value)
+		entries[i].Headers = cloneHeaders(entry.Headers)
 	}
 	return entries
 }
@@ -256,7 +261,7 @@ func (c *Cluster) Watchers(partition coordination.TopicPartition) int {
 
 // appendLocked appends copies of the records to their partitions, and wakes
 // the watchers of each partition. The caller holds c.mu.
-func (c *Cluster) appendLocked(partition coordination.TopicPartition, key, value []byte, token coordination.FencingToken, writer string) {
+func (c *Cluster) appendLocked(partition coordination.TopicPartition, key, value []byte, token coordination.FencingToken, writer string, headers []coordination.RecordHeader) {
 	log := c.logs[partition]
 	if log == nil {
 		log = &partitionLog{}
@@ -273,6 +278,7 @@ func (c *Cluster) appendLocked(partition coordination.TopicPartition, key, value
 		Token:     token,
 		Writer:    writer,
 		Timestamp: timestamp,
+		Headers:   cloneHeaders(headers),
 	})
 	log.next++
 	for w := range c.watchers[partition] {
@@ -303,4 +309,17 @@ func (c *Cluster) readLocked(partition coordination.TopicPartition, from, end in
 		})
 	}
 	return records
+}
+
+// cloneHeaders copies headers, so that neither the writer nor a reader
+// shares memory with the log.
+func cloneHeaders(headers []coordination.RecordHeader) []coordination.RecordHeader {
+	if headers == nil {
+		return nil
+	}
+	out := make([]coordination.RecordHeader, len(headers))
+	for i, h := range headers {
+		out[i] = coordination.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)}
+	}
+	return out
 }

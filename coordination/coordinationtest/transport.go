@@ -214,7 +214,7 @@ func (t *Transport) Append(ctx context.Context, partition coordination.TopicPart
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
-	t.cluster.appendLocked(partition, key, value, coordination.NoEpoch, t.member)
+	t.cluster.appendLocked(partition, key, value, coordination.NoEpoch, t.member, nil)
 	return lost
 }
 
@@ -242,16 +242,17 @@ func (t *Transport) WriteLease(ctx context.Context, partition coordination.Topic
 		return t.errorf(OpWriteLease, "the key of role %s under token %s of role %s: a token writes the records of its own role only",
 			decoded.Role, token, t.cluster.roles[token.ProducerID()])
 	}
-	t.cluster.appendLocked(partition, key, value, token, t.member)
+	t.cluster.appendLocked(partition, key, value, token, t.member, nil)
 	return lost
 }
 
 // WriteGuarded appends copies of the records under the token, all of them
 // or none, and wakes the watchers of each partition it writes. Each record
-// keeps the token in [Entry.Token]. It returns an error that wraps
-// [coordination.ErrFenced], and appends nothing, when the token is not the
-// newest token of its role or not the token this transport minted last for
-// that role. It returns an error, and appends nothing, for a record with an
+// keeps the token in [Entry.Token] and its headers in [Entry.Headers]. It
+// returns an error that wraps [coordination.ErrFenced], and appends
+// nothing, when the token is not the newest token of its role or not the
+// token this transport minted last for that role. It returns an error, and
+// appends nothing, for a record with an
 // empty topic name, with [coordination.StateTopic] as its topic, or with a
 // negative partition. An empty batch checks the token and writes nothing.
 func (t *Transport) WriteGuarded(ctx context.Context, token coordination.FencingToken, records []coordination.GuardedRecord) error {
@@ -275,7 +276,7 @@ func (t *Transport) WriteGuarded(ctx context.Context, token coordination.Fencing
 	}
 	for _, record := range records {
 		partition := coordination.TopicPartition{Topic: record.Topic, Partition: record.Partition}
-		t.cluster.appendLocked(partition, record.Key, record.Value, token, t.member)
+		t.cluster.appendLocked(partition, record.Key, record.Value, token, t.member, record.Headers)
 	}
 	return lost
 }

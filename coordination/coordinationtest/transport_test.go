@@ -197,3 +197,24 @@ func TestPlainHidesTheOptionalInterfaces(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteGuardedKeepsHeaders: the headers of a guarded record reach the
+// log in order, as copies.
+func TestWriteGuardedKeepsHeaders(t *testing.T) {
+	cluster := coordinationtest.NewCluster()
+	a := cluster.Transport("a")
+	token := acquire(t, a, mustRole(t, "controller"))
+	headers := []coordination.RecordHeader{{Key: "trace-id", Value: []byte("4bf92f35")}, {Key: "content-type", Value: []byte("application/json")}, {Key: "trace-id", Value: nil}}
+	if err := a.WriteGuarded(context.Background(), token, []coordination.GuardedRecord{{Topic: commandsTP.Topic, Value: []byte("open"), Headers: headers}}); err != nil {
+		t.Fatal(err)
+	}
+	headers[0].Value[0] = 'X' // the log keeps its own copy
+	entries := cluster.Entries(commandsTP)
+	if len(entries) != 1 {
+		t.Fatalf("%d entries, want 1", len(entries))
+	}
+	got := entries[0].Headers
+	if len(got) != 3 || got[0].Key != "trace-id" || string(got[0].Value) != "4bf92f35" || got[1].Key != "content-type" || got[2].Key != "trace-id" || got[2].Value != nil {
+		t.Fatalf("Headers = %+v, want trace-id, content-type, trace-id in order", got)
+	}
+}

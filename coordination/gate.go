@@ -1,0 +1,217 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Gate admits the commands of one role's leader only: the device side of
+// fencing. A device, or the dispatcher in front of it, asks the gate about
+// the token of each command ([Command.Token], or a token that a leader sent
+// along with an RPC) and acts only when [Gate.Admit] returns nil.
+//
+// Authority is equality with the token that the transaction coordinator
+// holds for the role now, as [DescribeLeadership] reports it. The gate
+// never ranks tokens: producer ids are not monotonic across brokers (2:0
+// was seen after 1001:32766 when a role's coordinator moved), so a test
+// such as "newer than the last token seen" would take a deposed leader's
+// token for a successor's, or the other way round.
+//
+// The gate caches the coordinator's token. A command under the cached
+// token is admitted without a request. A token that the gate has not seen
+// makes it ask the coordinator again (one DescribeTransactions over Kafka,
+// bounded by the caller's context and by 5 s), and calls that arrive
+// meanwhile share the answer of a request that began after they arrived.
+// A token that the coordinator no longer holds is remembered as refused
+// (up to 4096 of them; the gate forgets them all past that, and then asks
+// again), because a superseded pair never becomes the coordinator's token
+// again. So the cost is one request per leadership change and per
+// unknown token, not one per command.
+//
+// What this gives a device that checks every command before it acts: once
+// it admitted a command of a token, it refuses every command of a token
+// that the coordinator held before it. A leader's commands are admitted
+// until the gate sees a successor's token: the cache is not refreshed on a
+// timer, and the broker already refuses a deposed leader's writes, so in
+// one partition of the log no command of a deposed leader follows its
+// successor's first one. A deposed leader's command that reaches the
+// device out of that order (another partition, a replay, a lagging
+// consumer, an RPC) after the successor's is refused.
+//
+// A Gate is safe for concurrent use.
+type Gate struct {
+	coordinator Coordinator
+	role        Role
+
+	mu        sync.Mutex
+	current   FencingToken // the coordinator's token as the last refresh saw it
+	held      bool         // a member has taken the role, per the last refresh
+	refreshed bool         // a refresh has answered
+	refused   map[FencingToken]struct{}
+	seq       uint64        // the number of the newest refresh started
+	inflight  *gateRefresh  // nil when no refresh runs
+	bound     time.Duration // the bound of one refresh
+}
+
+// gateRefresh is one DescribeEpoch of the gate, shared by every caller
+// that waits for it.
+type gateRefresh struct {
+	seq  uint64
+	done chan struct{} // closed when it answered
+	err  error
+}
+
+// gateRefreshBound bounds one refresh of a [Gate].
+const gateRefreshBound = 5 * time.Second
+
+// gateRefusedCap bounds the memory of refused tokens of a [Gate].
+const gateRefusedCap = 4096
+
+// NewGate builds the gate of a role over a coordinator, which is any
+// [Transport] or an adapter of its own: the gate calls only DescribeEpoch
+// (over Kafka it needs DESCRIBE on the transactional id of the role, and
+// joins no group). The first Admit asks the coordinator. It returns an
+// error for a nil coordinator and the zero [Role].
+func NewGate(coordinator Coordinator, role Role) (*Gate, error) {
+	if coordinator == nil {
+		return nil, errors.New("coordination: NewGate: nil Coordinator")
+	}
+	if role.IsZero() {
+		return nil, errors.New("coordination: NewGate: the zero Role: build the role with NewRole")
+	}
+	return &Gate{coordinator: coordinator, role: role, refused: make(map[FencingToken]struct{}), bound: gateRefreshBound}, nil
+}
+
+// Role returns the role whose leader the gate admits.
+func (g *Gate) Role() Role { return g.role }
+
+// Admit reports whether a command under token comes from the leader of the
+// role: nil when token is the coordinator's token now. It returns a
+// *[FencedTokenError], which wraps [ErrFenced], for any other token:
+// a deposed leader's, [NoEpoch], the pair of a producer that holds no
+// leadership, or any token of a role that no member has taken. When it
+// cannot ask the coordinator (ctx ended, the refresh bound passed, the
+// cluster refused), it returns that error, wrapped: not a refusal and not
+// an admission, so the caller must not act (fail closed) and may retry.
+//
+// Admit on the cached token returns at once; an unknown token costs one
+// refresh, shared with concurrent calls. It is safe for concurrent use.
+func (g *Gate) Admit(ctx context.Context, token FencingToken) error {
+	g.mu.Lock()
+	arrival := g.seq
+	for {
+		if g.refreshed && g.held && token == g.current {
+			g.mu.Unlock()
+			return nil
+		}
+		if _, refused := g.refused[token]; refused || token == NoEpoch {
+			err := g.refusal(token)
+			g.mu.Unlock()
+			return err
+		}
+		// An unseen token: only a refresh that began after this call
+		// arrived may judge it, because the token may have been minted
+		// after an earlier refresh asked.
+		refresh := g.inflight
+		if refresh == nil {
+			refresh = g.startLocked()
+		}
+		g.mu.Unlock()
+		select {
+		case <-refresh.done:
+		case <-ctx.Done():
+			return fmt.Errorf("coordination: admit token %s for role %s: waiting for the coordinator's token: %w", token, g.role, context.Cause(ctx))
+		}
+		g.mu.Lock()
+		if refresh.seq <= arrival {
+			continue // it began before this call: ask again
+		}
+		if refresh.err != nil && !(g.refreshed && g.held && token == g.current) {
+			g.mu.Unlock()
+			return wrapf(refresh.err, nil, "admit token %s for role %s: the token is unknown and the coordinator did not answer, so the command is neither admitted nor refused", token, g.role)
+		}
+		if g.refreshed && g.held && token == g.current {
+			g.mu.Unlock()
+			return nil
+		}
+		g.refuseLocked(token)
+		err := g.refusal(token)
+		g.mu.Unlock()
+		return err
+	}
+}
+
+// startLocked starts a refresh. Its goroutine ends within the refresh
+// bound. The caller holds g.mu.
+func (g *Gate) startLocked() *gateRefresh {
+	g.seq++
+	refresh := &gateRefresh{seq: g.seq, done: make(chan struct{})}
+	g.inflight = refresh
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), g.bound)
+		status, err := DescribeLeadership(ctx, g.coordinator, g.role)
+		cancel()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		refresh.err = err
+		if err == nil {
+			if g.refreshed && g.held && (!status.Held || status.Token != g.current) {
+				g.refuseLocked(g.current) // superseded: never current again
+			}
+			g.current, g.held, g.refreshed = status.Token, status.Held, true
+		}
+		g.inflight = nil
+		close(refresh.done)
+	}()
+	return refresh
+}
+
+// refuseLocked remembers a token that the coordinator does not hold. The
+// caller holds g.mu.
+func (g *Gate) refuseLocked(token FencingToken) {
+	if len(g.refused) >= gateRefusedCap {
+		clear(g.refused)
+	}
+	g.refused[token] = struct{}{}
+}
+
+// refusal is the error of a refused token. The caller holds g.mu.
+func (g *Gate) refusal(token FencingToken) error {
+	if !g.refreshed || !g.held {
+		return &FencedTokenError{Role: g.role, Token: token, Current: NoEpoch}
+	}
+	return &FencedTokenError{Role: g.role, Token: token, Current: g.current, Held: true}
+}
+
+// FencedTokenError reports a token that a [Gate] refused: the transaction
+// coordinator holds another token for the role, or none. It wraps
+// [ErrFenced]. Find it with [errors.As].
+type FencedTokenError struct {
+	// Role is the role of the gate.
+	Role Role
+
+	// Token is the refused token.
+	Token FencingToken
+
+	// Current is the coordinator's token as the gate last saw it, and
+	// Held reports whether a member held the role then; Current is
+	// [NoEpoch] when Held is false.
+	Current FencingToken
+	Held    bool
+}
+
+// Error writes "coordination: role <role>: token <token> is not the
+// coordinator's token <current>: fenced: another member holds the role".
+func (e *FencedTokenError) Error() string {
+	current := "none (no member took the role)"
+	if e.Held {
+		current = e.Current.String()
+	}
+	return fmt.Sprintf("coordination: role %s: token %s is not the coordinator's token %s: %s", e.Role, e.Token, current, ErrFenced)
+}
+
+// Unwrap returns [ErrFenced].
+func (e *FencedTokenError) Unwrap() error { return ErrFenced }

@@ -1,0 +1,141 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaCommandReader reads guarded topics, the caller's own topics that
+// holders write with [Leadership.Write], on the device side: it yields each
+// record as a [Command] that carries the fencing token of its record
+// batch, for a [Gate] to check.
+//
+// It is a franz-go consumer with read_committed isolation, so it yields
+// only records of committed transactions: a deposed leader's transaction
+// that the broker fenced, or that its coordinator aborted, never appears.
+// The consumer reads the producer id and the producer epoch from the header
+// of each record batch (kgo.Record.ProducerID and ProducerEpoch). Isolation
+// is not a check of authority: a committed record of a leader that was
+// deposed after its commit is still in the log, and a consumer that lags,
+// replays, or reads several partitions sees it after the successor's
+// records. The gate refuses it then.
+//
+// A KafkaCommandReader is one consumer: call [KafkaCommandReader.Commands]
+// from one goroutine at a time. [KafkaCommandReader.Close] is safe to call
+// from any goroutine, and more than once.
+type KafkaCommandReader struct {
+	client *kgo.Client
+}
+
+// NewKafkaCommandReader consumes the topics from brokers, a list of
+// host:port seed addresses. Without a consumer option it reads every
+// partition of the topics from the start; pass kgo.ConsumerGroup (and
+// kgo.DisableAutoCommit to commit by hand) to resume where a group left
+// off, kgo.ConsumeResetOffset to start elsewhere, and connection settings
+// such as kgo.DialTLSConfig or kgo.SASL.
+//
+// The reader sets, after the options, the seed brokers, the topics and
+// read_committed isolation, which the check of a token rests on. It opens
+// no connection; the first poll does. It returns an error for an empty
+// topic list or topic name, an empty broker list, and options that kgo
+// rejects.
+func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...string) (*KafkaCommandReader, error) {
+	if len(topics) == 0 {
+		return nil, errors.New("coordination: NewKafkaCommandReader: no topics")
+	}
+	for i, topic := range topics {
+		if err := checkTopic(topic); err != nil {
+			return nil, fmt.Errorf("coordination: NewKafkaCommandReader: topic %d %q: %w", i, topic, err)
+		}
+	}
+	if len(brokers) == 0 {
+		return nil, errors.New("coordination: NewKafkaCommandReader: no brokers: pass at least one host:port")
+	}
+	options := append([]kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, clientOptions...)
+	options = append(slices.Clone(options),
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	client, err := kgo.NewClient(options...)
+	if err != nil {
+		return nil, fmt.Errorf("coordination: NewKafkaCommandReader: %w", err)
+	}
+	return &KafkaCommandReader{client: client}, nil
+}
+
+// Commands yields the records of the topics as they become readable, each
+// partition in offset order, with a nil error; a fetch that fails yields
+// (Command{}, the error) and the reader goes on, as franz-go retries
+// fetches itself. The iteration ends when ctx ends or the reader is
+// closed, or when the loop breaks; the next call goes on where this one
+// stopped. A consumer group commits what was yielded (franz-go's
+// autocommit), unless the options say otherwise.
+func (r *KafkaCommandReader) Commands(ctx context.Context) iter.Seq2[Command, error] {
+	return func(yield func(Command, error) bool) {
+		for {
+			fetches := r.client.PollFetches(ctx)
+			if fetches.IsClientClosed() || ctx.Err() != nil {
+				return
+			}
+			for _, failure := range fetches.Errors() {
+				if errors.Is(failure.Err, context.Canceled) || errors.Is(failure.Err, context.DeadlineExceeded) {
+					continue
+				}
+				err := fmt.Errorf("coordination: read %s-%d: %w", failure.Topic, failure.Partition, failure.Err)
+				if !yield(Command{}, err) {
+					return
+				}
+			}
+			for record := range fetches.RecordsAll() {
+				if !yield(commandOf(record), nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Close ends the reader's consumer; a Commands loop in flight ends.
+func (r *KafkaCommandReader) Close() { r.client.Close() }
+
+// commandOf reads one consumed record, with the token of its batch.
+func commandOf(record *kgo.Record) Command {
+	token := NoEpoch
+	if pair, err := NewFencingToken(record.ProducerID, record.ProducerEpoch); err == nil {
+		token = pair
+	}
+	command := Command{
+		Topic:     record.Topic,
+		Partition: int(record.Partition),
+		Offset:    record.Offset,
+		Key:       record.Key,
+		Value:     record.Value,
+		Timestamp: record.Timestamp.UnixMilli(),
+		Token:     token,
+	}
+	if len(record.Headers) > 0 {
+		command.Headers = make([]RecordHeader, len(record.Headers))
+		for i, h := range record.Headers {
+			command.Headers[i] = RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return command
+}
+
+// kafkaHeaders converts the headers of a guarded record for franz-go.
+func kafkaHeaders(headers []RecordHeader) []kgo.RecordHeader {
+	if len(headers) == 0 {
+		return nil
+	}
+	out := make([]kgo.RecordHeader, len(headers))
+	for i, h := range headers {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
+}

@@ -1,0 +1,574 @@
+package coordination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ChangeKind names what one [RoleChange] reports.
+type ChangeKind int
+
+const (
+	// ChangeState is the state of a role when the observation starts: the
+	// first change of each role that [Observe] names; [ObserveAll] sends
+	// one for each role that the first read of the state topic found.
+	ChangeState ChangeKind = iota
+
+	// ChangeRegistered reports a registration: a member joined the roster,
+	// or joined it again at the tail.
+	ChangeRegistered
+
+	// ChangeDeregistered reports a registration tombstone: a member left
+	// the roster (it resigned, gave up its wait, or an operator removed
+	// it).
+	ChangeDeregistered
+
+	// ChangeGranted reports a lease where there was none.
+	ChangeGranted
+
+	// ChangeRenewed reports a renewal: the same member, the same token, a
+	// later deadline.
+	ChangeRenewed
+
+	// ChangeRestored reports a renewal of a lease that this observation
+	// reported expired: the holder is back after an outage, and no
+	// standby took the role meanwhile.
+	ChangeRestored
+
+	// ChangeReacquired reports a lease of the same member under a new
+	// token: a restart, or a producer lost and replaced.
+	ChangeReacquired
+
+	// ChangeTakeover reports a lease of another member that replaced the
+	// lease: a failover, or a handover after a resignation that the reader
+	// saw as one step.
+	ChangeTakeover
+
+	// ChangeReleased reports a lease tombstone: the holder resigned, or an
+	// operator cleared the lease. The first standby challenges at once.
+	ChangeReleased
+
+	// ChangeExpired reports a lease whose deadline passed, by the
+	// observer's clock, without a renewal in the log. The standbys
+	// challenge from now on, in rank order.
+	ChangeExpired
+
+	// ChangeSynced comes once, right after the ChangeState of every role,
+	// when every partition of the observation was read once: what
+	// follows is live (client-go's HasSynced). It names no role, and it
+	// comes for an ObserveAll of an empty topic too.
+	ChangeSynced
+)
+
+// String names the kind as the CLI's watch does: "state", "registered",
+// "deregistered", "granted", "renewed", "restored", "reacquired",
+// "takeover", "released", "expired", "synced", and "change(N)" for another
+// value.
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeState:
+		return "state"
+	case ChangeRegistered:
+		return "registered"
+	case ChangeDeregistered:
+		return "deregistered"
+	case ChangeGranted:
+		return "granted"
+	case ChangeRenewed:
+		return "renewed"
+	case ChangeRestored:
+		return "restored"
+	case ChangeReacquired:
+		return "reacquired"
+	case ChangeTakeover:
+		return "takeover"
+	case ChangeReleased:
+		return "released"
+	case ChangeExpired:
+		return "expired"
+	case ChangeSynced:
+		return "synced"
+	}
+	return fmt.Sprintf("change(%d)", int(k))
+}
+
+// RoleChange is one change of a role that [Observe] reports: the holder,
+// the lease and its token, or the roster.
+type RoleChange struct {
+	// Kind says what changed.
+	Kind ChangeKind
+
+	// Role is the role that changed, and Partition the partition of the
+	// state topic that holds it.
+	Role      Role
+	Partition TopicPartition
+
+	// Offset is the offset of the record that made the change, and -1 for
+	// [ChangeState], [ChangeExpired] and [ChangeSynced], which no record
+	// makes.
+	Offset int64
+
+	// Member is the member of the change: the member that registered or
+	// left, the holder of a lease that was granted, renewed, restored,
+	// reacquired, taken over, or that expired, and the holder of the lease
+	// that a release cleared. It is the zero MemberID for [ChangeState].
+	Member MemberID
+
+	// At is the instant the observer saw the change, in milliseconds since
+	// the Unix epoch, by the clock of [WithClock].
+	At int64
+
+	// State is the role state right after the change: the roster in rank
+	// order ([RoleState.RankOf]) and the lease, whose token is the
+	// holder's. For [ChangeExpired] its lease is the one that expired.
+	State RoleState
+
+	// Previous is the lease that the change replaced or cleared (renewed,
+	// restored, reacquired, takeover, released), and nil otherwise.
+	Previous *Lease
+}
+
+// Observe follows roles without campaigning: it reads the partitions of
+// the state topic that hold them, and yields each change of their holder,
+// lease, token and roster, oldest first, from the same incremental fold as
+// [AcquireLeadership] ([RoleStateBuilder]). It takes no epoch, joins no
+// group and writes nothing. Over Kafka it needs READ on the state topic.
+//
+// The observation starts with a [ChangeState] for each role, with its
+// whole state, in role-name order, once every partition it follows was
+// read once, and then one [ChangeSynced]; every later change is what one
+// record changed, or a [ChangeExpired] when a lease's deadline passes by
+// the observer's clock without a renewal. The
+// reader returns the partition as log compaction leaves it, so two records
+// of one key that land within one read show as one change (a resignation
+// and the grant that follows may show as a takeover). A record that
+// changes nothing (a tombstone for a member that is not in the roster)
+// yields nothing; a record that does not decode is logged and skipped.
+//
+// A transport that implements [PartitionFollower] wakes the observer on
+// each new record, and the observer reads only the new records; otherwise
+// it reads each partition again every poll interval ([WithPollInterval]).
+// Only [WithTopic], [WithPartitions], [WithPollInterval], [WithClock] and
+// [WithLogger] change what it does.
+//
+// The iteration ends when ctx ends or the loop breaks; no goroutine
+// outlives it. A read that fails yields (RoleChange{}, err), and the
+// observer reads again after a poll interval; an error that wraps
+// [ErrNotAuthorized] or [ErrMisconfigured] ends the iteration after it is
+// yielded, because no retry helps. An invalid option, an empty role list
+// or the zero [Role] yields one error and ends it. The yield runs on the
+// caller's goroutine, and a slow loop body delays the next read only.
+//
+// Observe reads the log, not the transaction coordinator: a mint shows
+// when its holder writes its first lease, and [DescribeLeadership] (or a
+// [Gate]) tells the coordinator's token.
+func Observe(ctx context.Context, reader StateReader, roles []Role, options ...Option) iter.Seq2[RoleChange, error] {
+	return func(yield func(RoleChange, error) bool) {
+		if len(roles) == 0 {
+			yield(RoleChange{}, errors.New("coordination: Observe: no role: name at least one, or call ObserveAll"))
+			return
+		}
+		o, err := newObserver(reader, roles, options)
+		if err != nil {
+			yield(RoleChange{}, err)
+			return
+		}
+		o.run(ctx, yield)
+	}
+}
+
+// ObserveAll is [Observe] for every role of the state topic: the roles
+// that the first read finds, and every role that a later record names. It
+// reads every partition of the topic ([WithPartitions]).
+func ObserveAll(ctx context.Context, reader StateReader, options ...Option) iter.Seq2[RoleChange, error] {
+	return func(yield func(RoleChange, error) bool) {
+		o, err := newObserver(reader, nil, options)
+		if err != nil {
+			yield(RoleChange{}, err)
+			return
+		}
+		o.run(ctx, yield)
+	}
+}
+
+// observer is the state of one Observe or ObserveAll iteration. It lives on
+// the caller's goroutine, plus one goroutine per partition that forwards
+// the wake-ups of a PartitionFollower.
+type observer struct {
+	reader     StateReader
+	follower   PartitionFollower // nil for a poll-only reader
+	s          *settings
+	all        bool
+	partitions []TopicPartition
+	roles      map[Role]*observedRole
+	next       map[TopicPartition]int64 // the offset of the next record that makes a change
+	read       map[TopicPartition]bool  // partitions read once
+	synced     bool                     // every partition was read once, and the states were yielded
+	held       []RoleChange             // changes of partitions read before the others, until synced
+	skipped    map[string]bool          // partition/offset of malformed records already logged
+}
+
+// observedRole is the fold of one role and what the observer reported.
+type observedRole struct {
+	role      Role
+	partition TopicPartition
+	builder   *RoleStateBuilder
+	state     RoleState
+	lease     *Lease // the lease as last reported
+	expired   int64  // the deadline of the lease last reported expired
+}
+
+func newObserver(reader StateReader, roles []Role, options []Option) (*observer, error) {
+	if reader == nil {
+		return nil, errors.New("coordination: Observe: nil StateReader")
+	}
+	defaults, _ := leaseDefaults(reader)
+	s, err := newSettingsFrom(defaults, options)
+	if err != nil {
+		return nil, err
+	}
+	o := &observer{reader: reader, s: s, all: roles == nil, roles: make(map[Role]*observedRole),
+		next: make(map[TopicPartition]int64), read: make(map[TopicPartition]bool), skipped: make(map[string]bool)}
+	o.follower, _ = reader.(PartitionFollower)
+	if o.all {
+		for p := range s.partitions {
+			o.partitions = append(o.partitions, TopicPartition{Topic: s.topic, Partition: p})
+		}
+		return o, nil
+	}
+	for _, role := range roles {
+		partition, err := s.partition(role)
+		if err != nil {
+			return nil, fmt.Errorf("coordination: Observe: %w", err)
+		}
+		if o.roles[role] == nil {
+			o.roles[role] = o.newRole(role, partition)
+		}
+		if !slices.Contains(o.partitions, partition) {
+			o.partitions = append(o.partitions, partition)
+		}
+	}
+	return o, nil
+}
+
+func (o *observer) newRole(role Role, partition TopicPartition) *observedRole {
+	return &observedRole{role: role, partition: partition, builder: NewRoleStateBuilder(role)}
+}
+
+func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) {
+	clock := o.s.clock
+	wake := make(chan struct{}, 1)
+	var dirtyMu sync.Mutex
+	dirty := make(map[TopicPartition]bool)
+	if o.follower != nil {
+		// Subscribe before the first read, so that no record between a read
+		// and the wait is missed.
+		forwardCtx, stopForwarding := context.WithCancel(ctx)
+		var forwarders sync.WaitGroup
+		defer func() { stopForwarding(); forwarders.Wait() }()
+		for _, partition := range o.partitions {
+			changed, stop := o.follower.WatchPartition(partition)
+			forwarders.Go(func() {
+				defer stop()
+				for {
+					select {
+					case <-forwardCtx.Done():
+						return
+					case <-changed:
+						dirtyMu.Lock()
+						dirty[partition] = true
+						dirtyMu.Unlock()
+						select {
+						case wake <- struct{}{}:
+						default:
+						}
+					}
+				}
+			})
+		}
+	}
+	pending := slices.Clone(o.partitions)
+	for {
+		var failed []TopicPartition
+		for _, partition := range pending {
+			if ctx.Err() != nil {
+				return
+			}
+			changes, err := o.readPartition(ctx, partition)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !yield(RoleChange{}, err) || errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
+					return
+				}
+				failed = append(failed, partition)
+				continue
+			}
+			if !o.synced {
+				o.held = append(o.held, changes...)
+				continue
+			}
+			for _, change := range changes {
+				if !yield(change, nil) {
+					return
+				}
+			}
+		}
+		if !o.synced && len(o.read) == len(o.partitions) {
+			if !o.sync(yield) {
+				return
+			}
+		}
+		now := clock.NowMillis()
+		if !o.synced {
+			now = math.MinInt64 // no expiry before the states
+		}
+		for _, change := range o.expiries(now) {
+			if !yield(change, nil) {
+				return
+			}
+		}
+		extent := o.s.pollInterval
+		if at, ok := o.nextExpiry(); ok && o.synced {
+			extent = min(extent, time.Duration(at-clock.NowMillis())*time.Millisecond)
+		}
+		polled := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-clock.After(extent):
+			polled = true
+		}
+		dirtyMu.Lock()
+		if polled {
+			// A poll reads every partition: the only read of a poll-only
+			// reader, and for a follower the bound on a missed wake-up.
+			pending = slices.Clone(o.partitions)
+		} else {
+			pending = failed
+			for partition := range dirty {
+				if !slices.Contains(pending, partition) {
+					pending = append(pending, partition)
+				}
+			}
+		}
+		clear(dirty)
+		dirtyMu.Unlock()
+	}
+}
+
+// readPartition reads the records of the partition that are new to the
+// observer, folds them, and returns the changes they make. The first read
+// of a partition folds silently and returns the ChangeState of its roles.
+func (o *observer) readPartition(ctx context.Context, partition TopicPartition) ([]RoleChange, error) {
+	var records []StateRecord
+	if o.follower != nil {
+		got, next, err := o.follower.ReadPartitionFrom(ctx, partition, o.next[partition])
+		if err != nil {
+			return nil, wrapf(err, nil, "observe %s", partition)
+		}
+		records = got
+		defer func() { o.next[partition] = max(o.next[partition], next) }()
+	} else {
+		got, err := o.reader.ReadPartition(ctx, partition)
+		if err != nil {
+			return nil, wrapf(err, nil, "observe %s", partition)
+		}
+		records = got
+	}
+	now := o.s.clock.NowMillis()
+	first := !o.read[partition]
+	o.read[partition] = true
+	var changes []RoleChange
+	for _, record := range records {
+		key, err := DecodeKey(record.Key)
+		if err != nil {
+			o.skip(partition, record, err)
+			continue
+		}
+		r := o.roles[key.Role]
+		if r == nil {
+			if !o.all {
+				continue
+			}
+			r = o.newRole(key.Role, partition)
+			o.roles[key.Role] = r
+			if !first {
+				r.state = r.builder.Build()
+			}
+		}
+		if err := r.builder.Apply(record); err != nil {
+			o.skip(partition, record, err)
+			continue
+		}
+		if first || record.Offset < o.next[partition] {
+			continue // folded silently: the initial state, or a record read again
+		}
+		o.next[partition] = record.Offset + 1
+		if change, ok := r.change(key, record, now); ok {
+			changes = append(changes, change)
+		}
+	}
+	if first {
+		for _, r := range o.sortedRoles() {
+			if r.partition != partition {
+				continue
+			}
+			r.state = r.builder.Build()
+			if r.state.Lease != nil {
+				lease := *r.state.Lease
+				r.lease = &lease
+				if now >= lease.Deadline {
+					r.expired = lease.Deadline // the state says so already
+				}
+			}
+			changes = append(changes, RoleChange{Kind: ChangeState, Role: r.role, Partition: partition, Offset: -1, At: now, State: r.state})
+		}
+		for _, record := range records {
+			o.next[partition] = max(o.next[partition], record.Offset+1)
+		}
+	}
+	return changes, nil
+}
+
+// sync yields the held states in role-name order, ChangeSynced, and the
+// changes held since, and reports whether the loop goes on.
+func (o *observer) sync(yield func(RoleChange, error) bool) bool {
+	o.synced = true
+	held := o.held
+	o.held = nil
+	var states, changes []RoleChange
+	for _, change := range held {
+		if change.Kind == ChangeState {
+			states = append(states, change)
+		} else {
+			changes = append(changes, change)
+		}
+	}
+	slices.SortStableFunc(states, func(a, b RoleChange) int { return strings.Compare(a.Role.name, b.Role.name) })
+	for _, change := range states {
+		if !yield(change, nil) {
+			return false
+		}
+	}
+	if !yield(RoleChange{Kind: ChangeSynced, Offset: -1, At: o.s.clock.NowMillis()}, nil) {
+		return false
+	}
+	for _, change := range changes {
+		if !yield(change, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// change classifies one new record that the fold of the role took.
+func (r *observedRole) change(key Key, record StateRecord, now int64) (RoleChange, bool) {
+	before := r.state
+	r.state = r.builder.Build()
+	change := RoleChange{Role: r.role, Partition: r.partition, Offset: record.Offset, At: now, State: r.state}
+	tombstone := IsTombstone(record.Value)
+	switch key.Kind {
+	case KindRegistration:
+		change.Member = key.Member
+		if tombstone {
+			if _, was := before.Entry(key.Member); !was {
+				return RoleChange{}, false
+			}
+			change.Kind = ChangeDeregistered
+			return change, true
+		}
+		change.Kind = ChangeRegistered
+		return change, true
+	case KindLease:
+		previous := r.lease
+		if tombstone {
+			r.lease = nil
+			if previous == nil {
+				return RoleChange{}, false
+			}
+			change.Kind, change.Member, change.Previous = ChangeReleased, previous.Member, previous
+			return change, true
+		}
+		if r.state.Lease == nil {
+			return RoleChange{}, false
+		}
+		lease := *r.state.Lease
+		r.lease = &lease
+		change.Member, change.Previous = lease.Member, previous
+		switch {
+		case previous == nil:
+			change.Kind = ChangeGranted
+		case previous.Member == lease.Member && previous.Token == lease.Token && r.expired == previous.Deadline:
+			change.Kind = ChangeRestored
+		case previous.Member == lease.Member && previous.Token == lease.Token:
+			change.Kind = ChangeRenewed
+		case previous.Member == lease.Member:
+			change.Kind = ChangeReacquired
+		default:
+			change.Kind = ChangeTakeover
+		}
+		return change, true
+	}
+	return RoleChange{}, false
+}
+
+// expiries reports each lease whose deadline passed by now, once.
+func (o *observer) expiries(now int64) []RoleChange {
+	var changes []RoleChange
+	for _, r := range o.sortedRoles() {
+		if r.lease == nil || now < r.lease.Deadline || r.expired == r.lease.Deadline {
+			continue
+		}
+		r.expired = r.lease.Deadline
+		changes = append(changes, RoleChange{Kind: ChangeExpired, Role: r.role, Partition: r.partition, Offset: -1,
+			Member: r.lease.Member, At: now, State: r.state})
+	}
+	return changes
+}
+
+// nextExpiry returns the earliest deadline not yet reported expired.
+func (o *observer) nextExpiry() (int64, bool) {
+	var at int64
+	found := false
+	for _, r := range o.roles {
+		if r.lease == nil || r.expired == r.lease.Deadline {
+			continue
+		}
+		if !found || r.lease.Deadline < at {
+			at, found = r.lease.Deadline, true
+		}
+	}
+	return at, found
+}
+
+// sortedRoles returns the observed roles in name order.
+func (o *observer) sortedRoles() []*observedRole {
+	roles := make([]*observedRole, 0, len(o.roles))
+	for _, r := range o.roles {
+		roles = append(roles, r)
+	}
+	slices.SortFunc(roles, func(a, b *observedRole) int { return strings.Compare(a.role.name, b.role.name) })
+	return roles
+}
+
+// skip logs a record that does not decode, once for each offset.
+func (o *observer) skip(partition TopicPartition, record StateRecord, err error) {
+	id := fmt.Sprintf("%s@%d", partition, record.Offset)
+	if o.skipped[id] {
+		return
+	}
+	o.skipped[id] = true
+	o.s.logger.Warn("coordination: observe: skipped a record of the state partition that does not decode",
+		slog.String("partition", partition.String()), slog.Any("error", err))
+}
