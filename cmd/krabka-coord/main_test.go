@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -318,7 +319,7 @@ func TestDescribeOutput(t *testing.T) {
 	)
 	now := int64(25_000)
 
-	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, now)
+	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, now, coordination.DefaultLeaseConfig())
 	var order []string
 	for _, m := range result.Roster {
 		order = append(order, m.Member)
@@ -358,7 +359,7 @@ func TestDescribeOutput(t *testing.T) {
 	}
 
 	// A newer epoch at the coordinator: the lease is not authoritative.
-	stale := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t8, Held: true}, 50_000)
+	stale := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t8, Held: true}, 50_000, coordination.DefaultLeaseConfig())
 	if stale.Lease.Authoritative || stale.Lease.Live || stale.Lease.TimeLeftMs != 0 {
 		t.Fatalf("stale lease = %+v", stale.Lease)
 	}
@@ -369,10 +370,65 @@ func TestDescribeOutput(t *testing.T) {
 	}
 
 	// No member, no epoch.
-	empty := buildDescribe(role, partition, coordination.RoleState{}, coordination.LeadershipStatus{Role: role, Token: coordination.NoEpoch}, now)
+	empty := buildDescribe(role, partition, coordination.RoleState{}, coordination.LeadershipStatus{Role: role, Token: coordination.NoEpoch}, now, coordination.DefaultLeaseConfig())
 	line, _ = json.Marshal(empty)
 	if !strings.Contains(string(line), `"lease":null`) || !strings.Contains(string(line), `"coordinator":{"held":false,"token":null}`) || !strings.Contains(string(line), `"roster":[]`) {
 		t.Fatalf("empty JSON %s", line)
+	}
+}
+
+// TestDescribeRosterLiveness: describe shows a standby's newest heartbeat
+// as its last sign of life, and a standby unseen for 3 heartbeat intervals
+// as lapsed, without a rank, after the live ones, which move up; list
+// counts the lapsed apart.
+func TestDescribeRosterLiveness(t *testing.T) {
+	role, _ := coordination.NewRole("controller")
+	partition := coordination.TopicPartition{Topic: coordination.StateTopic, Partition: 12}
+	t7 := mustToken(t, 4242, 7)
+	node3, _ := coordination.NewMemberID("node-3")
+	state := stateOf(t, role,
+		registration(role, "node-1", 0, 1000),
+		registration(role, "dead", 1, 2000),
+		registration(role, "node-3", 2, 3000),
+		leaseRecord(role, "node-1", t7, 3, 100_000, 130_000),
+		coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, node3)),
+			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: node3, SeenAt: 93_000})},
+	)
+	view, err := rosterView(30 * time.Second) // lapse 90 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, 100_000, view)
+	var got []string
+	for _, m := range result.Roster {
+		rank := "-"
+		if m.Rank != nil {
+			rank = fmt.Sprint(*m.Rank)
+		}
+		got = append(got, fmt.Sprintf("%s:%s:%t:%d", m.Member, rank, m.Lapsed, m.LastSeen.Millis))
+	}
+	if want := "node-1:-:false:100000 node-3:0:false:93000 dead:-:true:2000"; strings.Join(got, " ") != want {
+		t.Fatalf("roster = %s; want %s", strings.Join(got, " "), want)
+	}
+	var text bytes.Buffer
+	printDescribe(&text, result)
+	for _, want := range []string{"  0       node-3  2       1970-01-01T00:00:03.000Z  heartbeat 7.00s ago", "  lapsed  dead    1", "last seen 98.00s ago: no heartbeat for 3 intervals"} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	line, _ := json.Marshal(result)
+	if !strings.Contains(string(line), `"member":"dead","holder":false,"rank":null,"offset":1`) || !strings.Contains(string(line), `"lapsed":true`) {
+		t.Fatalf("JSON %s", line)
+	}
+	row := buildListRow(roleFold{role: role, partition: partition, state: state}, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, true, 100_000, view)
+	if row.Standbys != 1 || row.LapsedStandbys != 1 {
+		t.Fatalf("list row standbys %d, lapsed %d; want 1 and 1", row.Standbys, row.LapsedStandbys)
+	}
+	// With the members' shorter interval passed, node-3 lapses too.
+	short, _ := rosterView(2 * time.Second)
+	if r := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, 100_000, short); !r.Roster[1].Lapsed {
+		t.Fatalf("with a 2s heartbeat interval node-3 (seen 7s ago) is not lapsed: %+v", r.Roster)
 	}
 }
 

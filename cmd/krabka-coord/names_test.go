@@ -55,7 +55,7 @@ func TestNamesAreQuotedInText(t *testing.T) {
 		registration(role, standby, 1, 1000),
 		leaseRecord(role, evilMember, token, 2, 1000, 9000),
 	)
-	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: mustToken(t, 9, 2), Held: true}, 5000)
+	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: mustToken(t, 9, 2), Held: true}, 5000, coordination.DefaultLeaseConfig())
 
 	var text bytes.Buffer
 	printDescribe(&text, result)

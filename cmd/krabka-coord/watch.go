@@ -170,7 +170,7 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		w.statuses[role] = status
 		tracker := w.trackers[role]
 		partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
-		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli())
+		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli(), coordination.DefaultLeaseConfig())
 		w.printer.print(roleEvent{At: newTimeJSON(now.UnixMilli()), Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
 		if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
 			tracker.expired = lease.Deadline // reported in the state already
