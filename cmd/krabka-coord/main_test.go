@@ -425,6 +425,11 @@ func TestDescribeRosterLiveness(t *testing.T) {
 	if row.Standbys != 1 || row.LapsedStandbys != 1 {
 		t.Fatalf("list row standbys %d, lapsed %d; want 1 and 1", row.Standbys, row.LapsedStandbys)
 	}
+	// The one-line summary of watch's state event names the lapsed standby
+	// without a rank (a lapsed entry has none: it once panicked here).
+	if line := summarize(result); !strings.Contains(line, "standbys node-3 (rank 0), dead (lapsed)") {
+		t.Fatalf("summarize = %q", line)
+	}
 	// With the members' shorter interval passed, node-3 lapses too.
 	short, _ := rosterView(2 * time.Second)
 	if r := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, 100_000, short); !r.Roster[1].Lapsed {

@@ -326,7 +326,10 @@ func summarize(r describeJSON) string {
 	}
 	var standbys []string
 	for _, m := range r.Roster {
-		if !m.Holder {
+		switch {
+		case m.Lapsed:
+			standbys = append(standbys, fmt.Sprintf("%s (lapsed)", showName(m.Member)))
+		case !m.Holder:
 			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", showName(m.Member), *m.Rank))
 		}
 	}
