@@ -70,7 +70,9 @@ func (g *globals) connect(ctx context.Context) (*cluster, error) {
 			errs[i] = client.Ping(pingCtx)
 			if errs[i] == nil {
 				firstAnswer.Do(func() {
-					time.AfterFunc(slowSeedGrace, func() { cancelSlow(fmt.Errorf("%w: no answer within %v after seed %s answered", errSlowSeed, slowSeedGrace, seed)) })
+					time.AfterFunc(slowSeedGrace, func() {
+						cancelSlow(fmt.Errorf("%w: no answer within %v after seed %s answered", errSlowSeed, slowSeedGrace, seed))
+					})
 				})
 			}
 		})
