@@ -499,6 +499,14 @@ func TestRoleTracker(t *testing.T) {
 
 func TestEventPrinterJSON(t *testing.T) {
 	var out bytes.Buffer
+	// Text of several roles: each line names its role (watch of two
+	// roles printed lines that did not say which).
+	var text bytes.Buffer
+	several := &eventPrinter{w: &text, withRole: true}
+	several.print(roleEvent{At: newTimeJSON(0), Kind: eventGranted, Role: "o2", Member: "c", Message: "c took the role"})
+	if !strings.Contains(text.String(), "  o2   granted       c           c took the role") {
+		t.Fatalf("text of several roles %q; want the role after the time", text.String())
+	}
 	p := &eventPrinter{w: &out, json: true}
 	offset, rank := int64(3), 1
 	p.print(roleEvent{At: newTimeJSON(0), Kind: eventRegistered, Role: "r", Member: "m", Offset: &offset, Rank: &rank, Message: "joined"})

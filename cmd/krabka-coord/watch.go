@@ -93,7 +93,7 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 	defer s.close()
 	w := &watcher{g: g, s: s, all: all, trackers: make(map[coordination.Role]*roleTracker),
 		statuses: make(map[coordination.Role]coordination.LeadershipStatus), next: make(map[coordination.TopicPartition]int64),
-		printer: &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose}}
+		printer: &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
 	var partitions []coordination.TopicPartition
 	if all {
 		for p := range g.partitions {
@@ -348,9 +348,10 @@ func summarize(r describeJSON) string {
 
 // eventPrinter writes the events of watch.
 type eventPrinter struct {
-	w       io.Writer
-	json    bool
-	verbose bool
+	w        io.Writer
+	json     bool
+	verbose  bool
+	withRole bool // several roles: each text line names its role
 }
 
 func (p *eventPrinter) print(event roleEvent) {
@@ -361,7 +362,11 @@ func (p *eventPrinter) print(event roleEvent) {
 		_ = writeJSON(p.w, event)
 		return
 	}
-	fmt.Fprint(p.w, formatEvent(event))
+	line := formatEvent(event)
+	if p.withRole {
+		line = formatClock(time.UnixMilli(event.At.Millis)) + "  " + showName(event.Role) + " " + strings.TrimPrefix(line, formatClock(time.UnixMilli(event.At.Millis)))
+	}
+	fmt.Fprint(p.w, line)
 }
 
 // formatEvent writes an event as one line of text.
