@@ -65,7 +65,14 @@ way that no write under the token can recover from (ErrProducerLost). With
 --rejoin it campaigns again instead, at the tail of the roster.
 
 A second live process under the same ROLE and MEMBER is refused (exit 2):
-each would fence the other.
+each would fence the other. A process that finds a standby registration of
+its own MEMBER waits up to one --heartbeat-interval (plus a poll and a
+second) for that standby's heartbeat first: none means a crashed earlier
+run, whose place it takes, at the tail.
+
+While it waits, a standby writes a heartbeat every --heartbeat-interval (by
+default the lease duration); a standby unseen for 3 intervals loses its
+rank, and registers again at the tail if it comes back.
 
 With --listen it serves Prometheus metrics on /metrics (is-leader, token,
 leadership changes, rejoins, renewal latency and failures, partition reads)
