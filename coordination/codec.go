@@ -25,8 +25,8 @@ import (
 const layoutVersion int16 = 0
 
 // RecordKind names the record of [StateTopic] that a key holds. The key
-// carries the kind, so one topic holds both kinds and one compaction key
-// covers both.
+// carries the kind, so one topic holds every kind and one compaction key
+// covers each record of one member or one role.
 type RecordKind int16
 
 const (
