@@ -99,7 +99,7 @@ transaction.max.timeout.ms.`,
 			}
 			defer h.close()
 			for {
-				leadership, err := h.acquire(signals.ctx)
+				leadership, err := h.acquire(signals.ctx, signals.stepDown)
 				if err != nil || leadership == nil {
 					return err
 				}
@@ -385,8 +385,28 @@ func (h *holder) requestStepDown() error {
 
 // acquire waits for the role. It returns nil and nil when a signal ended
 // the wait (the member left the roster), and an error with exit code 1 when
-// --wait passed.
-func (h *holder) acquire(ctx context.Context) (*coordination.Leadership, error) {
+// --wait passed. A SIGUSR1 while it waits finds no leadership to step down
+// from: it is reported and dropped, so that it does not step down the
+// leadership that comes later.
+func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coordination.Leadership, error) {
+	waiting, stopWaiting := context.WithCancel(ctx)
+	dropped := make(chan struct{})
+	go func() {
+		defer close(dropped)
+		for {
+			select {
+			case <-stepDown:
+				h.report(holderEvent{Event: "step_down_ignored", Message: "SIGUSR1 while a standby: nothing to step down from"},
+					fmt.Sprintf("krabka-coord: SIGUSR1: member %s does not hold role %s, it waits for it: nothing to step down from", h.shownMember(), h.shownRole()), true)
+			case <-waiting.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		stopWaiting()
+		<-dropped
+	}()
 	h.report(holderEvent{Event: "campaigning"}, fmt.Sprintf("krabka-coord: member %s campaigns for role %s on %s (lease %v, renew every %v); waiting for its turn",
 		h.shownMember(), h.shownRole(), h.partition, h.config.Duration(), h.config.RenewInterval()), true)
 	wait := ctx

@@ -74,4 +74,30 @@ func TestSignalsOfTheBinary(t *testing.T) {
 			t.Fatalf("node-b: exit %d", code)
 		}
 	})
+
+	// A SIGUSR1 to a standby finds nothing to step down from: it is
+	// reported and dropped. It once stayed pending and stepped down the
+	// leadership the standby won later.
+	t.Run("SIGUSR1ToAStandbyIsDropped", func(t *testing.T) {
+		lease := []string{"--lease-duration", "3s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
+		a := start(t, binary, env, append(append([]string{"elect", "pending", "node-a"}, conn...), lease...)...)
+		a.waitFor(electedText, 20*time.Second)
+		b := start(t, binary, env, append(append([]string{"run", "pending", "node-b"}, conn...), append(lease, "--grace", "500ms", "--max-clock-skew", "200ms", "--", "sh", "-c", "echo command runs; sleep 1000")...)...)
+		waitDescribe(t, conn, "pending", func(r describeJSON) bool { return len(r.Roster) == 2 })
+		b.signal(syscall.SIGUSR1)
+		b.waitFor(regexp.MustCompile(`SIGUSR1: member node-b does not hold role pending, it waits for it: nothing to step down from`), 5*time.Second)
+		a.signal(syscall.SIGTERM)
+		if code := a.wait(10 * time.Second); code != exitOK {
+			t.Fatalf("node-a: exit %d", code)
+		}
+		b.waitFor(regexp.MustCompile(`command runs`), 10*time.Second)
+		time.Sleep(1500 * time.Millisecond)
+		if out := b.stdout.String() + b.stderr.String(); strings.Contains(out, "step-down") || strings.Contains(out, "stepped down") {
+			t.Fatalf("node-b stepped down on the SIGUSR1 it got as a standby:\n%s", out)
+		}
+		b.signal(syscall.SIGTERM)
+		if code := b.wait(10 * time.Second); code != 128+int(syscall.SIGTERM) {
+			t.Fatalf("node-b: exit %d, want %d (its command's SIGTERM)", code, 128+int(syscall.SIGTERM))
+		}
+	})
 }
