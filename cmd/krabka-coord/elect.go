@@ -398,6 +398,9 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 			case <-stepDown:
 				h.report(holderEvent{Event: "step_down_ignored", Message: "SIGUSR1 while a standby: nothing to step down from"},
 					fmt.Sprintf("krabka-coord: SIGUSR1: member %s does not hold role %s, it waits for it: nothing to step down from", h.shownMember(), h.shownRole()), true)
+			case <-h.stepDownRequests:
+				// A POST /step-down accepted while the leadership that it
+				// was for ended: stale now.
 			case <-waiting.Done():
 				return
 			}
