@@ -109,6 +109,27 @@ func TestSilentSeedBroker(t *testing.T) {
 	}
 }
 
+// watch --for counts from the printed state, not from the start: a slow
+// cluster's setup does not eat it (found as "describe the configs of the
+// state topic: context deadline exceeded", exit 4, from watch --for 500ms
+// on a loaded broker).
+func TestWatchForCountsAfterSetup(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "4", "--topic", "slow-setup"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	cluster.Fake.ControlKey(kmsg.DescribeConfigs.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.Fake.KeepControl()
+		time.Sleep(700 * time.Millisecond) // a loaded broker
+		return nil, nil, false
+	})
+	code, stdout, stderr := runCLI(t, nil, append([]string{"watch", "controller", "--for", "300ms"}, conn...)...)
+	if code != exitOK || !strings.Contains(stdout, "state") {
+		t.Fatalf("watch --for 300ms on a slow cluster: exit %d, stdout %q, stderr %q; want 0 and the state", code, stdout, stderr)
+	}
+}
+
 // A transaction coordinator that is not available for a while, as after
 // the death of its broker, delays describe; it does not fail it (issue
 // 10, bug 1: describe exited 4 for ten seconds after a broker fault).

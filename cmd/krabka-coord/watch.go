@@ -56,16 +56,10 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 			}
 			signals := followSignals(cmd.Context())
 			defer signals.stop()
-			ctx := signals.ctx
-			if duration > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, duration)
-				defer cancel()
-			}
-			return watchRoles(ctx, g, roles, all)
+			return watchRoles(signals.ctx, g, roles, all, duration)
 		}),
 	}
-	cmd.Flags().DurationVar(&duration, "for", 0, "stop after this long (default: until a signal)")
+	cmd.Flags().DurationVar(&duration, "for", 0, "stop this long after the state of the roles is printed (default: until a signal)")
 	cmd.Flags().BoolVar(&all, "all", false, "every role of the state topic, and every role that appears later")
 	return cmd
 }
@@ -83,7 +77,7 @@ type watcher struct {
 
 // watchRoles prints the state of the roles and then their changes until
 // ctx ends.
-func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool) error {
+func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool, duration time.Duration) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	s, err := g.openChecked(setup, coordination.DefaultLeaseConfig())
@@ -177,6 +171,12 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		}
 	}
 
+	// --for counts from here: a slow cluster's setup does not eat it.
+	if duration > 0 {
+		var cancelFor context.CancelFunc
+		ctx, cancelFor = context.WithTimeout(ctx, duration)
+		defer cancelFor()
+	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	lastEpochPoll := now
