@@ -133,7 +133,7 @@ func rosterLiveness(t *testing.T, binary string, cluster *kafkatest.Cluster, top
 	}
 	env := cleanEnv()
 	lease := append(slices.Clone(timings), "--poll-interval", "200ms", "--heartbeat-interval", "1s")
-	watch := start(t, binary, env, append([]string{"watch", role, "--output", "json"}, conn...)...)
+	watch := start(t, binary, env, append([]string{"watch", role, "--output", "json", "--heartbeat-interval", "1s"}, conn...)...)
 	a := start(t, binary, env, append(append([]string{"elect", role, "node-a"}, conn...), lease...)...)
 	a.waitFor(electedText, 20*time.Second)
 	b := start(t, binary, env, append(append([]string{"elect", role, "node-b"}, conn...), lease...)...)
@@ -156,6 +156,8 @@ func rosterLiveness(t *testing.T, binary string, cluster *kafkatest.Cluster, top
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	watch.waitFor(regexp.MustCompile(`"event":"lapsed","role":"[^"]+","member":"node-b"`), 5*time.Second)
 
 	a.signal(syscall.SIGKILL)
 	a.wait(5 * time.Second)

@@ -19,6 +19,7 @@ const (
 	eventTakeover     = "takeover"     // a lease of another member replaced a lease
 	eventReleased     = "released"     // a lease tombstone: the holder resigned, or fence cleared it
 	eventExpired      = "expired"      // the deadline of the lease passed without a renewal
+	eventLapsed       = "lapsed"       // a standby unseen for 3 heartbeat intervals lost its rank
 	eventEpoch        = "epoch"        // the coordinator's token of the role changed
 )
 
@@ -63,10 +64,38 @@ type roleTracker struct {
 	next    int64 // the offset to read from next
 
 	expired int64 // the deadline of the last lease reported as expired
+
+	lapsed map[coordination.MemberID]int64 // the last sign of life of each standby reported as lapsed
 }
 
 func newRoleTracker(role coordination.Role) *roleTracker {
-	return &roleTracker{role: role, builder: coordination.NewRoleStateBuilder(role)}
+	return &roleTracker{role: role, builder: coordination.NewRoleStateBuilder(role), lapsed: make(map[coordination.MemberID]int64)}
+}
+
+// checkLapses reports each standby whose rank lapsed by now under the
+// roster lapse of view, once for each last sign of life: a standby that
+// comes back registers again, and lapses again only after a new silence.
+// With report false it only marks them, for the state watch starts with.
+func (t *roleTracker) checkLapses(now time.Time, view coordination.LeaseConfig, report bool) []roleEvent {
+	state := t.builder.Build()
+	holder, hasHolder := state.Holder()
+	var events []roleEvent
+	for _, entry := range state.Roster {
+		if (hasHolder && entry.Member == holder) || !entry.LapsedAt(now.UnixMilli(), view) || t.lapsed[entry.Member] == entry.LastSeen {
+			continue
+		}
+		t.lapsed[entry.Member] = entry.LastSeen
+		if !report {
+			continue
+		}
+		offset := entry.Offset
+		events = append(events, roleEvent{
+			At: newTimeJSON(now.UnixMilli()), Kind: eventLapsed, Role: t.role.String(), Member: entry.Member.String(), Offset: &offset,
+			Message: fmt.Sprintf("%s lapsed: not seen since %s, %v of heartbeat interval %v; it has no rank now, and the standbys behind it move up",
+				showName(entry.Member.String()), formatMillis(entry.LastSeen), coordination.RosterLapseHeartbeats, view.HeartbeatInterval()),
+		})
+	}
+	return events
 }
 
 // state returns the folded state.

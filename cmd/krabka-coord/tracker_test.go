@@ -40,3 +40,41 @@ func TestTrackerRestoredAndReacquired(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// watch reports a standby whose rank lapsed (no heartbeat for 3
+// intervals) once, never the holder, and again only after a new silence;
+// a standby lapsed when watch starts is in the state line, not an event.
+func TestTrackerLapsed(t *testing.T) {
+	role := mustRole(t, "controller")
+	t1 := mustToken(t, 7, 1)
+	view, err := rosterView(time.Second) // lapse 3 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker := newRoleTracker(role)
+	tracker.apply([]coordination.StateRecord{
+		registration(role, "holder", 0, 1000),
+		registration(role, "dead", 1, 1000),
+		registration(role, "old", 2, 500),
+		leaseRecord(role, "holder", t1, 3, 1000, 30000),
+	}, time.UnixMilli(1000))
+	if events := tracker.checkLapses(time.UnixMilli(3600), view, false); len(events) != 0 {
+		t.Fatalf("marking at the start reported %+v", events)
+	}
+	if events := tracker.checkLapses(time.UnixMilli(3900), view, true); len(events) != 0 {
+		t.Fatalf("at 3.9 s: %+v; want none (old was marked at the start, dead lapses after 4 s)", events)
+	}
+	events := tracker.checkLapses(time.UnixMilli(4100), view, true)
+	if len(events) != 1 || events[0].Kind != eventLapsed || events[0].Member != "dead" || !strings.Contains(events[0].Message, "dead lapsed: not seen since") {
+		t.Fatalf("at 4.1 s: %+v; want dead lapsed", events)
+	}
+	if events := tracker.checkLapses(time.UnixMilli(20000), view, true); len(events) != 0 {
+		t.Fatalf("reported twice: %+v", events)
+	}
+	member, _ := coordination.NewMemberID("dead")
+	tracker.apply([]coordination.StateRecord{{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, member)),
+		Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: member, SeenAt: 21000})}}, time.UnixMilli(21000))
+	if events := tracker.checkLapses(time.UnixMilli(24100), view, true); len(events) != 1 || events[0].Member != "dead" {
+		t.Fatalf("after a new silence: %+v; want dead lapsed again", events)
+	}
+}

@@ -17,6 +17,7 @@ import (
 func newWatchCommand(g *globals) *cobra.Command {
 	var duration time.Duration
 	var all bool
+	var heartbeat time.Duration
 	cmd := &cobra.Command{
 		Use:   "watch ROLE... | watch --all",
 		Short: "Follow roles and print each change as it happens",
@@ -54,13 +55,18 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 			if duration < 0 {
 				return usageError("--for %v: want 0 (until a signal) or a duration above zero", duration)
 			}
+			view, err := rosterView(heartbeat)
+			if err != nil {
+				return err
+			}
 			signals := followSignals(cmd.Context())
 			defer signals.stop()
-			return watchRoles(signals.ctx, g, roles, all, duration)
+			return watchRoles(signals.ctx, g, roles, all, duration, view)
 		}),
 	}
 	cmd.Flags().DurationVar(&duration, "for", 0, "stop this long after the state of the roles is printed (default: until a signal)")
 	cmd.Flags().BoolVar(&all, "all", false, "every role of the state topic, and every role that appears later")
+	addRosterLapseFlag(cmd.Flags(), &heartbeat)
 	return cmd
 }
 
@@ -77,7 +83,7 @@ type watcher struct {
 
 // watchRoles prints the state of the roles and then their changes until
 // ctx ends.
-func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool, duration time.Duration) error {
+func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool, duration time.Duration, view coordination.LeaseConfig) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	s, err := g.openChecked(setup, coordination.DefaultLeaseConfig())
@@ -164,7 +170,8 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		w.statuses[role] = status
 		tracker := w.trackers[role]
 		partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
-		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli(), coordination.DefaultLeaseConfig())
+		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli(), view)
+		tracker.checkLapses(now, view, false) // shown in the state already
 		w.printer.print(roleEvent{At: newTimeJSON(now.UnixMilli()), Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
 		if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
 			tracker.expired = lease.Deadline // reported in the state already
@@ -206,6 +213,9 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		case now := <-tick.C:
 			for _, role := range w.roles() {
 				if event, ok := w.trackers[role].checkExpiry(now); ok {
+					w.printer.print(event)
+				}
+				for _, event := range w.trackers[role].checkLapses(now, view, true) {
 					w.printer.print(event)
 				}
 			}
