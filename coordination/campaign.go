@@ -157,6 +157,9 @@ type campaign struct {
 	ownRegistrationSeen bool   // this call's registration was in the roster once
 	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
+
+	heartbeatDue int64 // the instant of the next heartbeat, in ms
+	heartbeated  bool  // a heartbeat of this member was written
 }
 
 // openTransactionSweep bounds how long a challenger waits for an open
@@ -258,6 +261,16 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		}
 		c.ownRegistrationSeen = true
 		decision := Evaluate(state, c.member, now, c.settings.lease)
+		if decision.Action == ActionNotRegistered {
+			// This member's rank lapsed: its heartbeats did not land for
+			// the roster lapse, so the others skip it. It registers again
+			// and joins at the tail, as a recovered member does.
+			entry, _ := state.Entry(c.member)
+			c.logger.Warn("coordination: this member's rank lapsed (no heartbeat landed for the roster lapse); registering again, at the tail",
+				slog.Int64("last_seen", entry.LastSeen), slog.Duration("roster_lapse", c.settings.lease.RosterLapse()))
+			c.registeredAt, c.registered, c.ownRegistrationSeen, c.heartbeatDue = now, false, false, 0
+			continue
+		}
 		if c.minted != nil {
 			// An epoch minted by this call fenced the holder already: write
 			// its lease now rather than leave the role without a writer.
@@ -279,7 +292,10 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		}
 		switch decision.Action {
 		case ActionWait:
-			c.wait(ctx, decision.WaitUntil)
+			// The heartbeat's own record wakes a follower once: the member
+			// then reads, decides again and waits again.
+			c.heartbeat(ctx, now)
+			c.wait(ctx, min(decision.WaitUntil, c.heartbeatDue))
 			continue
 		case ActionHold, ActionChallenge:
 			if c.minted == nil && now < c.notBefore {
@@ -324,6 +340,30 @@ func (c *campaign) register(ctx context.Context) error {
 	c.registered = true
 	c.appendedAt = c.settings.clock.NowMillis()
 	return nil
+}
+
+// heartbeat writes this member's heartbeat when one is due: a waiting
+// standby shows that it is alive without a new registration, which would
+// move it to the tail. A heartbeat that fails is logged and tried again
+// one poll interval later; the member's rank lapses only when none lands
+// for the roster lapse.
+func (c *campaign) heartbeat(ctx context.Context, now int64) {
+	if c.heartbeatDue == 0 {
+		c.heartbeatDue = c.registeredAt + c.settings.lease.HeartbeatInterval().Milliseconds()
+	}
+	if now < c.heartbeatDue {
+		return
+	}
+	value := EncodeHeartbeat(Heartbeat{Member: c.member, SeenAt: now})
+	if err := c.transport.Append(ctx, c.partition, EncodeKey(HeartbeatKey(c.role, c.member)), value); err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("coordination: heartbeat failed; retrying", slog.Any("error", err))
+		}
+		c.heartbeatDue = now + c.settings.pollInterval.Milliseconds()
+		return
+	}
+	c.heartbeated = true
+	c.heartbeatDue = now + c.settings.lease.HeartbeatInterval().Milliseconds()
 }
 
 // read brings the fold up to date and returns the role state.
@@ -513,6 +553,11 @@ func (c *campaign) abandon(ctx context.Context, cause error) error {
 		defer cancel()
 		if err := c.transport.Append(cleanup, c.partition, EncodeKey(RegistrationKey(c.role, c.member)), nil); err != nil {
 			c.logger.Warn("coordination: deregistration after a cancelled wait failed", slog.Any("error", err))
+		}
+		if c.heartbeated {
+			if err := c.transport.Append(cleanup, c.partition, EncodeKey(HeartbeatKey(c.role, c.member)), nil); err != nil {
+				c.logger.Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
+			}
 		}
 	}
 	return cause

@@ -15,14 +15,18 @@ import (
 //	registration value  version int16, member string, registered_at int64
 //	lease value         version int16, member string, producer_id int64,
 //	                    producer_epoch int16, granted_at int64, deadline int64
+//	heartbeat value     version int16, member string, seen_at int64
 //
 // A lease key carries the empty member string. Instants are milliseconds
-// since the Unix epoch.
+// since the Unix epoch. The heartbeat (kind 2) extends the layout without
+// changing a byte of the two first kinds: a reader that knows only kinds 0
+// and 1 rejects its key as malformed and, as for any malformed record,
+// skips it and folds the rest.
 const layoutVersion int16 = 0
 
 // RecordKind names the record of [StateTopic] that a key holds. The key
-// carries the kind, so one topic holds both kinds and one compaction key
-// covers both.
+// carries the kind, so one topic holds every kind and one compaction key
+// covers each record of one member or one role.
 type RecordKind int16
 
 const (
@@ -33,16 +37,24 @@ const (
 	// KindLease marks the record that names the member that holds a role now,
 	// and the time the claim of that member ends.
 	KindLease RecordKind = 1
+
+	// KindHeartbeat marks the record that a waiting standby writes at a
+	// slow interval to show that it is alive (see [Heartbeat]). It has a
+	// key of its own, so a heartbeat never replaces the registration whose
+	// offset gives the member its rank.
+	KindHeartbeat RecordKind = 2
 )
 
-// String names the kind: "registration", "lease", or "kind(N)" for a value
-// outside the layout.
+// String names the kind: "registration", "lease", "heartbeat", or
+// "kind(N)" for a value outside the layout.
 func (k RecordKind) String() string {
 	switch k {
 	case KindRegistration:
 		return "registration"
 	case KindLease:
 		return "lease"
+	case KindHeartbeat:
+		return "heartbeat"
 	}
 	return fmt.Sprintf("kind(%d)", int16(k))
 }
@@ -57,7 +69,7 @@ type Key struct {
 	// Role is the role that the record belongs to.
 	Role Role
 
-	// Member is the member of a registration key. A lease key carries the
+	// Member is the member of a registration or heartbeat key. A lease key carries the
 	// zero [MemberID], because a lease belongs to the role and not to one
 	// member.
 	Member MemberID
@@ -67,6 +79,11 @@ type Key struct {
 // role.
 func RegistrationKey(role Role, member MemberID) Key {
 	return Key{Kind: KindRegistration, Role: role, Member: member}
+}
+
+// HeartbeatKey builds the key of the heartbeat of one member of a role.
+func HeartbeatKey(role Role, member MemberID) Key {
+	return Key{Kind: KindHeartbeat, Role: role, Member: member}
 }
 
 // LeaseKey builds the key of the lease of a role. It carries no member.
@@ -84,6 +101,26 @@ type Registration struct {
 	// RegisteredAt is the time the member registered, in milliseconds since
 	// the Unix epoch.
 	RegisteredAt int64
+}
+
+// Heartbeat is the value of a record that shows a waiting member alive.
+//
+// A registration is written once, and its offset is the member's rank, so a
+// refresh of the registration itself would move the member to the tail of
+// the roster. A standby that waits writes a heartbeat instead, at the
+// heartbeat interval of [LeaseConfig.HeartbeatInterval], on a key of its
+// own. The fold takes the newest heartbeat that follows the member's
+// registration as the member's last sign of life ([RosterEntry.LastSeen]),
+// and a standby not seen for [LeaseConfig.RosterLapse] loses its rank (see
+// [RoleState.RankAt]). A member writes a tombstone on its heartbeat key
+// when it deregisters after it wrote a heartbeat.
+type Heartbeat struct {
+	// Member is the member that is alive.
+	Member MemberID
+
+	// SeenAt is the time the member wrote the heartbeat, by its own clock,
+	// in milliseconds since the Unix epoch.
+	SeenAt int64
 }
 
 // Lease is the value of a record that names the member that holds a role
@@ -114,7 +151,7 @@ type Lease struct {
 // the part that failed.
 type FormatError struct {
 	// Part names the record part that failed to decode. It is "key",
-	// "registration value", or "lease value".
+	// "registration value", "lease value", or "heartbeat value".
 	Part string
 
 	reason string
@@ -168,6 +205,17 @@ func EncodeRegistration(registration Registration) []byte {
 	return w.buf
 }
 
+// EncodeHeartbeat encodes the value of a heartbeat record. It has the
+// layout of a registration value, with seen_at for registered_at.
+func EncodeHeartbeat(heartbeat Heartbeat) []byte {
+	var w writer
+	w.buf = make([]byte, 0, 12+len(heartbeat.Member.name))
+	w.int16(layoutVersion)
+	w.string(heartbeat.Member.name)
+	w.int64(heartbeat.SeenAt)
+	return w.buf
+}
+
 // EncodeLease encodes the value of a lease record. A lease of member
 // "node-1" takes 36 bytes.
 func EncodeLease(lease Lease) []byte {
@@ -190,7 +238,7 @@ func DecodeKey(data []byte) (Key, error) {
 	r := reader{part: "key", buf: data}
 	r.version()
 	kind := RecordKind(r.int16())
-	if r.err == nil && kind != KindRegistration && kind != KindLease {
+	if r.err == nil && kind != KindRegistration && kind != KindLease && kind != KindHeartbeat {
 		r.fail(fmt.Sprintf("unknown record kind %d", int16(kind)), nil)
 	}
 	roleName := r.string()
@@ -209,7 +257,7 @@ func DecodeKey(data []byte) (Key, error) {
 		if memberName != "" {
 			return Key{}, &FormatError{Part: "key", reason: fmt.Sprintf("lease key names member %q", memberName)}
 		}
-	case KindRegistration:
+	case KindRegistration, KindHeartbeat:
 		member, err := NewMemberID(memberName)
 		if err != nil {
 			return Key{}, &FormatError{Part: "key", reason: "member", err: err}
@@ -238,6 +286,27 @@ func DecodeRegistration(data []byte) (Registration, error) {
 		return Registration{}, &FormatError{Part: r.part, reason: "member", err: err}
 	}
 	return Registration{Member: member, RegisteredAt: registeredAt}, nil
+}
+
+// DecodeHeartbeat decodes the value of a heartbeat record. It returns a
+// *[FormatError] for a truncated buffer, for trailing bytes, for an unknown
+// version, for a negative string length, and for a member id that its
+// constructor rejects. A tombstone is no heartbeat: test the value with
+// [IsTombstone] first.
+func DecodeHeartbeat(data []byte) (Heartbeat, error) {
+	r := reader{part: "heartbeat value", buf: data}
+	r.version()
+	memberName := r.string()
+	seenAt := r.int64()
+	r.end()
+	if r.err != nil {
+		return Heartbeat{}, r.err
+	}
+	member, err := NewMemberID(memberName)
+	if err != nil {
+		return Heartbeat{}, &FormatError{Part: r.part, reason: "member", err: err}
+	}
+	return Heartbeat{Member: member, SeenAt: seenAt}, nil
 }
 
 // DecodeLease decodes the value of a lease record. It returns a

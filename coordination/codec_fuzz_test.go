@@ -132,8 +132,10 @@ func FuzzDecodeLease(f *testing.F) {
 //
 //	op bit 0     role: "r" (the role folded) or "other"
 //	op bits 1-2  member: one of four names
-//	op bits 3-4  key: 0, 1 registration key; 2 lease key; 3 raw bytes
-//	op bits 5-7  value: 0 nil; 1 empty; 2, 3 registration; 4, 5 lease;
+//	op bits 3-4  key: 0 registration key; 1 heartbeat key; 2 lease key;
+//	             3 raw bytes
+//	op bits 5-7  value: 0 nil; 1 empty; 2, 3 registration (the layout of a
+//	             heartbeat too); 4, 5 lease;
 //	             6 raw bytes; 7 a lease cut short by one byte
 //
 // Raw bytes take a length byte and then that many bytes. A record whose
@@ -175,8 +177,10 @@ func fuzzProgram(data []byte) []coordination.StateRecord {
 		var record coordination.StateRecord
 		record.Offset = offset
 		switch (op >> 3) & 3 {
-		case 0, 1:
+		case 0:
 			record.Key = coordination.EncodeKey(coordination.RegistrationKey(role, member))
+		case 1:
+			record.Key = coordination.EncodeKey(coordination.HeartbeatKey(role, member))
 		case 2:
 			record.Key = coordination.EncodeKey(coordination.LeaseKey(role))
 		case 3:
@@ -220,6 +224,7 @@ func foldModel(role coordination.Role, records []coordination.StateRecord) (coor
 		record coordination.StateRecord
 	}
 	registrations := map[coordination.MemberID]kept{}
+	heartbeats := map[coordination.MemberID]kept{}
 	var lease *kept
 	malformed := false
 	for _, record := range records {
@@ -233,9 +238,12 @@ func foldModel(role coordination.Role, records []coordination.StateRecord) (coor
 		}
 		if !coordination.IsTombstone(record.Value) {
 			var err error
-			if key.Kind == coordination.KindRegistration {
+			switch key.Kind {
+			case coordination.KindRegistration:
 				_, err = coordination.DecodeRegistration(record.Value)
-			} else {
+			case coordination.KindHeartbeat:
+				_, err = coordination.DecodeHeartbeat(record.Value)
+			default:
 				_, err = coordination.DecodeLease(record.Value)
 			}
 			if err != nil {
@@ -247,23 +255,36 @@ func foldModel(role coordination.Role, records []coordination.StateRecord) (coor
 			if k, ok := registrations[key.Member]; !ok || k.offset < record.Offset {
 				registrations[key.Member] = kept{record.Offset, record}
 			}
+		} else if key.Kind == coordination.KindHeartbeat {
+			if k, ok := heartbeats[key.Member]; !ok || k.offset < record.Offset {
+				heartbeats[key.Member] = kept{record.Offset, record}
+			}
 		} else if lease == nil || lease.offset < record.Offset {
 			lease = &kept{record.Offset, record}
 		}
 	}
 	var state coordination.RoleState
+	if lease != nil && !coordination.IsTombstone(lease.record.Value) {
+		decoded, _ := coordination.DecodeLease(lease.record.Value)
+		state.Lease = &decoded
+	}
 	for member, k := range registrations {
 		if coordination.IsTombstone(k.record.Value) {
 			continue
 		}
 		registration, _ := coordination.DecodeRegistration(k.record.Value)
-		state.Roster = append(state.Roster, coordination.RosterEntry{Member: member, Offset: k.offset, RegisteredAt: registration.RegisteredAt})
+		entry := coordination.RosterEntry{Member: member, Offset: k.offset, RegisteredAt: registration.RegisteredAt, LastSeen: registration.RegisteredAt}
+		// A heartbeat counts only after the registration it follows.
+		if h, ok := heartbeats[member]; ok && h.offset > k.offset && !coordination.IsTombstone(h.record.Value) {
+			heartbeat, _ := coordination.DecodeHeartbeat(h.record.Value)
+			entry.LastSeen = max(entry.LastSeen, heartbeat.SeenAt)
+		}
+		if state.Lease != nil && state.Lease.Member == member {
+			entry.LastSeen = max(entry.LastSeen, state.Lease.GrantedAt)
+		}
+		state.Roster = append(state.Roster, entry)
 	}
 	slices.SortFunc(state.Roster, func(a, b coordination.RosterEntry) int { return int(a.Offset - b.Offset) })
-	if lease != nil && !coordination.IsTombstone(lease.record.Value) {
-		decoded, _ := coordination.DecodeLease(lease.record.Value)
-		state.Lease = &decoded
-	}
 	return state, malformed
 }
 

@@ -126,7 +126,8 @@ func TestRecordKindString(t *testing.T) {
 	for kind, want := range map[coordination.RecordKind]string{
 		coordination.KindRegistration: "registration",
 		coordination.KindLease:        "lease",
-		2:                             "kind(2)",
+		coordination.KindHeartbeat:    "heartbeat",
+		3:                             "kind(3)",
 		-1:                            "kind(-1)",
 	} {
 		if got := kind.String(); got != want {
@@ -224,7 +225,8 @@ func TestDecodersRejectMalformedRecords(t *testing.T) {
 		{"key: empty buffer", keyDecoder, nil, false},
 		{"key: unknown version 1", keyDecoder, b.i16(1).i16(0).str("r").str("m"), false},
 		{"key: version -1", keyDecoder, b.i16(-1).i16(0).str("r").str("m"), false},
-		{"key: unknown kind 2", keyDecoder, b.i16(0).i16(2).str("r").str("m"), false},
+		{"key: unknown kind 3", keyDecoder, b.i16(0).i16(3).str("r").str("m"), false},
+		{"key: heartbeat key with an empty member", keyDecoder, b.i16(0).i16(2).str("r").str(""), true},
 		{"key: unknown kind -1", keyDecoder, b.i16(0).i16(-1).str("r").str(""), false},
 		{"key: negative role length", keyDecoder, b.i16(0).i16(0).i16(-1).str("m"), false},
 		{"key: role length past the end", keyDecoder, b.i16(0).i16(0).i16(5).raw('r').str("m"), false},

@@ -54,6 +54,38 @@
 // the node would then preempt the member that replaced it. The cluster would
 // pay for a second failover that it does not need.
 //
+// # Roster liveness: a dead standby's rank lapses
+//
+// A standby that waits writes nothing else to the log, so without more a
+// SIGKILLed standby would keep its rank for ever, and every failover would
+// wait one stagger for it. A refresh of its registration cannot help: the
+// new record takes a higher offset and moves the member to the tail. So a
+// waiting member writes a [Heartbeat] instead, on a key of its own
+// ([KindHeartbeat]), every [LeaseConfig.HeartbeatInterval] (the lease
+// duration unless [WithHeartbeatInterval] sets another). The registration
+// record never moves, so neither does the rank. The fold takes the newest
+// heartbeat after the registration as the member's
+// [RosterEntry.LastSeen], and [RoleState.RankAt] leaves out every standby
+// unseen for [LeaseConfig.RosterLapse], three heartbeat intervals: the
+// members behind it move up, in their offset order. The holder never
+// lapses; its lease is its sign of life.
+//
+// No failback holds. A member whose own rank lapsed gets
+// [ActionNotRegistered] from [Evaluate] and registers again, so it comes
+// back at the tail, as a recovered member does, and never takes back the
+// place it had. Rank decides only who challenges an expired lease first, so
+// a lapse never deposes a live holder. Two members can disagree about a
+// lapse only when their clocks differ by about two heartbeat intervals, or
+// when a heartbeat of a stalled member lands at the edge of its lapse; both
+// may then challenge as rank 0. InitProducerId is atomic, so one of them
+// holds the newest epoch and the other learns it lost on its first write:
+// a lapse costs an epoch at worst, never a second writer.
+//
+// The heartbeat extends the frozen layout by one kind, with the layout of a
+// registration value. A reader that knows only kinds 0 and 1 skips its
+// records as malformed, and ranks every standby as before; every member of
+// a role must use one heartbeat interval, as they use one stagger.
+//
 // # The stagger is an optimisation
 //
 // A challenger of rank n waits n challenge staggers past the deadline of the
@@ -112,11 +144,13 @@
 // followed by that many bytes of UTF-8. Instants are int64 milliseconds since
 // the Unix epoch.
 //
-//	key                 version int16 | kind int16 (0 registration, 1 lease) |
-//	                    role string | member string (empty for a lease key)
+//	key                 version int16 | kind int16 (0 registration, 1 lease,
+//	                    2 heartbeat) | role string | member string (empty
+//	                    for a lease key)
 //	registration value  version int16 | member string | registered_at int64
 //	lease value         version int16 | member string | producer_id int64 |
 //	                    producer_epoch int16 | granted_at int64 | deadline int64
+//	heartbeat value     version int16 | member string | seen_at int64
 //
 // A tombstone is a null value. The file testdata/vectors.json holds keys,
 // values, malformed inputs and role partitions as hex, for a port to replay

@@ -61,6 +61,8 @@ type Leadership struct {
 
 	ctx    context.Context         // Context(): cancelled by end, with its error as the cause
 	cancel context.CancelCauseFunc // cancels ctx
+
+	heartbeated bool // the campaign wrote a heartbeat, which Resign clears
 }
 
 // startLeadership builds the handle after the first lease write and starts
@@ -84,6 +86,8 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		stop:      make(chan struct{}),
 		stopLoop:  stopLoop,
 		loopDone:  make(chan struct{}),
+
+		heartbeated: c.heartbeated,
 	}
 	go l.renewLoop(loopCtx)
 	if c.settings.renewDeadline > 0 {
@@ -280,7 +284,8 @@ var errPreempted = errors.New("the write held the role's producer past the due r
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
 // on the lease key, so the first standby challenges at once instead of at
-// the deadline. It then writes a tombstone on the member's registration key,
+// the deadline. It then writes a tombstone on the member's registration key
+// (and on its heartbeat key, if it wrote a heartbeat while it waited),
 // so the member leaves the roster: a later [AcquireLeadership] of the same
 // member joins at the tail. It ends the leadership, whatever the writes do,
 // and it returns their error.
@@ -335,6 +340,15 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	tombstones.Go(func() {
 		registrationErr = l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
 	})
+	if l.heartbeated {
+		// Hygiene only: a heartbeat without a registration counts for
+		// nothing, but compaction keeps it until a tombstone replaces it.
+		tombstones.Go(func() {
+			if err := l.transport.Append(ctx, l.partition, EncodeKey(HeartbeatKey(l.role, l.member)), nil); err != nil {
+				l.logger.Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
+			}
+		})
+	}
 	leaseErr = l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
 	tombstones.Wait()
 	if leaseErr != nil && errors.Is(leaseErr, ErrFenced) {

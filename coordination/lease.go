@@ -17,9 +17,15 @@ const (
 	// DefaultChallengeStagger is the default extra delay that one rank of
 	// succession adds.
 	DefaultChallengeStagger = 5 * time.Second
+
+	// RosterLapseHeartbeats is how many heartbeat intervals a standby may
+	// miss before its rank lapses: [LeaseConfig.RosterLapse] is this many
+	// times [LeaseConfig.HeartbeatInterval].
+	RosterLapseHeartbeats = 3
 )
 
-// LeaseConfig holds the three timings of one role. The timings are
+// LeaseConfig holds the timings of one role: the three of the lease, and
+// the heartbeat interval of a waiting standby. The timings are
 // independent of the record layout, so one process holds several roles with
 // different timings.
 //
@@ -35,6 +41,7 @@ type LeaseConfig struct {
 	duration         time.Duration
 	renewInterval    time.Duration
 	challengeStagger time.Duration
+	heartbeat        time.Duration // 0: the lease duration
 }
 
 // DefaultLeaseConfig returns the config of [DefaultLeaseDuration],
@@ -87,6 +94,36 @@ func (c LeaseConfig) RenewInterval() time.Duration { return c.renewInterval }
 
 // ChallengeStagger returns the extra delay that one rank of succession adds.
 func (c LeaseConfig) ChallengeStagger() time.Duration { return c.challengeStagger }
+
+// HeartbeatInterval returns the gap between two heartbeats of a member that
+// waits for the role (see [Heartbeat]): the lease duration unless
+// [LeaseConfig.WithHeartbeatInterval] set another.
+func (c LeaseConfig) HeartbeatInterval() time.Duration {
+	if c.heartbeat > 0 {
+		return c.heartbeat
+	}
+	return c.duration
+}
+
+// RosterLapse returns how long a standby may stay unseen before its rank
+// lapses: [RosterLapseHeartbeats] heartbeat intervals. Every member of a
+// role should use one heartbeat interval, as they use one challenge
+// stagger: a member that judges another lapsed earlier than the others do
+// may challenge out of turn, which costs an epoch and never safety.
+func (c LeaseConfig) RosterLapse() time.Duration {
+	return RosterLapseHeartbeats * c.HeartbeatInterval()
+}
+
+// WithHeartbeatInterval returns a copy of the config with another heartbeat
+// interval. It rejects an interval below one millisecond, the resolution of
+// a record.
+func (c LeaseConfig) WithHeartbeatInterval(interval time.Duration) (LeaseConfig, error) {
+	if interval < time.Millisecond {
+		return LeaseConfig{}, fmt.Errorf("coordination: invalid heartbeat interval %v: want at least 1ms, the resolution of a heartbeat record", interval)
+	}
+	c.heartbeat = interval
+	return c, nil
+}
 
 // RenewsWithMargin reports whether the renew interval leaves the holder two
 // spare attempts. The interval this package recommends is at most a third of

@@ -298,3 +298,104 @@ func TestLivenessSlowRenewalWithinTheLeaseKeepsTheLeadership(t *testing.T) {
 		e.resign(holder)
 	})
 }
+
+// TestLivenessDeadStandbyRankLapses (issue 10, roster liveness): a standby
+// that stops writing heartbeats (killed, cut off) keeps its registration,
+// but its rank lapses after the roster lapse (3 heartbeat intervals, 90 s
+// here), so the standby behind it takes over a dead holder at the
+// deadline, not one stagger later. The live standby's heartbeats never move
+// its registration. The dead standby, back, finds its own rank lapsed and
+// registers again at the tail: it mints nothing (no failback).
+func TestLivenessDeadStandbyRankLapses(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		holder := e.acquireNow(node1)
+		dead := e.campaign(node2)
+		live := e.campaign(node3)
+		registered, _ := e.state().Entry(node3.id)
+		node2.raw.Cut() // rank 0 is gone for the cluster from now on
+
+		e.runTo(95_000)
+		entry, _ := e.state().Entry(node3.id)
+		if entry.Offset != registered.Offset || entry.LastSeen != scAt(90_000) {
+			t.Fatalf("the live standby's entry = %+v, want offset %d (its registration) and last seen at 90000 (its third heartbeat)", entry, registered.Offset)
+		}
+		node1.raw.Cut() // the holder dies: its last renewal was at 90 s, deadline 120 s
+		e.runTo(119_999)
+		live.waiting(t, "before the deadline")
+		e.runTo(120_000)
+		leader := live.won(t)
+		if got := leader.Lease().GrantedAt; got != scAt(120_000) {
+			t.Fatalf("the live standby took the role at %d ms, want 120000: the dead rank 0 lapsed at 90000", got-scStart)
+		}
+
+		node2.raw.Heal()
+		e.runTo(123_000)
+		dead.waiting(t, "after it came back")
+		back, ok := e.state().Entry(node2.id)
+		if !ok || back.Offset <= registered.Offset {
+			t.Fatalf("the returned standby's entry = %+v, %t; want a new registration after offset %d (the tail)", back, ok, registered.Offset)
+		}
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
+			t.Fatalf("the lapsed standby minted %d times: failback", got)
+		}
+		e.checkToken(leader.Token(), "after the lapsed standby came back")
+		node1.raw.Heal()
+		e.runTo(125_000)
+		scEnded(t, holder, coordination.ErrFenced)
+		if err := dead.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(leader)
+		if _, ok := e.state().Entry(node3.id); ok {
+			t.Fatal("the resigned member is still in the roster")
+		}
+		if hb := e.heartbeatRecord(node3.id); hb == nil || !coordination.IsTombstone(hb.Value) {
+			t.Fatalf("the newest heartbeat record of the resigned member = %+v, want a tombstone", hb)
+		}
+	})
+}
+
+// TestLivenessLiveStandbysKeepTheirRanks: standbys that wait longer than
+// the roster lapse stay alive by their heartbeats, so the rank order holds:
+// rank 0 takes over a dead holder at the deadline, rank 1 mints nothing.
+func TestLivenessLiveStandbysKeepTheirRanks(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		holder := e.acquireNow(node1)
+		rank0 := e.campaign(node2)
+		rank1 := e.campaign(node3)
+		roster := e.roster()
+		e.runTo(185_000)
+		if got := e.roster(); got != roster {
+			t.Fatalf("roster = %s after six heartbeat intervals, want %s", got, roster)
+		}
+		node1.raw.Cut() // last renewal at 180 s, deadline 210 s
+		e.runTo(210_000)
+		leader := rank0.won(t)
+		rank1.waiting(t, "after rank 0 took over")
+		if got := node3.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
+			t.Fatalf("rank 1 minted %d times", got)
+		}
+		node1.raw.Heal()
+		e.runTo(212_000)
+		scEnded(t, holder, coordination.ErrFenced)
+		if err := rank1.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(leader)
+	})
+}
+
+// heartbeatRecord returns the newest record on the heartbeat key of a
+// member, or nil.
+func (e *scEnv) heartbeatRecord(member coordination.MemberID) *coordination.StateRecord {
+	key := coordination.EncodeKey(coordination.HeartbeatKey(e.role, member))
+	var newest *coordination.StateRecord
+	for _, record := range e.cluster.Records(e.tp) {
+		if string(record.Key) == string(key) {
+			newest = &record
+		}
+	}
+	return newest
+}

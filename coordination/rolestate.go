@@ -2,6 +2,7 @@ package coordination
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -41,6 +42,26 @@ type RosterEntry struct {
 	// RegisteredAt is the time the member registered, in milliseconds since
 	// the Unix epoch.
 	RegisteredAt int64
+
+	// LastSeen is the last sign of life of the member in the log, in
+	// milliseconds since the Unix epoch, by the member's own clock: the
+	// newest of RegisteredAt, the SeenAt of a [Heartbeat] written after the
+	// registration (at a higher offset), and, for the member that the lease
+	// names, the GrantedAt of that lease (a renewal moves it). A heartbeat
+	// never moves Offset, so it never moves the rank.
+	LastSeen int64
+}
+
+// LapsedAt reports whether the rank of this entry has lapsed at nowMillis
+// (ms since the Unix epoch): the member was not seen for longer than
+// [LeaseConfig.RosterLapse]. [RoleState.RankAt] skips a lapsed standby,
+// and [Evaluate] tells a lapsed member to register again, at the tail.
+//
+// An entry built by hand with LastSeen zero counts as seen at RegisteredAt.
+func (e RosterEntry) LapsedAt(nowMillis int64, config LeaseConfig) bool {
+	seen := max(e.LastSeen, e.RegisteredAt)
+	lapse := config.RosterLapse().Milliseconds()
+	return seen < math.MaxInt64-lapse && nowMillis > seen+lapse
 }
 
 // RoleState is the state that a reader folds out of the records of one
@@ -113,6 +134,38 @@ func (s RoleState) RankOf(member MemberID) (int, bool) {
 	return 0, false
 }
 
+// RankAt returns the challenge rank of a member at nowMillis (ms since the
+// Unix epoch) under the roster lapse of config, and it reports whether the
+// member registered and has not lapsed.
+//
+// It is [RoleState.RankOf] with every lapsed standby left out: a standby
+// that has written no heartbeat for [LeaseConfig.RosterLapse] (a SIGKILLed
+// process, a host that is gone) no longer holds back the members behind it.
+// The holder is never left out, because the lease is its sign of life. A
+// lapse never reorders the live members, and a lapsed member regains no
+// rank: [Evaluate] sends it to register again, at the tail.
+func (s RoleState) RankAt(member MemberID, nowMillis int64, config LeaseConfig) (int, bool) {
+	holder, hasHolder := s.Holder()
+	rank := 0
+	for _, entry := range s.Roster {
+		isHolder := hasHolder && entry.Member == holder
+		if entry.Member == member {
+			if isHolder {
+				return 0, true
+			}
+			if entry.LapsedAt(nowMillis, config) {
+				return 0, false
+			}
+			return rank, true
+		}
+		if isHolder || entry.LapsedAt(nowMillis, config) {
+			continue
+		}
+		rank++
+	}
+	return 0, false
+}
+
 // BuildRoleState folds the records of one partition into the state of one
 // role. It reports the first record that does not decode, with its offset,
 // and it still folds every record that does, so the state it returns next to
@@ -137,7 +190,10 @@ func BuildRoleState(role Role, records []StateRecord) (RoleState, error) {
 // The builder keeps the record of the highest offset for every key, which is
 // what log compaction keeps. A later registration for a member replaces the
 // earlier one and moves the member to the tail of the roster. A registration
-// tombstone removes the member. A lease tombstone clears the lease.
+// tombstone removes the member. A lease tombstone clears the lease. A
+// heartbeat moves the member's [RosterEntry.LastSeen] and nothing else; a
+// heartbeat at a lower offset than the member's registration belongs to an
+// earlier incarnation and counts for nothing.
 //
 // The builder drops a record of another role, so a caller folds a partition
 // that holds several roles and needs no filter of its own. Its cost is one
@@ -149,6 +205,7 @@ func BuildRoleState(role Role, records []StateRecord) (RoleState, error) {
 type RoleStateBuilder struct {
 	role          Role
 	registrations map[MemberID]foldedRegistration
+	heartbeats    map[MemberID]foldedHeartbeat
 	lease         foldedLease
 	leaseSeen     bool
 }
@@ -161,6 +218,13 @@ type foldedRegistration struct {
 	registeredAt int64
 }
 
+// foldedHeartbeat is the kept record of one heartbeat key.
+type foldedHeartbeat struct {
+	offset    int64
+	tombstone bool
+	seenAt    int64
+}
+
 type foldedLease struct {
 	offset    int64
 	tombstone bool
@@ -170,7 +234,7 @@ type foldedLease struct {
 
 // NewRoleStateBuilder builds an empty fold for one role.
 func NewRoleStateBuilder(role Role) *RoleStateBuilder {
-	return &RoleStateBuilder{role: role, registrations: make(map[MemberID]foldedRegistration)}
+	return &RoleStateBuilder{role: role, registrations: make(map[MemberID]foldedRegistration), heartbeats: make(map[MemberID]foldedHeartbeat)}
 }
 
 // Role returns the role that this fold collects.
@@ -208,6 +272,19 @@ func (b *RoleStateBuilder) Apply(record StateRecord) error {
 			return nil
 		}
 		b.registrations[key.Member] = folded
+	case KindHeartbeat:
+		folded := foldedHeartbeat{offset: record.Offset, tombstone: tombstone}
+		if !tombstone {
+			heartbeat, err := DecodeHeartbeat(record.Value)
+			if err != nil {
+				return fmt.Errorf("coordination: record at offset %d: %w", record.Offset, err)
+			}
+			folded.seenAt = heartbeat.SeenAt
+		}
+		if kept, ok := b.heartbeats[key.Member]; ok && kept.offset > record.Offset {
+			return nil
+		}
+		b.heartbeats[key.Member] = folded
 	case KindLease:
 		folded := foldedLease{offset: record.Offset, tombstone: tombstone}
 		if tombstone {
@@ -236,7 +313,14 @@ func (b *RoleStateBuilder) Build() RoleState {
 		if folded.tombstone {
 			continue
 		}
-		state.Roster = append(state.Roster, RosterEntry{Member: member, Offset: folded.offset, RegisteredAt: folded.registeredAt})
+		entry := RosterEntry{Member: member, Offset: folded.offset, RegisteredAt: folded.registeredAt, LastSeen: folded.registeredAt}
+		if heartbeat, ok := b.heartbeats[member]; ok && !heartbeat.tombstone && heartbeat.offset > folded.offset {
+			entry.LastSeen = max(entry.LastSeen, heartbeat.seenAt)
+		}
+		if b.leaseSeen && !b.lease.tombstone && b.lease.lease.Member == member {
+			entry.LastSeen = max(entry.LastSeen, b.lease.lease.GrantedAt)
+		}
+		state.Roster = append(state.Roster, entry)
 	}
 	slices.SortFunc(state.Roster, func(a, b RosterEntry) int {
 		switch {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
@@ -55,7 +56,7 @@ func TestBuildRoleStateRosterInOffsetOrder(t *testing.T) {
 	if got := rosterNames(state); !reflect.DeepEqual(got, []string{"node-1", "node-2", "node-3"}) {
 		t.Fatalf("roster = %v, want offset order node-1, node-2, node-3", got)
 	}
-	want := coordination.RosterEntry{Member: fxMember(t, "node-2"), Offset: 20, RegisteredAt: 2000}
+	want := coordination.RosterEntry{Member: fxMember(t, "node-2"), Offset: 20, RegisteredAt: 2000, LastSeen: 2000}
 	if entry, ok := state.Entry(fxMember(t, "node-2")); !ok || entry != want {
 		t.Errorf("Entry(node-2) = %+v, %t; want %+v", entry, ok, want)
 	}
@@ -419,4 +420,95 @@ func describeState(state coordination.RoleState) string {
 		fmt.Fprintf(&b, "lease %+v", *state.Lease)
 	}
 	return b.String()
+}
+
+// fxHeartbeat builds the heartbeat record of a member at an offset.
+func fxHeartbeat(t testing.TB, role coordination.Role, member string, offset, seenAt int64) coordination.StateRecord {
+	t.Helper()
+	return coordination.StateRecord{
+		Offset: offset,
+		Key:    coordination.EncodeKey(coordination.HeartbeatKey(role, fxMember(t, member))),
+		Value:  coordination.EncodeHeartbeat(coordination.Heartbeat{Member: fxMember(t, member), SeenAt: seenAt}),
+	}
+}
+
+// TestBuildRoleStateHeartbeats: a heartbeat moves the member's LastSeen and
+// never its offset (its rank); a heartbeat below the registration belongs
+// to an earlier incarnation; a tombstone of the heartbeat key drops it; the
+// holder is seen at its newest renewal.
+func TestBuildRoleStateHeartbeats(t *testing.T) {
+	role := fxRole(t, "controller")
+	heartbeatKey := coordination.EncodeKey(coordination.HeartbeatKey(role, fxMember(t, "node-3")))
+	state := fold(t, role,
+		fxRegistration(t, role, "node-1", 0, 1000),
+		fxRegistration(t, role, "node-2", 1, 2000),
+		fxHeartbeat(t, role, "node-4", 2, 2500), // before node-4's registration
+		fxRegistration(t, role, "node-3", 3, 3000),
+		fxRegistration(t, role, "node-4", 4, 4000),
+		fxLease(t, role, "node-1", 5, 1000, 31000),
+		fxHeartbeat(t, role, "node-2", 6, 60000),
+		fxHeartbeat(t, role, "node-3", 7, 61000),
+		coordination.StateRecord{Offset: 8, Key: heartbeatKey}, // node-3's heartbeat tombstone
+		fxLease(t, role, "node-1", 9, 50000, 80000),
+		fxHeartbeat(t, role, "node-2", 10, 70000),
+	)
+	if got := rosterNames(state); !reflect.DeepEqual(got, []string{"node-1", "node-2", "node-3", "node-4"}) {
+		t.Fatalf("roster = %v: a heartbeat must not move a member", got)
+	}
+	for member, want := range map[string]struct{ offset, seen int64 }{
+		"node-1": {0, 50000}, // the newest renewal of its lease
+		"node-2": {1, 70000}, // the newest heartbeat
+		"node-3": {3, 3000},  // the heartbeat was deregistered
+		"node-4": {4, 4000},  // the heartbeat came before the registration
+	} {
+		entry, ok := state.Entry(fxMember(t, member))
+		if !ok || entry.Offset != want.offset || entry.LastSeen != want.seen {
+			t.Errorf("Entry(%s) = %+v, %t; want offset %d, last seen %d", member, entry, ok, want.offset, want.seen)
+		}
+	}
+}
+
+// TestRankAtSkipsLapsedStandbys: a standby unseen for the roster lapse (3
+// heartbeat intervals) ranks nobody behind it, a live standby keeps its
+// offset order, the holder never lapses, and a lapsed member has no rank.
+func TestRankAtSkipsLapsedStandbys(t *testing.T) {
+	role := fxRole(t, "controller")
+	config, err := fxConfig(t, 30000, 10000, 5000).WithHeartbeatInterval(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := config.RosterLapse(); got != 30*time.Second {
+		t.Fatalf("RosterLapse = %v, want 3 heartbeat intervals, 30s", got)
+	}
+	state := fold(t, role,
+		fxRegistration(t, role, "holder", 0, 0),
+		fxRegistration(t, role, "dead", 1, 1000),
+		fxRegistration(t, role, "live", 2, 2000),
+		fxRegistration(t, role, "late", 3, 3000),
+		fxLease(t, role, "holder", 4, 0, 30000), // the holder dies: no renewal
+		fxHeartbeat(t, role, "live", 5, 40000),
+		fxHeartbeat(t, role, "late", 6, 40000),
+	)
+	for _, tt := range []struct {
+		member string
+		now    int64
+		rank   int
+		ok     bool
+	}{
+		{"dead", 31000, 0, true},   // seen 30 s ago: not lapsed yet
+		{"live", 31000, 1, true},   // behind it
+		{"dead", 31001, 0, false},  // lapsed
+		{"live", 31001, 0, true},   // rank 0 now
+		{"late", 31001, 1, true},   // the live order holds
+		{"holder", 99999, 0, true}, // the lease is the holder's sign of life
+		{"live", 70001, 0, false},  // its heartbeats stopped too
+	} {
+		rank, ok := state.RankAt(fxMember(t, tt.member), tt.now, config)
+		if rank != tt.rank || ok != tt.ok {
+			t.Errorf("RankAt(%s, %d) = %d, %t; want %d, %t", tt.member, tt.now, rank, ok, tt.rank, tt.ok)
+		}
+	}
+	if rank, ok := state.RankOf(fxMember(t, "live")); rank != 1 || !ok {
+		t.Errorf("RankOf(live) = %d, %t; want 1, true: RankOf knows no lapse", rank, ok)
+	}
 }

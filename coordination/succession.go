@@ -1,6 +1,9 @@
 package coordination
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Action is the step that one member takes about a role now.
 type Action int
@@ -57,20 +60,24 @@ type Decision struct {
 // The rules are:
 //
 //  1. A member that is not in the roster gets [ActionNotRegistered]. It has
-//     no rank, because rank comes from the registration record.
-//  2. A member that the lease names, while that lease is live, gets
+//     no rank, because rank comes from the registration record. So does a
+//     standby whose rank lapsed: not seen (no heartbeat, see [Heartbeat])
+//     for [LeaseConfig.RosterLapse]; it registers again, at the tail.
+//  2. Ranks count live members only ([RoleState.RankAt]): a lapsed standby
+//     holds back nobody behind it.
+//  3. A member that the lease names, while that lease is live, gets
 //     [ActionHold].
-//  3. A challenger of rank n gets [ActionChallenge] from the deadline plus n
+//  4. A challenger of rank n gets [ActionChallenge] from the deadline plus n
 //     challenge staggers on. With no lease, the anchor is the later of the
 //     registration instant of the member and [RoleState.LeaseClearedAt]
 //     (the instant a resignation's tombstone cleared the lease), so rank 0
 //     challenges at once and rank n challenges n staggers later, after a
 //     resignation as after a join.
-//  4. Every other member gets [ActionWait]. The instant it carries is the
+//  5. Every other member gets [ActionWait]. The instant it carries is the
 //     earliest instant at which this answer changes for an unchanged role
 //     state.
 //
-// The anchor of rule 3 always comes from the role state, and never from the
+// The anchor of rule 4 always comes from the role state, and never from the
 // current instant. A member that has no lease to wait for anchors on its own
 // registration record, or on the tombstone that cleared the lease when that
 // came later: without it every standby of a resigned role would find its
@@ -88,7 +95,13 @@ func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseCon
 	if !registered {
 		return Decision{Action: ActionNotRegistered}
 	}
-	rank, _ := state.RankOf(member)
+	rank, live := state.RankAt(member, nowMillis, config)
+	if !live {
+		// The member's rank lapsed: the others skip it, so it registers
+		// again and joins at the tail rather than claim a rank they no
+		// longer count.
+		return Decision{Action: ActionNotRegistered}
+	}
 	var challengeAt int64
 	if state.Lease != nil {
 		timing := config.Timing(*state.Lease)
@@ -103,5 +116,29 @@ func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseCon
 	if nowMillis >= challengeAt {
 		return Decision{Action: ActionChallenge}
 	}
-	return Decision{Action: ActionWait, WaitUntil: challengeAt}
+	return Decision{Action: ActionWait, WaitUntil: min(challengeAt, nextLapse(state, member, nowMillis, config))}
+}
+
+// nextLapse returns the first instant after nowMillis at which a live
+// non-holder entry of the roster lapses, the member's own included: the
+// rank of the member changes then for an unchanged role state.
+func nextLapse(state RoleState, member MemberID, nowMillis int64, config LeaseConfig) int64 {
+	holder, hasHolder := state.Holder()
+	next := int64(math.MaxInt64)
+	lapse := config.RosterLapse().Milliseconds()
+	for _, entry := range state.Roster {
+		if (hasHolder && entry.Member == holder) || entry.LapsedAt(nowMillis, config) {
+			if entry.Member == member {
+				break
+			}
+			continue
+		}
+		if seen := max(entry.LastSeen, entry.RegisteredAt); seen < math.MaxInt64-lapse-1 {
+			next = min(next, seen+lapse+1)
+		}
+		if entry.Member == member {
+			break
+		}
+	}
+	return next
 }

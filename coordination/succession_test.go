@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
@@ -38,10 +39,23 @@ func fxState(t testing.TB, members []string, registeredAt []int64, holder string
 	return state
 }
 
+// fxSeen gives one member the last sign of life seen, as a heartbeat would.
+func fxSeen(t testing.TB, state coordination.RoleState, member string, seen int64) coordination.RoleState {
+	t.Helper()
+	state.Roster = slices.Clone(state.Roster)
+	for i := range state.Roster {
+		if state.Roster[i].Member == fxMember(t, member) {
+			state.Roster[i].LastSeen = seen
+		}
+	}
+	return state
+}
+
 func TestEvaluateRules(t *testing.T) {
 	config := fxConfig(t, 30000, 10000, 5000)
 	three := []string{"node-1", "node-2", "node-3"}
 	at := []int64{1000, 2000, 3000}
+	late := []int64{math.MaxInt64 - 30, math.MaxInt64 - 20, math.MaxInt64 - 15}
 	var (
 		wait = func(until int64) coordination.Decision {
 			return coordination.Decision{Action: coordination.ActionWait, WaitUntil: until}
@@ -102,9 +116,19 @@ func TestEvaluateRules(t *testing.T) {
 		{"no lease: sole member challenges at once", fxState(t, []string{"solo"}, []int64{5}, "", 0), "solo", 5, challenge},
 
 		// Saturation: an anchor near the end of time does not wrap.
-		{"deadline near MaxInt64, rank 1", fxState(t, three, at, "node-1", math.MaxInt64-10), "node-3", math.MaxInt64 - 1, wait(math.MaxInt64)},
-		{"deadline near MaxInt64, rank 1 at MaxInt64", fxState(t, three, at, "node-1", math.MaxInt64-10), "node-3", math.MaxInt64, challenge},
-		{"registration near MaxInt64, rank 2", fxState(t, three, []int64{0, 0, math.MaxInt64 - 10}, "", 0), "node-3", 0, wait(math.MaxInt64)},
+		{"deadline near MaxInt64, rank 1", fxState(t, three, late, "node-1", math.MaxInt64-10), "node-3", math.MaxInt64 - 1, wait(math.MaxInt64)},
+		{"deadline near MaxInt64, rank 1 at MaxInt64", fxState(t, three, late, "node-1", math.MaxInt64-10), "node-3", math.MaxInt64, challenge},
+		{"registration near MaxInt64, rank 2", fxState(t, three, []int64{math.MaxInt64 - 30, math.MaxInt64 - 20, math.MaxInt64 - 10}, "", 0), "node-3", math.MaxInt64 - 10, wait(math.MaxInt64)},
+		// Before the lapse of the two ahead of it, the decision of node-3
+		// changes when they lapse (rule 2), 90 s after they were seen.
+		{"registration near MaxInt64, the two ahead lapse first", fxState(t, three, []int64{0, 0, math.MaxInt64 - 10}, "", 0), "node-3", 0, wait(90001)},
+
+		// Rule 1 and 2: the roster lapse (3 heartbeat intervals, 90 s here).
+		{"lapsed rank 0 standby is skipped: rank 1 is rank 0", fxSeen(t, fxState(t, three, at, "node-1", 30000), "node-3", 95000), "node-3", 100000, challenge},
+		{"standbys seen by a heartbeat keep their ranks", fxSeen(t, fxSeen(t, fxState(t, three, at, "node-1", 200000), "node-2", 150000), "node-3", 150000), "node-3", 180000, wait(205000)},
+		{"a lapsed standby registers again", fxState(t, three, at, "node-1", 30000), "node-2", 100000, absent},
+		{"a holder never lapses", fxState(t, three, at, "node-1", 30000), "node-1", 99999999, challenge},
+		{"the wait of rank 1 ends when rank 0 lapses", fxState(t, three, []int64{1000, 2000, 3000}, "node-1", 300000), "node-3", 50000, wait(92001)},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
@@ -164,10 +188,12 @@ func checkDecisionsOverTime(t *testing.T, label string, state coordination.RoleS
 			if before != d {
 				t.Fatalf("%s at %d: wait until %d, but at %d the decision is %+v", label, now, d.WaitUntil, d.WaitUntil-1, before)
 			}
-			if after := coordination.Evaluate(state, member, d.WaitUntil, config); after.Action == coordination.ActionWait {
+			// At WaitUntil the decision changes: to a challenge, or, when a
+			// standby ahead lapses there, to a wait of a lower rank.
+			if after := coordination.Evaluate(state, member, d.WaitUntil, config); after == d {
 				t.Fatalf("%s at %d: wait until %d, and at %d still %+v", label, now, d.WaitUntil, d.WaitUntil, after)
 			}
-			if i > 0 && decisions[i-1].Action == coordination.ActionWait && decisions[i-1] != d {
+			if i > 0 && decisions[i-1].Action == coordination.ActionWait && decisions[i-1] != d && decisions[i-1].WaitUntil != now {
 				t.Fatalf("%s: the wait moved from %d to %d between %d and %d", label, decisions[i-1].WaitUntil, d.WaitUntil, now-1, now)
 			}
 		default:
@@ -176,8 +202,11 @@ func checkDecisionsOverTime(t *testing.T, label string, state coordination.RoleS
 			}
 		}
 		// Once a member may challenge, it may challenge for ever after,
-		// while the role state stays as it is.
-		if i > 0 && decisions[i-1].Action == coordination.ActionChallenge && d.Action != coordination.ActionChallenge {
+		// while the role state stays as it is, until its own rank lapses
+		// (it then registers again).
+		entry, _ := state.Entry(member)
+		lapsed := entry.LapsedAt(now, config)
+		if i > 0 && decisions[i-1].Action == coordination.ActionChallenge && d.Action != coordination.ActionChallenge && !(lapsed && d.Action == coordination.ActionNotRegistered) {
 			t.Fatalf("%s: challenge at %d, then %s at %d", label, now-1, d.Action, now)
 		}
 		// A member never goes from wait or challenge back to hold.
@@ -201,7 +230,11 @@ func TestEvaluateDefaultStaggers(t *testing.T) {
 	// n after n times 5 s.
 	config := coordination.DefaultLeaseConfig()
 	names := []string{"holder", "s0", "s1", "s2", "s3"}
-	state := fxState(t, names, make([]int64, len(names)), "holder", 1_700_000_030_000)
+	registered := make([]int64, len(names))
+	for i := range registered {
+		registered[i] = 1_700_000_000_000 // seen within the roster lapse
+	}
+	state := fxState(t, names, registered, "holder", 1_700_000_030_000)
 	for rank, name := range names[1:] {
 		want := 1_700_000_030_000 + int64(rank)*5000
 		member := fxMember(t, name)

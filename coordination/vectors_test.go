@@ -36,6 +36,7 @@ type vectorFile struct {
 	Keys          []keyVector          `json:"keys"`
 	Registrations []registrationVector `json:"registrations"`
 	Leases        []leaseVector        `json:"leases"`
+	Heartbeats    []heartbeatVector    `json:"heartbeats"`
 	Invalid       []invalidVector      `json:"invalid"`
 	Partitions    []partitionVector    `json:"partitions"`
 }
@@ -51,6 +52,12 @@ type registrationVector struct {
 	Member       string `json:"member"`
 	RegisteredAt int64  `json:"registered_at"`
 	Hex          string `json:"hex"`
+}
+
+type heartbeatVector struct {
+	Member string `json:"member"`
+	SeenAt int64  `json:"seen_at"`
+	Hex    string `json:"hex"`
 }
 
 type leaseVector struct {
@@ -77,9 +84,10 @@ type partitionVector struct {
 
 const vectorLayout = "Big-endian throughout. Every key and every value starts with an int16 version, 0 today. " +
 	"A string is an int16 byte length followed by that many bytes of UTF-8. " +
-	"key = version int16, kind int16 (0 registration, 1 lease), role string, member string (empty for a lease key). " +
+	"key = version int16, kind int16 (0 registration, 1 lease, 2 heartbeat), role string, member string (empty for a lease key). " +
 	"registration value = version int16, member string, registered_at int64. " +
 	"lease value = version int16, member string, producer_id int64, producer_epoch int16, granted_at int64, deadline int64. " +
+	"heartbeat value = version int16, member string, seen_at int64. " +
 	"Instants are milliseconds since the Unix epoch. Roles and member ids are 1 to 249 bytes; producer id and epoch are never negative. " +
 	"An empty or absent value is a tombstone. Decoders reject every vector under \"invalid\". " +
 	"partition = (murmur2(UTF-8 role) & 0x7fffffff) % partitions, Kafka's Utils.murmur2 and Utils.toPositive; " +
@@ -166,6 +174,8 @@ func generateVectors(t *testing.T) vectorFile {
 		{KindRegistration, long, long},
 		{KindLease, long, ""},
 		{KindRegistration, longRunes, strings.Repeat("é", 124) + "x"},
+		{KindHeartbeat, "controller", "node-1"},
+		{KindHeartbeat, "日本", "🦀-member"},
 	} {
 		key := Key{Kind: k.kind, Role: mustVectorRole(t, k.role)}
 		if k.member != "" {
@@ -203,6 +213,15 @@ func generateVectors(t *testing.T) vectorFile {
 		file.Leases = append(file.Leases, l)
 	}
 
+	for _, h := range []heartbeatVector{
+		{Member: "node-1", SeenAt: 1700000030000},
+		{Member: "日本", SeenAt: 0},
+		{Member: long, SeenAt: math.MaxInt64},
+	} {
+		h.Hex = hex.EncodeToString(EncodeHeartbeat(Heartbeat{Member: mustVectorMember(t, h.Member), SeenAt: h.SeenAt}))
+		file.Heartbeats = append(file.Heartbeats, h)
+	}
+
 	var b vectorBytes
 	validKey := EncodeKey(RegistrationKey(mustVectorRole(t, "controller"), mustVectorMember(t, "node-1")))
 	validRegistration := EncodeRegistration(Registration{Member: mustVectorMember(t, "node-1"), RegisteredAt: 1700000000000})
@@ -219,7 +238,8 @@ func generateVectors(t *testing.T) vectorFile {
 		{append(slices.Clone(validKey), 0), "key", "one trailing byte"},
 		{b.i16(1).i16(0).str("controller").str("node-1"), "key", "unknown version 1"},
 		{b.i16(-1).i16(0).str("controller").str("node-1"), "key", "unknown version -1"},
-		{b.i16(0).i16(2).str("controller").str("node-1"), "key", "unknown kind 2"},
+		{b.i16(0).i16(3).str("controller").str("node-1"), "key", "unknown kind 3"},
+		{b.i16(0).i16(2).str("controller").str(""), "key", "heartbeat key with an empty member"},
 		{b.i16(0).i16(-1).str("controller").str(""), "key", "unknown kind -1"},
 		{b.i16(0).i16(0).i16(-1).str("node-1"), "key", "negative role length"},
 		{b.i16(0).i16(0).str("controller").i16(-1), "key", "negative member length"},
@@ -254,6 +274,13 @@ func generateVectors(t *testing.T) vectorFile {
 		{b.i16(0).str("node-1").i64(4242).i16(-1).i64(1700000000000).i64(1700000030000), "lease value", "negative producer epoch"},
 		{b.i16(0).str("node-1").i64(-1).i16(-1).i64(1700000000000).i64(1700000030000), "lease value", "the no-producer pair -1:-1"},
 		{validRegistration, "lease value", "a registration value"},
+
+		{nil, "heartbeat value", "empty buffer (a tombstone is no heartbeat)"},
+		{validRegistration[:len(validRegistration)-1], "heartbeat value", "truncated inside seen_at"},
+		{append(slices.Clone(validRegistration), 0), "heartbeat value", "one trailing byte"},
+		{b.i16(1).str("node-1").i64(1700000000000), "heartbeat value", "unknown version 1"},
+		{b.i16(0).str("").i64(1700000000000), "heartbeat value", "empty member"},
+		{validLease, "heartbeat value", "a lease value"},
 	} {
 		file.Invalid = append(file.Invalid, invalidVector{Hex: hex.EncodeToString(v.data), Part: v.part, What: v.what})
 	}
@@ -396,12 +423,31 @@ func TestVectorsReplayLeases(t *testing.T) {
 	}
 }
 
+func TestVectorsReplayHeartbeats(t *testing.T) {
+	file := readVectors(t)
+	if len(file.Heartbeats) == 0 {
+		t.Fatal("no heartbeat vectors")
+	}
+	for _, v := range file.Heartbeats {
+		data := mustHex(t, v.Hex)
+		heartbeat := Heartbeat{Member: mustVectorMember(t, v.Member), SeenAt: v.SeenAt}
+		if got := EncodeHeartbeat(heartbeat); !bytes.Equal(got, data) {
+			t.Errorf("EncodeHeartbeat(%q, %d) = %x, vector %s", v.Member, v.SeenAt, got, v.Hex)
+		}
+		decoded, err := DecodeHeartbeat(data)
+		if err != nil || decoded != heartbeat {
+			t.Errorf("DecodeHeartbeat(%s) = %+v, %v; want %+v", v.Hex, decoded, err, heartbeat)
+		}
+	}
+}
+
 func TestVectorsReplayInvalid(t *testing.T) {
 	file := readVectors(t)
 	decoders := map[string]func([]byte) error{
 		"key":                func(b []byte) error { _, err := DecodeKey(b); return err },
 		"registration value": func(b []byte) error { _, err := DecodeRegistration(b); return err },
 		"lease value":        func(b []byte) error { _, err := DecodeLease(b); return err },
+		"heartbeat value":    func(b []byte) error { _, err := DecodeHeartbeat(b); return err },
 	}
 	parts := map[string]int{}
 	for _, v := range file.Invalid {

@@ -49,8 +49,14 @@ func (g *globals) connect(ctx context.Context) (*cluster, error) {
 		return nil, usageError("--brokers %s: %v", strings.Join(brokers, ","), err)
 	}
 	probe.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, g.connectTimeout)
+	timeoutCtx, cancel := context.WithTimeout(ctx, g.connectTimeout)
 	defer cancel()
+	// Once one seed answered, the others have slowSeedGrace more: a silent
+	// seed (a host that is down drops the packets) costs a second, not the
+	// whole --connect-timeout.
+	pingCtx, cancelSlow := context.WithCancelCause(timeoutCtx)
+	defer cancelSlow(nil)
+	var firstAnswer sync.Once
 	errs := make([]error, len(brokers))
 	var wg sync.WaitGroup
 	for i, seed := range brokers {
@@ -62,9 +68,21 @@ func (g *globals) connect(ctx context.Context) (*cluster, error) {
 			}
 			defer client.Close()
 			errs[i] = client.Ping(pingCtx)
+			if errs[i] == nil {
+				firstAnswer.Do(func() {
+					time.AfterFunc(slowSeedGrace, func() {
+						cancelSlow(fmt.Errorf("%w: no answer within %v after seed %s answered", errSlowSeed, slowSeedGrace, seed))
+					})
+				})
+			}
 		})
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if err != nil && errors.Is(err, context.Canceled) && errors.Is(context.Cause(pingCtx), errSlowSeed) && ctx.Err() == nil {
+			errs[i] = context.Cause(pingCtx)
+		}
+	}
 	if interruptedBy(ctx) {
 		return nil, interruptedError("while connecting to Kafka")
 	}
@@ -95,8 +113,19 @@ func (c *cluster) clientOpts() []kgo.Opt {
 	return append(append([]kgo.Opt{}, c.opts...), kgo.SeedBrokers(c.brokers...))
 }
 
+// slowSeedGrace is how long the other seeds have to answer once one seed
+// answered.
+const slowSeedGrace = time.Second
+
+// errSlowSeed marks a seed left out because it did not answer within
+// slowSeedGrace of another seed.
+var errSlowSeed = errors.New("slow seed")
+
 // pingCause names why a ping failed.
 func (c *cluster) pingCause(err error) string {
+	if errors.Is(err, errSlowSeed) {
+		return strings.TrimPrefix(err.Error(), errSlowSeed.Error()+": ")
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("no answer within --connect-timeout %v", c.g.connectTimeout)
 	}

@@ -60,6 +60,76 @@ func TestDeadSeedBroker(t *testing.T) {
 	}
 }
 
+// silentAddr is a loopback address that accepts connections and never
+// answers, as a seed behind a firewall that drops packets looks after the
+// handshake.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listener.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return listener.Addr().String()
+}
+
+// A silent seed (it accepts and never answers) costs about a second once
+// another seed answered, not the whole --connect-timeout (found by trying
+// describe with a silent seed: 5.2 s each time).
+func TestSilentSeedBroker(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	brokers := silentAddr(t) + "," + strings.Join(cluster.Brokers, ",")
+	conn := []string{"--brokers", brokers, "--partitions", "4", "--topic", "silent-seed", "--connect-timeout", "20s"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	start := time.Now()
+	code, _, stderr := runCLI(t, nil, append([]string{"list"}, conn...)...)
+	took := time.Since(start)
+	if code != exitOK || !strings.Contains(stderr, "does not answer (no answer within 1s after seed "+cluster.Brokers[0]+" answered)") {
+		t.Fatalf("list with a silent seed: exit %d, stderr %q", code, stderr)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("list with a silent seed took %v; want about a second more than without, far below --connect-timeout 20s", took)
+	}
+}
+
+// watch --for counts from the printed state, not from the start: a slow
+// cluster's setup does not eat it (found as "describe the configs of the
+// state topic: context deadline exceeded", exit 4, from watch --for 500ms
+// on a loaded broker).
+func TestWatchForCountsAfterSetup(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "4", "--topic", "slow-setup"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	cluster.Fake.ControlKey(kmsg.DescribeConfigs.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.Fake.KeepControl()
+		time.Sleep(700 * time.Millisecond) // a loaded broker
+		return nil, nil, false
+	})
+	code, stdout, stderr := runCLI(t, nil, append([]string{"watch", "controller", "--for", "300ms"}, conn...)...)
+	if code != exitOK || !strings.Contains(stdout, "state") {
+		t.Fatalf("watch --for 300ms on a slow cluster: exit %d, stdout %q, stderr %q; want 0 and the state", code, stdout, stderr)
+	}
+}
+
 // A transaction coordinator that is not available for a while, as after
 // the death of its broker, delays describe; it does not fail it (issue
 // 10, bug 1: describe exited 4 for ten seconds after a broker fault).

@@ -531,22 +531,35 @@ func (d *demo) waitState(ctx context.Context, timeout time.Duration, what string
 	}
 }
 
-// observe follows the state partition with coordination.Observe, as
-// watch does, and puts the registrations and expiries on the timeline.
-// Read errors are retried by Observe; the demo's own checks report what
-// they cost.
+// observe follows the state partition, as watch does, and puts the
+// registrations and expiries on the timeline.
 func (d *demo) observe(ctx context.Context) {
-	for change, err := range coordination.Observe(ctx, d.observer, []coordination.Role{d.role}, d.options...) {
-		if err != nil || change.Kind == coordination.ChangeSynced {
-			continue
+	changed, stop := d.observer.WatchPartition(d.part)
+	defer stop()
+	tracker := newRoleTracker(d.role)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		records, _, err := d.observer.ReadPartitionFrom(ctx, d.part, tracker.next)
+		if err == nil {
+			events := tracker.apply(records, time.Now())
+			d.mu.Lock()
+			d.state = tracker.state()
+			close(d.stateChanged)
+			d.stateChanged = make(chan struct{})
+			d.mu.Unlock()
+			for _, event := range events {
+				d.onRoleEvent(event)
+			}
 		}
-		d.mu.Lock()
-		d.state = change.State
-		close(d.stateChanged)
-		d.stateChanged = make(chan struct{})
-		d.mu.Unlock()
-		if event, ok := eventOf(change); ok {
-			d.onRoleEvent(event)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case now := <-tick.C:
+			if event, ok := tracker.checkExpiry(now); ok {
+				d.onRoleEvent(event)
+			}
 		}
 	}
 }

@@ -20,6 +20,7 @@ const requestTimeout = 30 * time.Second
 
 func newDescribeCommand(g *globals) *cobra.Command {
 	var all bool
+	var heartbeat time.Duration
 	cmd := &cobra.Command{
 		Use:   "describe ROLE... | describe --all",
 		Short: "Show the roster, the lease and the epoch of roles",
@@ -32,9 +33,12 @@ It prints, for each role:
   - the roster in rank order: the holder, then the standbys in the order in
     which they challenge (member, offset of its registration record,
     registration time, and when the log last heard of the member: the
-    holder's newest renewal, a standby's registration; a standby writes
-    nothing while it waits, so the log cannot tell a live standby from a
-    dead one);
+    holder's newest renewal, a standby's newest heartbeat, or its
+    registration). A waiting standby writes a heartbeat every heartbeat
+    interval (the members' --heartbeat-interval, by default their lease
+    duration); one unseen for 3 intervals is shown "lapsed", without a
+    rank: the members skip it, and it registers again at the tail if it
+    comes back. Pass the members' interval with --heartbeat-interval;
   - the lease: holder, token, granted, deadline, time left, live or expired;
   - the coordinator's current token (DescribeTransactions), and whether the
     lease's token is authoritative, that is equal to it. A lease whose token
@@ -54,6 +58,10 @@ broker within about ten seconds.`,
   KRABKA_BROKERS=kafka-1:9093 krabka-coord describe controller --tls --sasl-mechanism scram-sha-512 --sasl-user ops`,
 		Args: rolesOrAll(&all),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			view, err := rosterView(heartbeat)
+			if err != nil {
+				return err
+			}
 			return g.onRoles(cmd, args, func(ctx context.Context, s *session, roles []coordination.Role) error {
 				if all {
 					scanned, err := scanRoles(ctx, s)
@@ -67,7 +75,7 @@ broker within about ten seconds.`,
 				}
 				var unknown []string
 				for i, role := range roles {
-					result, err := describeRole(ctx, s, role)
+					result, err := describeRole(ctx, s, role, view)
 					if err != nil {
 						return err
 					}
@@ -94,6 +102,7 @@ broker within about ten seconds.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every role that a record of the state topic names")
+	addRosterLapseFlag(cmd.Flags(), &heartbeat)
 	return cmd
 }
 
@@ -140,9 +149,14 @@ type rosterJSON struct {
 	Offset       int64    `json:"offset"`
 	RegisteredAt timeJSON `json:"registered_at"`
 
-	// LastSeen is the newest record of the member in the log: the
-	// holder's newest renewal, a standby's registration.
+	// LastSeen is the member's newest sign of life in the log: the
+	// holder's newest renewal, a standby's newest heartbeat or its
+	// registration.
 	LastSeen timeJSON `json:"last_seen"`
+
+	// Lapsed: a standby unseen for 3 heartbeat intervals; it has no rank
+	// (null), and the standbys behind it move up.
+	Lapsed bool `json:"lapsed"`
 }
 
 // leaseJSON is the lease of a role.
@@ -166,7 +180,7 @@ type coordinatorJSON struct {
 
 // describeRole reads the state and the epoch of a role, and retries what a
 // dead broker or a moved coordinator fails.
-func describeRole(ctx context.Context, s *session, role coordination.Role) (describeJSON, error) {
+func describeRole(ctx context.Context, s *session, role coordination.Role, view coordination.LeaseConfig) (describeJSON, error) {
 	g := s.g
 	partition, err := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	if err != nil {
@@ -202,7 +216,7 @@ func describeRole(ctx context.Context, s *session, role coordination.Role) (desc
 		}
 		return describeJSON{}, s.epochError(role, err)
 	}
-	result := buildDescribe(role, partition, state, status, time.Now().UnixMilli())
+	result := buildDescribe(role, partition, state, status, time.Now().UnixMilli(), view)
 	result.Warnings = append(result.Warnings, warnings...)
 	if lastStable, high, ok := s.transport.StableOffsets(partition); ok {
 		result.LastStableOffset, result.HighWatermark = &lastStable, &high
@@ -216,13 +230,13 @@ func describeRole(ctx context.Context, s *session, role coordination.Role) (desc
 
 // buildDescribe assembles the result from what the cluster said.
 func buildDescribe(role coordination.Role, partition coordination.TopicPartition, state coordination.RoleState,
-	status coordination.LeadershipStatus, nowMillis int64) describeJSON {
+	status coordination.LeadershipStatus, nowMillis int64, view coordination.LeaseConfig) describeJSON {
 	result := describeJSON{
 		Role:       role.String(),
 		Topic:      partition.Topic,
 		Partition:  partition.Partition,
 		ObservedAt: newTimeJSON(nowMillis),
-		Roster:     rankOrder(state),
+		Roster:     rankOrder(state, nowMillis, view),
 		Warnings:   []string{},
 	}
 	if status.Held {
@@ -244,25 +258,36 @@ func buildDescribe(role coordination.Role, partition coordination.TopicPartition
 }
 
 // rankOrder lists the roster in rank order: the holder first, then the
-// standbys from rank 0.
-func rankOrder(state coordination.RoleState) []rosterJSON {
+// live standbys from rank 0, then the lapsed ones (no rank) under the
+// roster lapse of view.
+func rankOrder(state coordination.RoleState, nowMillis int64, view coordination.LeaseConfig) []rosterJSON {
 	holder, hasHolder := state.Holder()
 	roster := make([]rosterJSON, 0, len(state.Roster))
-	for _, entry := range state.Roster {
-		if hasHolder && entry.Member == holder {
-			roster = append(roster, rosterJSON{Member: entry.Member.String(), Holder: true, Offset: entry.Offset,
-				RegisteredAt: newTimeJSON(entry.RegisteredAt), LastSeen: newTimeJSON(max(entry.RegisteredAt, state.Lease.GrantedAt))})
+	entry := func(e coordination.RosterEntry) rosterJSON {
+		return rosterJSON{Member: e.Member.String(), Offset: e.Offset, RegisteredAt: newTimeJSON(e.RegisteredAt), LastSeen: newTimeJSON(e.LastSeen)}
+	}
+	for _, e := range state.Roster {
+		if hasHolder && e.Member == holder {
+			m := entry(e)
+			m.Holder = true
+			roster = append(roster, m)
 		}
 	}
-	for _, entry := range state.Roster {
-		if hasHolder && entry.Member == holder {
+	var lapsed []rosterJSON
+	for _, e := range state.Roster {
+		if hasHolder && e.Member == holder {
 			continue
 		}
-		rank, _ := state.RankOf(entry.Member)
-		roster = append(roster, rosterJSON{Member: entry.Member.String(), Rank: &rank, Offset: entry.Offset,
-			RegisteredAt: newTimeJSON(entry.RegisteredAt), LastSeen: newTimeJSON(entry.RegisteredAt)})
+		m := entry(e)
+		if rank, live := state.RankAt(e.Member, nowMillis, view); live {
+			m.Rank = &rank
+			roster = append(roster, m)
+		} else {
+			m.Lapsed = true
+			lapsed = append(lapsed, m)
+		}
 	}
-	return roster
+	return append(roster, lapsed...)
 }
 
 // printDescribe writes the result as text.
@@ -300,9 +325,16 @@ func printDescribe(w io.Writer, r describeJSON) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  RANK\tMEMBER\tOFFSET\tREGISTERED AT\tLAST SEEN\n")
 		for _, m := range r.Roster {
-			rank, seen := "holder", "renewed "+formatAgo(m.LastSeen.Millis, r.ObservedAt.Millis)
-			if m.Rank != nil {
-				rank, seen = fmt.Sprint(*m.Rank), "registered "+formatAgo(m.LastSeen.Millis, r.ObservedAt.Millis)
+			ago := formatAgo(m.LastSeen.Millis, r.ObservedAt.Millis)
+			rank, seen := "holder", "renewed "+ago
+			switch {
+			case m.Holder:
+			case m.Lapsed:
+				rank, seen = "lapsed", "last seen "+ago+": no heartbeat for 3 intervals, so it has no rank"
+			case m.LastSeen.Millis > m.RegisteredAt.Millis:
+				rank, seen = fmt.Sprint(*m.Rank), "heartbeat "+ago
+			default:
+				rank, seen = fmt.Sprint(*m.Rank), "registered "+ago
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", rank, showName(m.Member), m.Offset, m.RegisteredAt.Time, seen)
 		}

@@ -65,7 +65,14 @@ way that no write under the token can recover from (ErrProducerLost). With
 --rejoin it campaigns again instead, at the tail of the roster.
 
 A second live process under the same ROLE and MEMBER is refused (exit 2):
-each would fence the other.
+each would fence the other. A process that finds a standby registration of
+its own MEMBER waits up to one --heartbeat-interval (plus a poll and a
+second) for that standby's heartbeat first: none means a crashed earlier
+run, whose place it takes, at the tail.
+
+While it waits, a standby writes a heartbeat every --heartbeat-interval (by
+default the lease duration); a standby unseen for 3 intervals loses its
+rank, and registers again at the tail if it comes back.
 
 With --listen it serves Prometheus metrics on /metrics (is-leader, token,
 leadership changes, rejoins, renewal latency and failures, partition reads)
@@ -92,7 +99,7 @@ transaction.max.timeout.ms.`,
 			}
 			defer h.close()
 			for {
-				leadership, err := h.acquire(signals.ctx)
+				leadership, err := h.acquire(signals.ctx, signals.stepDown)
 				if err != nil || leadership == nil {
 					return err
 				}
@@ -243,21 +250,39 @@ func (h *holder) preflight(ctx context.Context) error {
 }
 
 // refuseLiveHolder refuses, before anything is written, a member whose
-// name a live lease carries and whose holder keeps renewing it: another
-// live process under the same member id. Registering would replace that
-// process's registration, and leaving again would take it out of the
-// roster. A lease that is not renewed within half its extent is a crashed
-// earlier incarnation, which the campaign takes over as usual.
+// name another live process uses: a live lease that names the member and
+// keeps being renewed, or a standby registration of the member that is not
+// lapsed and keeps getting heartbeats. Registering would replace that
+// process's registration (which ends that process's campaign), and leaving
+// again would take it out of the roster. A lease that is not renewed
+// within half its extent, or a standby that writes no heartbeat within one
+// heartbeat interval and one poll interval, is a crashed earlier
+// incarnation, which the campaign takes over as usual.
 func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.StateRecord) error {
 	builder := coordination.NewRoleStateBuilder(h.role)
 	for _, record := range records {
 		_ = builder.Apply(record)
 	}
-	lease := builder.Build().Lease
-	if lease == nil || lease.Member != h.member || time.Now().UnixMilli() >= lease.Deadline {
+	state := builder.Build()
+	now := time.Now().UnixMilli()
+	lease := state.Lease
+	entry, registered := state.Entry(h.member)
+	var watch time.Duration
+	switch {
+	case lease != nil && lease.Member == h.member:
+		if now >= lease.Deadline {
+			return nil
+		}
+		watch = min(time.Duration(lease.Deadline-lease.GrantedAt)*time.Millisecond/2+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
+	case registered && !entry.LapsedAt(now, h.config):
+		// A standby writes a heartbeat at least every heartbeat interval
+		// plus one poll interval: the wait reads this process's clock only.
+		watch = h.config.HeartbeatInterval() + h.flags.lease.poll + time.Second
+		h.report(holderEvent{Event: "checking_duplicate"}, fmt.Sprintf("krabka-coord: member %s of role %s is registered as a standby (last seen %s): waiting up to %v for its next heartbeat, to tell another live process under this member id from a crashed earlier run",
+			h.shownMember(), h.shownRole(), formatAgo(entry.LastSeen, now), watch), true)
+	default:
 		return nil
 	}
-	watch := min(time.Duration(lease.Deadline-lease.GrantedAt)*time.Millisecond/2+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
 	watchCtx, cancel := context.WithTimeout(ctx, watch)
 	defer cancel()
 	next := int64(0)
@@ -273,9 +298,19 @@ func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.St
 			for _, record := range more {
 				_ = builder.Apply(record)
 			}
-			if renewed := builder.Build().Lease; renewed != nil && renewed.Member == h.member && renewed.Token == lease.Token && renewed.GrantedAt > lease.GrantedAt {
+			state := builder.Build()
+			if renewed := state.Lease; lease != nil && lease.Member == h.member && renewed != nil && renewed.Member == h.member && renewed.Token == lease.Token && renewed.GrantedAt > lease.GrantedAt {
 				return usageError("member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease at %s; two processes under one member id would fence each other: give this process another MEMBER, or stop the other one",
 					h.shownMember(), h.shownRole(), lease.Token, formatMillis(renewed.GrantedAt))
+			}
+			if seen, ok := state.Entry(h.member); lease == nil || lease.Member != h.member {
+				if ok && (seen.LastSeen > entry.LastSeen || seen.Offset != entry.Offset) {
+					return usageError("member %s of role %s is in use by another live process: it waits as a standby and was seen at %s; two processes under one member id would end each other's campaign: give this process another MEMBER, or stop the other one",
+						h.shownMember(), h.shownRole(), formatMillis(seen.LastSeen))
+				}
+				if !ok {
+					return nil // the other process left the roster
+				}
 			}
 		}
 		select {
@@ -350,8 +385,31 @@ func (h *holder) requestStepDown() error {
 
 // acquire waits for the role. It returns nil and nil when a signal ended
 // the wait (the member left the roster), and an error with exit code 1 when
-// --wait passed.
-func (h *holder) acquire(ctx context.Context) (*coordination.Leadership, error) {
+// --wait passed. A SIGUSR1 while it waits finds no leadership to step down
+// from: it is reported and dropped, so that it does not step down the
+// leadership that comes later.
+func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coordination.Leadership, error) {
+	waiting, stopWaiting := context.WithCancel(ctx)
+	dropped := make(chan struct{})
+	go func() {
+		defer close(dropped)
+		for {
+			select {
+			case <-stepDown:
+				h.report(holderEvent{Event: "step_down_ignored", Message: "SIGUSR1 while a standby: nothing to step down from"},
+					fmt.Sprintf("krabka-coord: SIGUSR1: member %s does not hold role %s, it waits for it: nothing to step down from", h.shownMember(), h.shownRole()), true)
+			case <-h.stepDownRequests:
+				// A POST /step-down accepted while the leadership that it
+				// was for ended: stale now.
+			case <-waiting.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		stopWaiting()
+		<-dropped
+	}()
 	h.report(holderEvent{Event: "campaigning"}, fmt.Sprintf("krabka-coord: member %s campaigns for role %s on %s (lease %v, renew every %v); waiting for its turn",
 		h.shownMember(), h.shownRole(), h.partition, h.config.Duration(), h.config.RenewInterval()), true)
 	wait := ctx

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
@@ -66,6 +68,71 @@ func TestElectRefusesALiveDuplicate(t *testing.T) {
 	cancel()
 	if r := first.wait(); r.code != exitOK {
 		t.Fatalf("the first elect: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// TestElectRefusesALiveDuplicateStandby: a second process under the name
+// of a live standby is refused with exit code 2 once the standby's next
+// heartbeat shows it alive, before it writes anything, and the standby
+// keeps waiting (before, the newcomer's registration replaced the live
+// standby's, which then gave up as the "duplicate"). A standby that died
+// without leaving the roster is taken over after one heartbeat interval.
+func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "dupsb"}
+	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	lease := append(slices.Clone(fastLease), "--heartbeat-interval", "1s")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1"}, conn...), lease...)...)
+	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-1" })
+	standby := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-2"}, conn...), lease...)...)
+	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return len(r.Roster) == 2 })
+
+	code, stdout, stderr := runCLI(t, nil, append(append([]string{"elect", "controller", "node-2"}, conn...), lease...)...)
+	if code != exitUsage || stdout != "" {
+		t.Fatalf("the duplicate: exit %d, stdout %q, stderr %q; want %d", code, stdout, stderr, exitUsage)
+	}
+	if !strings.Contains(stderr, "member node-2 of role controller is in use by another live process: it waits as a standby") {
+		t.Fatalf("stderr %q", stderr)
+	}
+	after := waitDescribe(t, conn, "controller", func(describeJSON) bool { return true })
+	if len(after.Roster) != 2 || after.Roster[1].Member != "node-2" || after.Roster[1].Rank == nil || *after.Roster[1].Rank != 0 {
+		t.Fatalf("after the duplicate: %+v; want node-2 still the standby of rank 0", after.Roster)
+	}
+	select {
+	case r := <-standby.done:
+		t.Fatalf("the live standby ended: exit %d: %s", r.code, r.stderr)
+	default:
+	}
+
+	// A standby that crashed: its registration stays, and no heartbeat
+	// follows. The next process under its name waits one heartbeat
+	// interval, then campaigns (and runs out of --wait as rank 1).
+	transport, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), cluster.Brokers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer transport.Close()
+	role, _ := coordination.NewRole("controller")
+	ghost, _ := coordination.NewMemberID("ghost")
+	partition, _ := coordination.RoleTopicPartition(role, coordination.WithTopic("dupsb"), coordination.WithPartitions(2))
+	if err := transport.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, ghost)),
+		coordination.EncodeRegistration(coordination.Registration{Member: ghost, RegisteredAt: time.Now().UnixMilli()})); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, nil, append(append([]string{"elect", "controller", "ghost", "--wait", "4s"}, conn...), lease...)...)
+	if code != exitFailure || !strings.Contains(stderr, "waiting up to 2.2s for its next heartbeat") || !strings.Contains(stderr, "not elected for role controller within --wait") {
+		t.Fatalf("after a crashed standby: exit %d, stderr %q; want %d after the wait for a heartbeat", code, stderr, exitFailure)
+	}
+	cancel()
+	if r := holder.wait(); r.code != exitOK {
+		t.Fatalf("the holder: exit %d: %s", r.code, r.stderr)
+	}
+	if r := standby.wait(); r.code != exitOK {
+		t.Fatalf("the standby: exit %d: %s", r.code, r.stderr)
 	}
 }
 

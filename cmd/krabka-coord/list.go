@@ -13,7 +13,8 @@ import (
 )
 
 func newListCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var heartbeat time.Duration
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List every role of the state topic: holder, token, lease, standbys",
 		Long: `list reads every partition of the state topic, folds every role that a
@@ -21,7 +22,9 @@ record names, and asks the transaction coordinator for the epoch of each
 (DescribeTransactions, eight at a time). It prints one row per role, in name
 order: the holder, the lease's token, the lease state (live, expired, or
 none), whether the token is authoritative (the coordinator holds it), and
-the count of standbys. It takes no epoch and joins no group.
+the count of standbys (live ones; a standby unseen for 3 heartbeat intervals
+is counted apart, as lapsed: see describe). It takes no epoch and joins no
+group.
 
 A role whose epoch the user may not describe (DESCRIBE on its transactional
 id) is listed without it, with a warning on stderr that names the ACL.
@@ -30,6 +33,10 @@ id) is listed without it, with a warning on stderr that names the ACL.
   krabka-coord list --output json | jq -c 'select(.lease_state=="expired")'`,
 		Args: exactArgs(),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			view, err := rosterView(heartbeat)
+			if err != nil {
+				return err
+			}
 			return g.onRoles(cmd, nil, func(ctx context.Context, s *session, _ []coordination.Role) error {
 				folds, err := scanRoles(ctx, s)
 				if err != nil {
@@ -46,7 +53,7 @@ id) is listed without it, with a warning on stderr that names the ACL.
 				now := time.Now().UnixMilli()
 				rows := make([]listJSON, len(folds))
 				for i, fold := range folds {
-					rows[i] = buildListRow(fold, statuses[i], errs[i] == nil, now)
+					rows[i] = buildListRow(fold, statuses[i], errs[i] == nil, now, view)
 					if errs[i] != nil {
 						if interruptedBy(ctx) {
 							return interruptedError("while describing the epochs")
@@ -67,6 +74,8 @@ id) is listed without it, with a warning on stderr that names the ACL.
 			})
 		}),
 	}
+	addRosterLapseFlag(cmd.Flags(), &heartbeat)
+	return cmd
 }
 
 // listJSON is one row of list: the summary of one role.
@@ -89,14 +98,25 @@ type listJSON struct {
 	Coordinator      *tokenJSON `json:"coordinator_token"`
 	CoordinatorKnown bool       `json:"coordinator_known"`
 	Authoritative    bool       `json:"authoritative"`
-	Standbys         int        `json:"standbys"`
-	SkippedRecords   int        `json:"skipped_records"`
+	// Standbys counts the live standbys; LapsedStandbys those unseen for
+	// 3 heartbeat intervals, which have no rank.
+	Standbys       int `json:"standbys"`
+	LapsedStandbys int `json:"lapsed_standbys"`
+	SkippedRecords int `json:"skipped_records"`
 }
 
 // buildListRow summarizes one role.
-func buildListRow(fold roleFold, status coordination.LeadershipStatus, known bool, nowMillis int64) listJSON {
+func buildListRow(fold roleFold, status coordination.LeadershipStatus, known bool, nowMillis int64, view coordination.LeaseConfig) listJSON {
 	row := listJSON{Role: fold.role.String(), Topic: fold.partition.Topic, Partition: fold.partition.Partition,
-		LeaseState: "none", CoordinatorKnown: known, Standbys: len(fold.state.Roster), SkippedRecords: fold.skipped}
+		LeaseState: "none", CoordinatorKnown: known, SkippedRecords: fold.skipped}
+	for _, m := range rankOrder(fold.state, nowMillis, view) {
+		switch {
+		case m.Lapsed:
+			row.LapsedStandbys++
+		case !m.Holder:
+			row.Standbys++
+		}
+	}
 	if known && status.Held {
 		row.Coordinator = newTokenJSON(status.Token)
 	}
@@ -107,9 +127,6 @@ func buildListRow(fold roleFold, status coordination.LeadershipStatus, known boo
 			row.LeaseState = "expired"
 		}
 		row.Authoritative = known && status.Authoritative(lease.Token)
-		if _, registered := fold.state.Entry(lease.Member); registered {
-			row.Standbys--
-		}
 	}
 	return row
 }
@@ -139,7 +156,11 @@ func printList(w io.Writer, rows []listJSON, topic string) {
 				authoritative = "yes"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", showName(r.Role), r.Partition, holder, tokenText(r.Token), lease, authoritative, r.Standbys)
+		standbys := fmt.Sprint(r.Standbys)
+		if r.LapsedStandbys > 0 {
+			standbys += fmt.Sprintf(" (+%d lapsed)", r.LapsedStandbys)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", showName(r.Role), r.Partition, holder, tokenText(r.Token), lease, authoritative, standbys)
 	}
 	tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -318,7 +319,7 @@ func TestDescribeOutput(t *testing.T) {
 	)
 	now := int64(25_000)
 
-	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, now)
+	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, now, coordination.DefaultLeaseConfig())
 	var order []string
 	for _, m := range result.Roster {
 		order = append(order, m.Member)
@@ -358,7 +359,7 @@ func TestDescribeOutput(t *testing.T) {
 	}
 
 	// A newer epoch at the coordinator: the lease is not authoritative.
-	stale := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t8, Held: true}, 50_000)
+	stale := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t8, Held: true}, 50_000, coordination.DefaultLeaseConfig())
 	if stale.Lease.Authoritative || stale.Lease.Live || stale.Lease.TimeLeftMs != 0 {
 		t.Fatalf("stale lease = %+v", stale.Lease)
 	}
@@ -369,74 +370,125 @@ func TestDescribeOutput(t *testing.T) {
 	}
 
 	// No member, no epoch.
-	empty := buildDescribe(role, partition, coordination.RoleState{}, coordination.LeadershipStatus{Role: role, Token: coordination.NoEpoch}, now)
+	empty := buildDescribe(role, partition, coordination.RoleState{}, coordination.LeadershipStatus{Role: role, Token: coordination.NoEpoch}, now, coordination.DefaultLeaseConfig())
 	line, _ = json.Marshal(empty)
 	if !strings.Contains(string(line), `"lease":null`) || !strings.Contains(string(line), `"coordinator":{"held":false,"token":null}`) || !strings.Contains(string(line), `"roster":[]`) {
 		t.Fatalf("empty JSON %s", line)
 	}
 }
 
-// change builds the change that coordination.Observe reports for the last
-// of records, with the fold of all of them as its state.
-func change(t *testing.T, kind coordination.ChangeKind, role coordination.Role, member string, at int64, previous *coordination.Lease, records ...coordination.StateRecord) coordination.RoleChange {
-	t.Helper()
-	c := coordination.RoleChange{Kind: kind, Role: role, Offset: records[len(records)-1].Offset, At: at, State: stateOf(t, role, records...), Previous: previous}
-	if member != "" {
-		c.Member, _ = coordination.NewMemberID(member)
+// TestDescribeRosterLiveness: describe shows a standby's newest heartbeat
+// as its last sign of life, and a standby unseen for 3 heartbeat intervals
+// as lapsed, without a rank, after the live ones, which move up; list
+// counts the lapsed apart.
+func TestDescribeRosterLiveness(t *testing.T) {
+	role, _ := coordination.NewRole("controller")
+	partition := coordination.TopicPartition{Topic: coordination.StateTopic, Partition: 12}
+	t7 := mustToken(t, 4242, 7)
+	node3, _ := coordination.NewMemberID("node-3")
+	state := stateOf(t, role,
+		registration(role, "node-1", 0, 1000),
+		registration(role, "dead", 1, 2000),
+		registration(role, "node-3", 2, 3000),
+		leaseRecord(role, "node-1", t7, 3, 100_000, 130_000),
+		coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, node3)),
+			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: node3, SeenAt: 93_000})},
+	)
+	view, err := rosterView(30 * time.Second) // lapse 90 s
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c
+	result := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, 100_000, view)
+	var got []string
+	for _, m := range result.Roster {
+		rank := "-"
+		if m.Rank != nil {
+			rank = fmt.Sprint(*m.Rank)
+		}
+		got = append(got, fmt.Sprintf("%s:%s:%t:%d", m.Member, rank, m.Lapsed, m.LastSeen.Millis))
+	}
+	if want := "node-1:-:false:100000 node-3:0:false:93000 dead:-:true:2000"; strings.Join(got, " ") != want {
+		t.Fatalf("roster = %s; want %s", strings.Join(got, " "), want)
+	}
+	var text bytes.Buffer
+	printDescribe(&text, result)
+	for _, want := range []string{"  0       node-3  2       1970-01-01T00:00:03.000Z  heartbeat 7.00s ago", "  lapsed  dead    1", "last seen 98.00s ago: no heartbeat for 3 intervals"} {
+		if !strings.Contains(text.String(), want) {
+			t.Fatalf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	line, _ := json.Marshal(result)
+	if !strings.Contains(string(line), `"member":"dead","holder":false,"rank":null,"offset":1`) || !strings.Contains(string(line), `"lapsed":true`) {
+		t.Fatalf("JSON %s", line)
+	}
+	row := buildListRow(roleFold{role: role, partition: partition, state: state}, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, true, 100_000, view)
+	if row.Standbys != 1 || row.LapsedStandbys != 1 {
+		t.Fatalf("list row standbys %d, lapsed %d; want 1 and 1", row.Standbys, row.LapsedStandbys)
+	}
+	// The one-line summary of watch's state event names the lapsed standby
+	// without a rank (a lapsed entry has none: it once panicked here).
+	if line := summarize(result); !strings.Contains(line, "standbys node-3 (rank 0), dead (lapsed)") {
+		t.Fatalf("summarize = %q", line)
+	}
+	// With the members' shorter interval passed, node-3 lapses too.
+	short, _ := rosterView(2 * time.Second)
+	if r := buildDescribe(role, partition, state, coordination.LeadershipStatus{Role: role, Token: t7, Held: true}, 100_000, short); !r.Roster[1].Lapsed {
+		t.Fatalf("with a 2s heartbeat interval node-3 (seen 7s ago) is not lapsed: %+v", r.Roster)
+	}
 }
 
-// TestEventOf: watch's events carry the fields and the words of each
-// change that coordination.Observe reports (the library's tests prove the
-// classification).
-func TestEventOf(t *testing.T) {
+func TestRoleTracker(t *testing.T) {
 	role, _ := coordination.NewRole("controller")
+	other, _ := coordination.NewRole("other")
 	t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
-	a1 := leaseRecord(role, "a", t1, 2, 1000, 4000)
-	log := []coordination.StateRecord{registration(role, "a", 0, 1000), a1, registration(role, "b", 3, 1100)}
-	registered, ok := eventOf(change(t, coordination.ChangeRegistered, role, "b", 5000, nil, log...))
-	if !ok || registered.Kind != eventRegistered || *registered.Rank != 0 || *registered.Offset != 3 || !strings.Contains(registered.Message, "rank 0") {
-		t.Fatalf("registration of b = %+v; want rank 0 behind the holder", registered)
-	}
-	held, _ := eventOf(change(t, coordination.ChangeRegistered, role, "a", 5000, nil, append(log, registration(role, "a", 4, 1200))...))
-	if !strings.Contains(held.Message, "and holds the lease") {
-		t.Fatalf("registration of the holder = %q", held.Message)
-	}
-	lease := func(r coordination.StateRecord) *coordination.Lease {
-		l, err := coordination.DecodeLease(r.Value)
-		if err != nil {
-			t.Fatal(err)
+	tracker := newRoleTracker(role)
+	now := time.UnixMilli(5000)
+	kinds := func(events []roleEvent) string {
+		var k []string
+		for _, e := range events {
+			k = append(k, e.Kind+":"+e.Member)
 		}
-		return &l
+		return strings.Join(k, " ")
 	}
-	expired, ok := eventOf(coordination.RoleChange{Kind: coordination.ChangeExpired, Role: role, Offset: -1, Member: mustMember(t, "a"), At: 5000, State: stateOf(t, role, log...)})
-	if !ok || expired.Kind != eventExpired || expired.Member != "a" || expired.Offset != nil || expired.Deadline.Millis != 4000 || !strings.Contains(expired.Message, "expired at") {
-		t.Fatalf("expiry = %+v", expired)
+	events := tracker.apply([]coordination.StateRecord{
+		registration(role, "a", 0, 1000),
+		registration(other, "x", 1, 1000),
+		leaseRecord(role, "a", t1, 2, 1000, 4000),
+		registration(role, "b", 3, 1100),
+		leaseRecord(role, "a", t1, 4, 2000, 5000),
+	}, now)
+	if got := kinds(events); got != "registered:a granted:a registered:b renewed:a" {
+		t.Fatalf("events = %s", got)
 	}
-	b2 := leaseRecord(role, "b", t2, 5, 5100, 8100)
-	takeover, ok := eventOf(change(t, coordination.ChangeTakeover, role, "b", 5200, lease(a1), append(log, b2)...))
-	if !ok || takeover.PreviousMember != "a" || tokenText(takeover.PreviousToken) != "7:1" || tokenText(takeover.Token) != "7:2" ||
-		takeover.GrantedAt.Millis != 5100 || takeover.PreviousDeadline.Millis != 4000 || !strings.Contains(takeover.Message, "its lease expired 1.10s before") {
+	if *events[2].Rank != 0 || !strings.Contains(events[2].Message, "rank 0") {
+		t.Fatalf("registration of b = %+v; want rank 0 behind the holder", events[2])
+	}
+	// Records already folded come again after compaction: skipped.
+	if again := tracker.apply([]coordination.StateRecord{registration(role, "a", 0, 1000)}, now); len(again) != 0 {
+		t.Fatalf("a repeated record made events: %s", kinds(again))
+	}
+	if event, ok := tracker.checkExpiry(time.UnixMilli(5000)); !ok || event.Kind != eventExpired || event.Member != "a" {
+		t.Fatalf("expiry at the deadline = %+v, %v", event, ok)
+	}
+	if _, ok := tracker.checkExpiry(time.UnixMilli(6000)); ok {
+		t.Fatal("one expiry reported twice")
+	}
+	events = tracker.apply([]coordination.StateRecord{
+		leaseRecord(role, "b", t2, 5, 5100, 8100),
+		leaseTombstone(role, 6),
+		deregistration(role, "b", 7),
+	}, now)
+	if got := kinds(events); got != "takeover:b released:b deregistered:b" {
+		t.Fatalf("events = %s", got)
+	}
+	takeover := events[0]
+	if takeover.PreviousMember != "a" || tokenText(takeover.PreviousToken) != "7:1" || tokenText(takeover.Token) != "7:2" ||
+		takeover.GrantedAt.Millis != 5100 || takeover.PreviousDeadline.Millis != 5000 || !strings.Contains(takeover.Message, "its lease expired 100ms before") {
 		t.Fatalf("takeover = %+v", takeover)
 	}
 	if line := formatEvent(takeover); !strings.HasSuffix(line, "\n") || !strings.Contains(line, "takeover      b           b took over with token 7:2 from a") {
 		t.Fatalf("formatEvent = %q", line)
 	}
-	released, ok := eventOf(change(t, coordination.ChangeReleased, role, "b", 5300, lease(b2), append(log, b2, leaseTombstone(role, 6))...))
-	if !ok || released.Kind != eventReleased || tokenText(released.Token) != "7:2" || !strings.Contains(released.Message, "lease of b (token 7:2) cleared") {
-		t.Fatalf("release = %+v", released)
-	}
-	left, ok := eventOf(change(t, coordination.ChangeDeregistered, role, "b", 5300, nil, append(log, deregistration(role, "b", 7))...))
-	if !ok || left.Kind != eventDeregistered || left.Message != "left the roster" {
-		t.Fatalf("deregistration = %+v", left)
-	}
-	for _, kind := range []coordination.ChangeKind{coordination.ChangeState, coordination.ChangeSynced} {
-		if event, ok := eventOf(coordination.RoleChange{Kind: kind, Role: role, Offset: -1}); ok {
-			t.Fatalf("eventOf(%s) = %+v; watch prints its own state line, and no synced line", kind, event)
-		}
-	}
-	now := time.UnixMilli(5000)
 	status := func(held bool, token coordination.FencingToken) coordination.LeadershipStatus {
 		return coordination.LeadershipStatus{Role: role, Held: held, Token: token}
 	}
@@ -447,6 +499,14 @@ func TestEventOf(t *testing.T) {
 
 func TestEventPrinterJSON(t *testing.T) {
 	var out bytes.Buffer
+	// Text of several roles: each line names its role (watch of two
+	// roles printed lines that did not say which).
+	var text bytes.Buffer
+	several := &eventPrinter{w: &text, withRole: true}
+	several.print(roleEvent{At: newTimeJSON(0), Kind: eventGranted, Role: "o2", Member: "c", Message: "c took the role"})
+	if !strings.Contains(text.String(), "  o2   granted       c           c took the role") {
+		t.Fatalf("text of several roles %q; want the role after the time", text.String())
+	}
 	p := &eventPrinter{w: &out, json: true}
 	offset, rank := int64(3), 1
 	p.print(roleEvent{At: newTimeJSON(0), Kind: eventRegistered, Role: "r", Member: "m", Offset: &offset, Rank: &rank, Message: "joined"})

@@ -94,11 +94,16 @@ func rosterLine(state coordination.RoleState) string {
 	} else {
 		b.WriteString("no holder")
 	}
+	// The ranks of the log's order: the demo's story, in which no standby
+	// lapses.
 	var standbys []string
-	for _, m := range rankOrder(state) {
-		if !m.Holder {
-			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", showName(m.Member), *m.Rank))
+	holder, hasHolder := state.Holder()
+	for _, entry := range state.Roster {
+		if hasHolder && entry.Member == holder {
+			continue
 		}
+		rank, _ := state.RankOf(entry.Member)
+		standbys = append(standbys, fmt.Sprintf("%s (rank %d)", showName(entry.Member.String()), rank))
 	}
 	if len(standbys) == 0 {
 		b.WriteString("; no standby")
@@ -112,7 +117,7 @@ func rosterLine(state coordination.RoleState) string {
 // ago".
 func formatAgo(millis, nowMillis int64) string {
 	d := time.Duration(millis-nowMillis) * time.Millisecond
-	if d >= 0 {
+	if d > 0 {
 		return "in " + formatSeconds(d)
 	}
 	return formatSeconds(-d) + " ago"

@@ -16,8 +16,7 @@ type roleFold struct {
 	role      coordination.Role
 	partition coordination.TopicPartition
 	state     coordination.RoleState
-	lastSeen  map[coordination.MemberID]int64 // the newest record of each member, ms since the Unix epoch
-	skipped   int                             // records of the role that do not decode
+	skipped   int // records of the role that do not decode
 }
 
 // scanRoles reads every partition of the state topic and folds every role
@@ -59,7 +58,7 @@ func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
 			}
 			fold := folds[key.Role]
 			if fold == nil {
-				fold = &roleFold{role: key.Role, partition: partition, lastSeen: make(map[coordination.MemberID]int64)}
+				fold = &roleFold{role: key.Role, partition: partition}
 				folds[key.Role] = fold
 				builders[key.Role] = coordination.NewRoleStateBuilder(key.Role)
 			}
@@ -67,7 +66,6 @@ func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
 				fold.skipped++
 				continue
 			}
-			noteLastSeen(fold.lastSeen, key, record)
 		}
 	}
 	var out []roleFold
@@ -77,35 +75,6 @@ func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
 	}
 	slices.SortFunc(out, func(a, b roleFold) int { return strings.Compare(a.role.String(), b.role.String()) })
 	return out, nil
-}
-
-// noteLastSeen records the newest record of a member: its registration,
-// or a lease that names it. A tombstone names nobody.
-func noteLastSeen(lastSeen map[coordination.MemberID]int64, key coordination.Key, record coordination.StateRecord) {
-	if coordination.IsTombstone(record.Value) {
-		return
-	}
-	var member coordination.MemberID
-	var at int64
-	switch key.Kind {
-	case coordination.KindRegistration:
-		registration, err := coordination.DecodeRegistration(record.Value)
-		if err != nil {
-			return
-		}
-		member, at = registration.Member, registration.RegisteredAt
-	case coordination.KindLease:
-		lease, err := coordination.DecodeLease(record.Value)
-		if err != nil {
-			return
-		}
-		member, at = lease.Member, lease.GrantedAt
-	default:
-		return
-	}
-	if at > lastSeen[member] {
-		lastSeen[member] = at
-	}
 }
 
 // describeEpochs asks the transaction coordinator for the epoch of every

@@ -366,6 +366,8 @@ type leaseFlags struct {
 	renew    time.Duration
 	stagger  time.Duration
 	poll     time.Duration
+
+	heartbeat time.Duration // 0: the lease duration
 }
 
 // add registers the flags with the given defaults.
@@ -374,6 +376,7 @@ func (l *leaseFlags) add(f *pflag.FlagSet, duration, renew, stagger, poll time.D
 	f.DurationVar(&l.renew, "renew-interval", renew, "gap between two renewals of the holder; at least 100ms and at most a third of the lease duration")
 	f.DurationVar(&l.stagger, "challenge-stagger", stagger, "extra wait of each rank of succession past the deadline")
 	f.DurationVar(&l.poll, "poll-interval", poll, "longest gap between two reads of the state topic while a member waits")
+	f.DurationVar(&l.heartbeat, "heartbeat-interval", 0, "gap between two heartbeats of a waiting standby (default: the lease duration); a standby unseen for 3 of them loses its rank, so every member of a role passes the same value")
 }
 
 // Bounds of the lease flags. A lease is one Kafka transaction timeout,
@@ -402,11 +405,26 @@ func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
 		return coordination.LeaseConfig{}, usageError("--challenge-stagger %v: want a duration above zero, such as 1s", l.stagger)
 	case l.poll <= 0:
 		return coordination.LeaseConfig{}, usageError("--poll-interval %v: want a duration above zero, such as 1s", l.poll)
+	case l.heartbeat < 0 || (l.heartbeat > 0 && l.heartbeat < minRenewInterval):
+		return coordination.LeaseConfig{}, usageError("--heartbeat-interval %v: want at least %v (the default is the lease duration)", l.heartbeat, minRenewInterval)
 	}
 	config, err := coordination.NewLeaseConfig(l.duration, l.renew, l.stagger)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "coordination: ")
 		return config, usageError("--lease-duration %v, --renew-interval %v, --challenge-stagger %v: %s", l.duration, l.renew, l.stagger, msg)
+	}
+	return withHeartbeat(config, l.heartbeat)
+}
+
+// withHeartbeat sets a heartbeat interval on a lease policy; zero keeps the
+// policy's own (the lease duration).
+func withHeartbeat(config coordination.LeaseConfig, heartbeat time.Duration) (coordination.LeaseConfig, error) {
+	if heartbeat == 0 {
+		return config, nil
+	}
+	config, err := config.WithHeartbeatInterval(heartbeat)
+	if err != nil {
+		return config, usageError("--heartbeat-interval %v: %s", heartbeat, strings.TrimPrefix(err.Error(), "coordination: "))
 	}
 	return config, nil
 }
@@ -414,6 +432,23 @@ func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
 // options are the library options of the lease flags.
 func (l *leaseFlags) options(config coordination.LeaseConfig) []coordination.Option {
 	return []coordination.Option{coordination.WithLeaseConfig(config), coordination.WithPollInterval(l.poll)}
+}
+
+// addRosterLapseFlag registers --heartbeat-interval on a command that
+// shows ranks: the members' heartbeat interval, from which it tells a
+// lapsed standby.
+func addRosterLapseFlag(f *pflag.FlagSet, heartbeat *time.Duration) {
+	f.DurationVar(heartbeat, "heartbeat-interval", coordination.DefaultLeaseDuration,
+		"the members' heartbeat interval (their --heartbeat-interval, else their --lease-duration): a standby unseen for 3 of them is shown lapsed, without a rank")
+}
+
+// rosterView is the lease policy by which a command that shows ranks
+// tells a lapsed standby.
+func rosterView(heartbeat time.Duration) (coordination.LeaseConfig, error) {
+	if heartbeat < minRenewInterval {
+		return coordination.LeaseConfig{}, usageError("--heartbeat-interval %v: want at least %v", heartbeat, minRenewInterval)
+	}
+	return withHeartbeat(coordination.DefaultLeaseConfig(), heartbeat)
 }
 
 // topicNameProblem applies Kafka's rules for a topic name, and returns ""

@@ -147,7 +147,7 @@ ACL missing.`,
 			}
 			defer h.close()
 			for {
-				leadership, err := h.acquire(signals.ctx)
+				leadership, err := h.acquire(signals.ctx, signals.stepDown)
 				if err != nil {
 					return err
 				}

@@ -48,7 +48,7 @@ refused (not the holder, another role); 2 usage; 4 cluster unreachable.`,
 			}
 			return g.onRoles(cmd, args, func(ctx context.Context, s *session, roles []coordination.Role) error {
 				role := roles[0]
-				before, err := describeRole(ctx, s, role)
+				before, err := describeRole(ctx, s, role, coordination.DefaultLeaseConfig())
 				if err != nil {
 					return err
 				}
@@ -65,7 +65,7 @@ refused (not the holder, another role); 2 usage; 4 cluster unreachable.`,
 				// back from the tail.
 				var last *describeJSON
 				for {
-					after, err := describeRole(waitCtx, s, role)
+					after, err := describeRole(waitCtx, s, role, coordination.DefaultLeaseConfig())
 					if err == nil {
 						last = &after
 						if after.Lease != nil && after.Lease.Token.Token != before.Lease.Token.Token {

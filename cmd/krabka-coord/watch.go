@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -18,6 +17,7 @@ import (
 func newWatchCommand(g *globals) *cobra.Command {
 	var duration time.Duration
 	var all bool
+	var heartbeat time.Duration
 	cmd := &cobra.Command{
 		Use:   "watch ROLE... | watch --all",
 		Short: "Follow roles and print each change as it happens",
@@ -55,19 +55,18 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 			if duration < 0 {
 				return usageError("--for %v: want 0 (until a signal) or a duration above zero", duration)
 			}
+			view, err := rosterView(heartbeat)
+			if err != nil {
+				return err
+			}
 			signals := followSignals(cmd.Context())
 			defer signals.stop()
-			ctx := signals.ctx
-			if duration > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, duration)
-				defer cancel()
-			}
-			return watchRoles(ctx, g, roles, all)
+			return watchRoles(signals.ctx, g, roles, all, duration, view)
 		}),
 	}
-	cmd.Flags().DurationVar(&duration, "for", 0, "stop after this long (default: until a signal)")
+	cmd.Flags().DurationVar(&duration, "for", 0, "stop this long after the state of the roles is printed (default: until a signal)")
 	cmd.Flags().BoolVar(&all, "all", false, "every role of the state topic, and every role that appears later")
+	addRosterLapseFlag(cmd.Flags(), &heartbeat)
 	return cmd
 }
 
@@ -75,23 +74,16 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 type watcher struct {
 	g        *globals
 	s        *session
-	roles    map[coordination.Role]bool
+	all      bool
+	trackers map[coordination.Role]*roleTracker
 	statuses map[coordination.Role]coordination.LeadershipStatus
+	next     map[coordination.TopicPartition]int64
 	printer  *eventPrinter
 }
 
-// observed is one value of coordination.Observe.
-type observed struct {
-	change coordination.RoleChange
-	err    error
-}
-
 // watchRoles prints the state of the roles and then their changes until
-// ctx ends. The changes come from coordination.Observe (ObserveAll with
-// --all): the incremental fold of the state partitions, the expiries by
-// this host's clock. The coordinator's epoch comes from DescribeLeadership,
-// polled.
-func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool) error {
+// ctx ends.
+func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool, duration time.Duration, view coordination.LeaseConfig) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	s, err := g.openChecked(setup, coordination.DefaultLeaseConfig())
@@ -99,122 +91,145 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		return err
 	}
 	defer s.close()
-	w := &watcher{g: g, s: s, roles: make(map[coordination.Role]bool),
-		statuses: make(map[coordination.Role]coordination.LeadershipStatus),
-		printer:  &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose}}
-
-	observeCtx, stopObserving := context.WithCancel(ctx)
-	seq := coordination.ObserveAll(observeCtx, s.transport, g.coordOptions()...)
-	if !all {
-		seq = coordination.Observe(observeCtx, s.transport, roles, g.coordOptions()...)
-	}
-	changes := make(chan observed)
-	var observer sync.WaitGroup
-	defer func() { stopObserving(); observer.Wait() }()
-	observer.Go(func() {
-		defer close(changes)
-		for change, err := range seq {
-			select {
-			case changes <- observed{change, err}:
-			case <-observeCtx.Done():
-				return
+	w := &watcher{g: g, s: s, all: all, trackers: make(map[coordination.Role]*roleTracker),
+		statuses: make(map[coordination.Role]coordination.LeadershipStatus), next: make(map[coordination.TopicPartition]int64),
+		printer: &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
+	var partitions []coordination.TopicPartition
+	if all {
+		for p := range g.partitions {
+			partitions = append(partitions, coordination.TopicPartition{Topic: g.topic, Partition: p})
+		}
+	} else {
+		seen := make(map[coordination.TopicPartition]bool)
+		for _, role := range roles {
+			w.trackers[role] = newRoleTracker(role)
+			partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
+			if !seen[partition] {
+				seen[partition] = true
+				partitions = append(partitions, partition)
 			}
 		}
-	})
+	}
 
-	// The state of every role, once every partition was read.
-	var states []coordination.RoleChange
-	var lastErr error
-	for synced := false; !synced; {
-		select {
-		case <-setup.Done():
+	// Subscribe before the first read, so that no change between the read
+	// and the wait is missed.
+	wake := make(chan struct{}, 1)
+	var dirtyMu sync.Mutex
+	dirty := make(map[coordination.TopicPartition]bool)
+	var followers sync.WaitGroup
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer func() { stopFollowing(); followers.Wait() }()
+	for _, partition := range partitions {
+		changed, stop := s.transport.WatchPartition(partition)
+		followers.Go(func() {
+			defer stop()
+			for {
+				select {
+				case <-followCtx.Done():
+					return
+				case <-changed:
+					dirtyMu.Lock()
+					dirty[partition] = true
+					dirtyMu.Unlock()
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+	}
+
+	for _, partition := range partitions {
+		if _, err := w.read(setup, partition, false); err != nil {
 			if interruptedBy(ctx) {
 				return nil
 			}
-			return w.readError(lastErr)
-		case o, ok := <-changes:
-			switch {
-			case !ok:
-				if interruptedBy(ctx) {
-					return nil
-				}
-				return w.readError(lastErr)
-			case o.err != nil:
-				lastErr = o.err
-				if isDenied(o.err) || errors.Is(o.err, coordination.ErrMisconfigured) {
-					return w.readError(o.err)
-				}
-			case o.change.Kind == coordination.ChangeState:
-				states = append(states, o.change)
-				w.roles[o.change.Role] = true
-			case o.change.Kind == coordination.ChangeSynced:
-				synced = true
-			}
+			return err
 		}
 	}
 	if !g.json() {
-		what := "roles " + strings.Join(roleNames(roles), ", ")
-		if len(roles) == 1 {
-			what = "role " + showName(roles[0].String())
+		what := "roles " + strings.Join(roleNames(w.roles()), ", ")
+		if len(w.trackers) == 1 {
+			what = "role " + showName(w.roles()[0].String())
 		}
 		if all {
-			what = fmt.Sprintf("every role of %s (%s now)", g.topic, fmtCount(len(states), "role", "roles"))
+			what = fmt.Sprintf("every role of %s (%s now)", g.topic, fmtCount(len(w.trackers), "role", "roles"))
 		}
 		fmt.Fprintf(g.stderr, "watching %s (Ctrl-C to stop)\n", what)
 	}
-	for _, change := range states {
-		status, err := w.describeEpoch(setup, change.Role)
+	now := time.Now()
+	for _, role := range w.roles() {
+		status, err := w.describeEpoch(setup, role)
 		if err != nil {
 			if interruptedBy(ctx) {
 				return nil
 			}
 			return err
 		}
-		w.statuses[change.Role] = status
-		state := buildDescribe(change.Role, change.Partition, change.State, status, change.At)
-		w.printer.print(roleEvent{At: newTimeJSON(change.At), Kind: eventState, Role: change.Role.String(), Message: summarize(state), State: &state})
+		w.statuses[role] = status
+		tracker := w.trackers[role]
+		partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
+		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli(), view)
+		tracker.checkLapses(now, view, false) // shown in the state already
+		w.printer.print(roleEvent{At: newTimeJSON(now.UnixMilli()), Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
+		if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
+			tracker.expired = lease.Deadline // reported in the state already
+		}
 	}
 
+	// --for counts from here: a slow cluster's setup does not eat it.
+	if duration > 0 {
+		var cancelFor context.CancelFunc
+		ctx, cancelFor = context.WithTimeout(ctx, duration)
+		defer cancelFor()
+	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	lastEpochPoll := time.Now()
+	lastEpochPoll := now
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case o, ok := <-changes:
-			switch {
-			case !ok:
-				if ctx.Err() != nil {
-					return nil
-				}
-				return w.readError(lastErr) // a permission or the topic went away
-			case o.err != nil:
-				if ctx.Err() != nil {
-					return nil
-				}
-				lastErr = o.err
-				fmt.Fprintf(g.stderr, "krabka-coord: warning: %s; retrying\n", oneLine(strings.TrimPrefix(o.err.Error(), "coordination: ")))
-			default:
-				if !o.change.Role.IsZero() {
-					w.roles[o.change.Role] = true
-				}
-				if event, ok := eventOf(o.change); ok {
-					w.printer.print(event)
+		case <-wake:
+			dirtyMu.Lock()
+			var changed []coordination.TopicPartition
+			for partition := range dirty {
+				changed = append(changed, partition)
+			}
+			clear(dirty)
+			dirtyMu.Unlock()
+			for _, partition := range changed {
+				if _, err := w.read(ctx, partition, true); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					fmt.Fprintf(g.stderr, "krabka-coord: warning: read %s: %s; retrying\n", partition, oneLine(err.Error()))
+					dirtyMu.Lock()
+					dirty[partition] = true
+					dirtyMu.Unlock()
 				}
 			}
 		case now := <-tick.C:
+			for _, role := range w.roles() {
+				if event, ok := w.trackers[role].checkExpiry(now); ok {
+					w.printer.print(event)
+				}
+				for _, event := range w.trackers[role].checkLapses(now, view, true) {
+					w.printer.print(event)
+				}
+			}
 			// One DescribeTransactions a second for a few roles, every five
 			// seconds for many.
 			every := time.Second
-			if len(w.roles) > 16 {
+			if len(w.trackers) > 16 {
 				every = 5 * time.Second
 			}
 			if now.Sub(lastEpochPoll) < every {
 				continue
 			}
 			lastEpochPoll = now
-			roles := w.sortedRoles()
+			roles := w.roles()
 			poll, cancel := context.WithTimeout(ctx, 5*time.Second)
 			statuses, errs := describeEpochs(poll, s, roles)
 			cancel()
@@ -232,16 +247,46 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 	}
 }
 
-// readError is the error of a read of the state topic that watch gives up
-// on.
-func (w *watcher) readError(err error) error {
-	if err == nil {
-		return clusterError("read %s: no answer within %v", w.g.topic, requestTimeout)
+// read folds the new records of a partition into the trackers, and prints
+// their events when report. With --all, a role that a record names for the
+// first time gets a tracker.
+func (w *watcher) read(ctx context.Context, partition coordination.TopicPartition, report bool) (int, error) {
+	var records []coordination.StateRecord
+	var next int64
+	err := retryTransient(ctx, func(ctx context.Context) (err error) {
+		records, next, err = w.s.transport.ReadPartitionFrom(ctx, partition, w.next[partition])
+		return err
+	})
+	if err != nil {
+		if isDenied(err) {
+			return 0, w.s.deniedError("read "+partition.String(), topicACL(opRead, w.g.topic), err)
+		}
+		return 0, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
 	}
-	if isDenied(err) {
-		return w.s.deniedError("read "+w.g.topic, topicACL(opRead, w.g.topic), err)
+	w.next[partition] = next
+	now := time.Now()
+	events := 0
+	for _, record := range records {
+		key, err := coordination.DecodeKey(record.Key)
+		if err != nil {
+			continue
+		}
+		tracker := w.trackers[key.Role]
+		if tracker == nil {
+			if !w.all {
+				continue
+			}
+			tracker = newRoleTracker(key.Role)
+			w.trackers[key.Role] = tracker
+		}
+		for _, event := range tracker.apply([]coordination.StateRecord{record}, now) {
+			if report {
+				w.printer.print(event)
+				events++
+			}
+		}
 	}
-	return clusterError("%s", oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+	return events, nil
 }
 
 // describeEpoch asks for the epoch of a role, retrying what a dead broker
@@ -258,10 +303,10 @@ func (w *watcher) describeEpoch(ctx context.Context, role coordination.Role) (co
 	return status, nil
 }
 
-// sortedRoles lists the followed roles in name order.
-func (w *watcher) sortedRoles() []coordination.Role {
-	roles := make([]coordination.Role, 0, len(w.roles))
-	for role := range w.roles {
+// roles lists the tracked roles in name order.
+func (w *watcher) roles() []coordination.Role {
+	roles := make([]coordination.Role, 0, len(w.trackers))
+	for role := range w.trackers {
 		roles = append(roles, role)
 	}
 	slices.SortFunc(roles, func(a, b coordination.Role) int { return strings.Compare(a.String(), b.String()) })
@@ -291,7 +336,10 @@ func summarize(r describeJSON) string {
 	}
 	var standbys []string
 	for _, m := range r.Roster {
-		if !m.Holder {
+		switch {
+		case m.Lapsed:
+			standbys = append(standbys, fmt.Sprintf("%s (lapsed)", showName(m.Member)))
+		case !m.Holder:
 			standbys = append(standbys, fmt.Sprintf("%s (rank %d)", showName(m.Member), *m.Rank))
 		}
 	}
@@ -310,9 +358,10 @@ func summarize(r describeJSON) string {
 
 // eventPrinter writes the events of watch.
 type eventPrinter struct {
-	w       io.Writer
-	json    bool
-	verbose bool
+	w        io.Writer
+	json     bool
+	verbose  bool
+	withRole bool // several roles: each text line names its role
 }
 
 func (p *eventPrinter) print(event roleEvent) {
@@ -323,7 +372,11 @@ func (p *eventPrinter) print(event roleEvent) {
 		_ = writeJSON(p.w, event)
 		return
 	}
-	fmt.Fprint(p.w, formatEvent(event))
+	line := formatEvent(event)
+	if p.withRole {
+		line = formatClock(time.UnixMilli(event.At.Millis)) + "  " + showName(event.Role) + " " + strings.TrimPrefix(line, formatClock(time.UnixMilli(event.At.Millis)))
+	}
+	fmt.Fprint(p.w, line)
 }
 
 // formatEvent writes an event as one line of text.
