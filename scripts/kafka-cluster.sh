@@ -131,26 +131,6 @@ launched_alive() {
 # proc_state PID: the state letter of the process (R, S, T for stopped, Z, ...).
 proc_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo '?'; }
 
-# gone PID: true when the process no longer exists or only zombie threads remain (the
-# JVM's main thread turns Z while other threads still run the shutdown).
-gone() {
-  local t state
-  kill -0 "$1" 2>/dev/null || return 0
-  for t in /proc/"$1"/task/*/stat; do
-    state="$(awk '{print $3}' "$t" 2>/dev/null || true)"
-    [[ -z $state || $state == Z ]] || return 1
-  done
-  return 0
-}
-
-wait_gone() { # PID SECONDS
-  local deadline=$((SECONDS + $2))
-  while ((SECONDS < deadline)); do
-    gone "$1" && return 0
-    sleep 0.2
-  done
-  gone "$1"
-}
 
 # java_tool CLASS ARGS...: run one of Kafka's command-line tools quietly.
 java_tool() {

@@ -110,3 +110,26 @@ krabka_kafka_pid() {
 krabka_port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
+
+# gone PID: true when the process no longer exists or is only a zombie. Every thread
+# counts: the JVM's main thread (the pid) turns Z while other threads still run the
+# shutdown and hold the listening sockets, so /proc/PID/stat alone says Z too early.
+gone() {
+  local t state
+  kill -0 "$1" 2>/dev/null || return 0
+  for t in /proc/"$1"/task/*/stat; do
+    state="$(awk '{print $3}' "$t" 2>/dev/null || true)"
+    [[ -z $state || $state == Z ]] || return 1
+  done
+  return 0
+}
+
+# wait_gone PID SECONDS: wait until gone PID, at most SECONDS; true when it is.
+wait_gone() {
+  local deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    gone "$1" && return 0
+    sleep 0.2
+  done
+  gone "$1"
+}

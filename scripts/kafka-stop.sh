@@ -28,27 +28,6 @@ esac
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka-env.sh"
 STOP_TIMEOUT="${KRABKA_KAFKA_STOP_TIMEOUT:-30}"
 
-# gone PID: true when the process no longer exists or is only a zombie. Every thread
-# counts: the JVM's main thread (the pid) turns Z while other threads still run the
-# shutdown and hold the listening sockets, so /proc/PID/stat alone says Z too early.
-gone() {
-  local t state
-  kill -0 "$1" 2>/dev/null || return 0
-  for t in /proc/"$1"/task/*/stat; do
-    state="$(awk '{print $3}' "$t" 2>/dev/null || true)"
-    [[ -z $state || $state == Z ]] || return 1
-  done
-  return 0
-}
-
-wait_gone() { # PID SECONDS
-  local deadline=$((SECONDS + $2))
-  while ((SECONDS < deadline)); do
-    gone "$1" && return 0
-    sleep 0.2
-  done
-  gone "$1"
-}
 
 if pid="$(krabka_kafka_pid)"; then
   if ((kill_now)); then
