@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -354,7 +355,7 @@ func (t *KafkaTransport) produce(ctx context.Context, producer *epochProducer, p
 				failures = append(failures, p.err)
 			case p.sent < len(p.batches):
 				leader, err := t.leaders.leader(ctx, p.partition, p.encoded != nil)
-				if err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
+				if err != nil && !errors.Is(err, kerr.LeaderNotAvailable) && !leaderLookupTransient(ctx, err) {
 					p.err = topicError(p.partition.Topic, err)
 					failures = append(failures, p.err)
 					continue
@@ -366,6 +367,9 @@ func (t *KafkaTransport) produce(ctx context.Context, producer *epochProducer, p
 				if err == nil {
 					pending[leader] = append(pending[leader], p)
 				}
+				// Without a leader, or without an answer to the Metadata
+				// request (a broker just died), the batch waits for the
+				// next round, as it is.
 			}
 		}
 		if len(failures) > 0 {
@@ -446,12 +450,26 @@ func (t *KafkaTransport) produceTo(ctx context.Context, producer *epochProducer,
 		rp.Partition = int32(p.partition.Partition)
 		rp.Records = p.encoded
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	wasUnknown := make([]bool, len(parts))
+	for i, p := range parts {
+		wasUnknown[i] = p.unknown
 		p.unknown = true // from the write of the request on
 	}
-	kresp, err := t.txn.Broker(int(leader)).RetriableRequest(ctx, req)
+	// One attempt, without franz-go's retries: a broker-pinned retriable
+	// request retries a dead broker for up to 30 s (RetryTimeout), long
+	// after the partition moved to a survivor. The loop of produce loads
+	// the leader again and sends the batch to whoever leads by then.
+	kresp, err := t.txn.Broker(int(leader)).Request(ctx, req)
 	if err != nil {
-		// No answer: the leader may have appended each batch. They go
-		// again as they are, unless ctx ended.
+		// No answer: the leader may have appended each batch, unless the
+		// connection could not even be dialled. They go again as they
+		// are, unless ctx ended.
+		if notDialled(err) {
+			for i, p := range parts {
+				p.unknown = wasUnknown[i]
+			}
+		}
 		return false
 	}
 	appended := false
@@ -489,6 +507,26 @@ func (t *KafkaTransport) produceTo(ctx context.Context, producer *epochProducer,
 		}
 	}
 	return appended
+}
+
+// notDialled reports a request that failed before it was written: the
+// connection to the broker could not be dialled.
+func notDialled(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// leaderLookupTransient reports a failure to look up a partition's leader
+// that the next round of produce may not see: a Metadata request without an
+// answer (a dead or unreachable broker) or with a retriable code, while ctx
+// lasts. A topic that does not exist (after leaderCache's own retries), a
+// partition outside the topic and a refused ACL fail the batch.
+func leaderLookupTransient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return false
+	}
+	var ke *kerr.Error
+	return !errors.As(err, &ke) || ke.Retriable
 }
 
 // produceNotAppended reports a broker code with which a leader refuses a
