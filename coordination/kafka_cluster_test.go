@@ -607,3 +607,69 @@ func TestKafkaClusterShortLeaseWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestKafkaClusterRenewDeadline is the real-broker test of
+// WithRenewDeadline (issue 11): the node that leads the role's partition
+// of the state topic stops answering (SIGSTOP; neither the active
+// controller nor the role's transaction coordinator), so no renewal of the
+// holder lands. With lease 6 s / renew 2 s and a renew deadline of 4 s the
+// leadership ends by the holder's own clock with ErrRenewDeadline, at its
+// last confirmed grant plus the deadline and before the lease deadline,
+// which a standby waits for: the holder stops acting before anyone may
+// take over. The holder's token stays the coordinator's pair (nobody
+// minted), and a Write under the ended leadership is refused.
+func TestKafkaClusterRenewDeadline(t *testing.T) {
+	e := kcNewEnv(t)
+	victim := kafkatest.Others(e.nodes.ActiveController(t))[0]
+	role := e.roles(t, "cluster-renew-deadline", 1, func(p kcPlaces) bool { return p.coordinator != victim && p.stateLeader == victim })[0]
+	const renewDeadline = 4 * time.Second
+	lease := kcShortLease(t)
+	transport := e.transport(t, lease)
+	logger := klNewLog(t).logger().With(slog.String("member", "holder"), slog.String("role", role.String()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	holder, err := coordination.AcquireLeadership(ctx, transport, role, fxMember(t, "holder"),
+		append(slices.Clone(e.options), coordination.WithLeaseConfig(lease), coordination.WithRenewDeadline(renewDeadline), coordination.WithLogger(logger))...)
+	if err != nil {
+		t.Fatalf("AcquireLeadership of %s: %v", role, err)
+	}
+	t.Cleanup(func() {
+		resign, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		_ = holder.Resign(resign)
+	})
+
+	e.nodes.Pause(t, victim)
+	paused := true
+	defer func() {
+		if paused {
+			e.nodes.Resume(t, victim)
+		}
+	}()
+	select {
+	case <-holder.Context().Done():
+	case <-time.After(3 * lease.Duration()):
+		t.Fatalf("the leadership held for %v with the state partition's leader stopped (renew deadline %v)", 3*lease.Duration(), renewDeadline)
+	}
+	ended := time.Now().UnixMilli()
+	e.nodes.Resume(t, victim)
+	paused = false
+	last := holder.Lease()
+	t.Logf("the leadership ended %d ms after its last confirmed grant (renew deadline %v, lease %v): %v",
+		ended-last.GrantedAt, renewDeadline, lease.Duration(), holder.Err())
+	if !errors.Is(holder.Err(), coordination.ErrRenewDeadline) || !errors.Is(context.Cause(holder.Context()), coordination.ErrRenewDeadline) {
+		t.Fatalf("Err = %v, cause %v; want ErrRenewDeadline", holder.Err(), context.Cause(holder.Context()))
+	}
+	if ended < last.GrantedAt+renewDeadline.Milliseconds() || ended >= last.Deadline {
+		t.Fatalf("ended at %d ms; want from the grant %d + %v and before the lease deadline %d", ended, last.GrantedAt, renewDeadline, last.Deadline)
+	}
+	status := e.describeAt(t, role)
+	if !status.Authoritative(holder.Token()) {
+		t.Errorf("the coordinator holds %s, not the holder's token %s: a renew deadline mints nothing", status, holder.Token())
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer wcancel()
+	if err := holder.Write(wctx, coordination.GuardedRecord{Topic: e.commands, Value: []byte("after the renew deadline")}); err == nil {
+		t.Errorf("a Write under the leadership that the renew deadline ended succeeded")
+	}
+}
