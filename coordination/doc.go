@@ -194,9 +194,11 @@
 //     ends the epoch's producer; [Leadership.Resign] with a context that had
 //     already ended takes 600 ms for its tombstones; [KafkaTransport.Close]
 //     returns within 500 ms.
-//   - A due renewal does not starve behind a slow guarded write: it waits at
-//     most half a renew interval for the write, then cancels it (the write's
-//     error says so) and renews.
+//   - A due renewal does not starve behind a slow guarded write: it waits
+//     for the write until one renew interval before the lease's deadline
+//     (10 s with the default lease), then cancels it (the write's error says
+//     so) and renews. It waits that long because a write cancelled in
+//     flight ends the epoch's producer over [KafkaTransport].
 //   - A renewal attempt may take until the deadline of the lease it renews
 //     (at least one renew interval), so a commit that is slow while the
 //     role's transaction coordinator moves renews the lease instead of

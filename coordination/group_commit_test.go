@@ -394,10 +394,11 @@ func TestGroupCommitContextEndingOnTheWireEndsTheTransaction(t *testing.T) {
 }
 
 // TestGroupCommitRenewalPreemptsASharedTransaction: the queued writes never
-// hold a due renewal back. A write hangs; the renewal due at 10 s waits half
-// a renew interval, cancels it, and renews at 15 s ahead of the two writes
-// queued behind it. Those share the next transaction, which hangs too: the
-// renewal due at 25 s cancels it at 30 s, and both calls return the error
+// hold a due renewal back. A write hangs; the renewal due at 10 s waits
+// until one renew interval before the lease's deadline (30 s - 10 s),
+// cancels it, and renews at 20 s ahead of the two writes queued behind it.
+// Those share the next transaction, which hangs too: the renewal due at
+// 30 s cancels it at 40 s (50 s - 10 s), and both calls return the error
 // that says so. The lease never lapses, and the leadership goes on.
 func TestGroupCommitRenewalPreemptsASharedTransaction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -411,25 +412,25 @@ func TestGroupCommitRenewalPreemptsASharedTransaction(t *testing.T) {
 		a := gcWrite(t.Context(), holder, gcCommands, "a", 1)
 		e.settle()
 		b := gcWrite(t.Context(), holder, gcCommands, "b", 1)
-		e.runTo(15_000)
+		e.runTo(20_000)
 		if err := <-first; err == nil || !strings.Contains(err.Error(), "renewal cancelled it") {
 			t.Fatalf("the hung write = %v, want the error of the preemption", err)
 		}
-		if got := holder.Lease().GrantedAt; got != scAt(15_000) {
-			t.Fatalf("the lease was renewed at %d ms, want 15000", got-scStart)
+		if got := holder.Lease().GrantedAt; got != scAt(20_000) {
+			t.Fatalf("the lease was renewed at %d ms, want 20000", got-scStart)
 		}
 		e.settle()
 		if got := gt.callCount(); got != 2 || strings.Join(gt.call(1), ",") != "a-0,b-0" {
 			t.Fatalf("%d WriteGuarded calls (the second of %v); want 2, the second one shared by a and b", got, gt.call(got-1))
 		}
-		e.runTo(30_000)
+		e.runTo(40_000)
 		for name, out := range map[string]<-chan error{"a": a, "b": b} {
 			if err := <-out; err == nil || !strings.Contains(err.Error(), "renewal cancelled it") {
 				t.Fatalf("write %s of the preempted shared transaction = %v, want the error of the preemption", name, err)
 			}
 		}
-		if got := holder.Lease().GrantedAt; got != scAt(30_000) {
-			t.Fatalf("the lease was renewed at %d ms, want 30000", got-scStart)
+		if got := holder.Lease().GrantedAt; got != scAt(40_000) {
+			t.Fatalf("the lease was renewed at %d ms, want 40000", got-scStart)
 		}
 		scHolds(t, holder)
 		if err := <-gcWrite(t.Context(), holder, gcCommands, "after", 1); err != nil {

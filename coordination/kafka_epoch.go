@@ -212,10 +212,9 @@ const warmTimeout = 5 * time.Second
 // topic, once, when this transport appends a registration of the role: the
 // member campaigns, and may challenge, and its mint and first lease then
 // skip FindCoordinator and Metadata (two round trips of a handover). The
-// warm-up runs in the background and writes nothing: one
-// DescribeTransactions of the role, which franz-go sends to the
-// coordinator that it looks up and keeps, and the Metadata of the state
-// topic when the transport has not loaded it yet. It takes no epoch, and a
+// warm-up runs in the background and writes nothing: one FindCoordinator
+// of the role, whose answer the transport keeps (txnCoordinators), and the
+// Metadata of the state topic when the transport has not loaded it yet. It takes no epoch, and a
 // failure only leaves the route cold. A deregistration forgets that the
 // role was warmed, so that its next registration warms it again.
 func (t *KafkaTransport) prewarm(role Role, partition TopicPartition) {
@@ -231,9 +230,7 @@ func (t *KafkaTransport) prewarm(role Role, partition TopicPartition) {
 		defer t.background.Done()
 		ctx, cancel := context.WithTimeout(t.ctx, warmTimeout)
 		defer cancel()
-		req := kmsg.NewPtrDescribeTransactionsRequest()
-		req.TransactionalIDs = []string{role.String()}
-		_, _ = t.txn.Request(ctx, req)
+		_, _ = t.coords.node(ctx, role.String())
 		_, _ = t.leaders.leader(ctx, partition, false)
 	}()
 }
@@ -254,17 +251,19 @@ func (t *KafkaTransport) initProducerID(ctx context.Context, role Role) (Fencing
 		var id int64
 		var epoch int16
 		err := withConcurrentTransactions(ctx, func() error {
-			req := kmsg.NewPtrInitProducerIDRequest()
-			req.TransactionalID = &txnID
-			req.TransactionTimeoutMillis = int32(t.lease.Duration().Milliseconds())
-			req.ProducerID, req.ProducerEpoch = -1, -1
-			resp, err := req.RequestWith(ctx, t.txn)
+			kresp, err := t.coords.request(ctx, txnID, func() kmsg.Request {
+				req := kmsg.NewPtrInitProducerIDRequest()
+				req.TransactionalID = &txnID
+				req.TransactionTimeoutMillis = int32(t.lease.Duration().Milliseconds())
+				req.ProducerID, req.ProducerEpoch = -1, -1
+				return req
+			}, func(resp kmsg.Response) error {
+				return kerr.ErrorForCode(resp.(*kmsg.InitProducerIDResponse).ErrorCode)
+			})
 			if err != nil {
 				return err
 			}
-			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-				return err
-			}
+			resp := kresp.(*kmsg.InitProducerIDResponse)
 			id, epoch = resp.ProducerID, resp.ProducerEpoch
 			return nil
 		})
@@ -328,13 +327,9 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 
 // describeEpochOnce is one DescribeTransactions of DescribeEpoch.
 func (t *KafkaTransport) describeEpochOnce(ctx context.Context, role Role, op string) (FencingToken, bool, error) {
-	described, err := t.admin.DescribeTransactions(ctx, role.String())
+	txn, err := t.describeTransaction(ctx, role.String())
 	if err != nil {
 		return NoEpoch, false, describeKafkaError(op, err)
-	}
-	txn, ok := described[role.String()]
-	if !ok {
-		return NoEpoch, false, nil
 	}
 	if txn.Err != nil {
 		if errors.Is(txn.Err, kerr.TransactionalIDNotFound) {

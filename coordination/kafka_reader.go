@@ -863,7 +863,10 @@ func (r *kafkaReader) fetch(ctx context.Context, leader int32, parts []*followed
 		fp.PartitionMaxBytes = readerPartitionMaxBytes
 		req.Topics[j].Partitions = append(req.Topics[j].Partitions, fp)
 	}
-	kresp, err := r.client.Broker(int(leader)).RetriableRequest(ctx, req)
+	// One attempt: a pinned retriable request retries a dead broker for up
+	// to 30 s (franz-go's RetryTimeout); fetchLost looks the partitions up
+	// again instead.
+	kresp, err := r.client.Broker(int(leader)).Request(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,10 @@ func listOffsets(ctx context.Context, client *kgo.Client, broker int32, topic st
 	var resp kmsg.Response
 	var err error
 	if broker >= 0 {
-		resp, err = client.Broker(int(broker)).RetriableRequest(ctx, req)
+		// One attempt: a pinned retriable request retries a dead broker
+		// for up to 30 s (franz-go's RetryTimeout); the caller asks
+		// whoever leads the partition next.
+		resp, err = client.Broker(int(broker)).Request(ctx, req)
 	} else {
 		resp, err = client.Request(ctx, req)
 	}

@@ -265,11 +265,11 @@ func ktRoundTrips(t *testing.T, c *kafkatest.Cluster) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		names, _ := trace.since(mark)
-		if slices.Contains(names, "DescribeTransactions") {
+		if slices.Contains(names, "FindCoordinator") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the registration's warm-up sent no DescribeTransactions: %v", names)
+			t.Fatalf("the registration's warm-up sent no FindCoordinator: %v", names)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -118,10 +118,11 @@ import (
 type KafkaTransport struct {
 	lease LeaseConfig
 
-	plain   *kgo.Client  // registrations, and the admin requests
-	admin   *kadm.Client // over plain
-	txn     *kgo.Client  // the transactions of every role, with the capped versions
-	leaders *leaderCache // the partition leaders of the transactions
+	plain   *kgo.Client      // registrations, and the admin requests
+	admin   *kadm.Client     // over plain
+	txn     *kgo.Client      // the transactions of every role, with the capped versions
+	leaders *leaderCache     // the partition leaders of the transactions
+	coords  *txnCoordinators // the transaction coordinators of the roles
 	reader  *kafkaReader
 
 	// ctx ends at Close; the background requests of the transport (a
@@ -246,6 +247,7 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 		admin:       kadm.NewClient(plain),
 		txn:         txn,
 		leaders:     newLeaderCache(txn),
+		coords:      newTxnCoordinators(txn),
 		reader:      newKafkaReader(readerClient, lease),
 		ctx:         ctx,
 		cancel:      cancel,
@@ -276,6 +278,11 @@ func leaseVersions(plain *kgo.Client) *kversion.Versions {
 	}
 	capVersion(kmsg.EndTxn, 4)
 	capVersion(kmsg.Produce, 11)
+	// Versions 4 and up batch the transactions of several producers, for
+	// brokers; a client sends 3 at most. franz-go's routing converted a
+	// request of one transaction, but the transport sends it pinned to
+	// the coordinator (txnCoordinators), as it is.
+	capVersion(kmsg.AddPartitionsToTxn, 3)
 	return versions
 }
 

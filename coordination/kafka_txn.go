@@ -311,12 +311,24 @@ func (t *KafkaTransport) addPartitions(ctx context.Context, producer *epochProdu
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, int32(p.partition.Partition))
 	}
 	return withConcurrentTransactions(ctx, func() error {
-		resp, err := req.RequestWith(ctx, t.txn)
+		kresp, err := t.coords.request(ctx, req.TransactionalID, func() kmsg.Request { return req }, func(kresp kmsg.Response) error {
+			for _, topic := range kresp.(*kmsg.AddPartitionsToTxnResponse).Topics {
+				for _, p := range topic.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); coordinatorMoved(err) {
+						return err
+					}
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
+		resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
 		var refused []error
+		answered := 0
 		for _, topic := range resp.Topics {
+			answered += len(topic.Partitions)
 			for _, p := range topic.Partitions {
 				err := kerr.ErrorForCode(p.ErrorCode)
 				switch {
@@ -327,6 +339,11 @@ func (t *KafkaTransport) addPartitions(ctx context.Context, producer *epochProdu
 					refused = append(refused, topicError(topic.Topic, err))
 				}
 			}
+		}
+		if answered < len(parts) {
+			// An answer without a partition of the request added nothing
+			// that the transaction can count on.
+			refused = append(refused, fmt.Errorf("the AddPartitionsToTxn answer names %d of the %d partitions of the transaction: %w", answered, len(parts), kerr.UnknownServerError))
 		}
 		return errors.Join(refused...)
 	})
@@ -558,15 +575,16 @@ func produceNotAppended(err error) bool {
 // coordinator answers CONCURRENT_TRANSACTIONS.
 func (t *KafkaTransport) endTxn(ctx context.Context, producer *epochProducer, commit bool) error {
 	return withConcurrentTransactions(ctx, func() error {
-		req := kmsg.NewPtrEndTxnRequest()
-		req.TransactionalID = producer.role.String()
-		req.ProducerID, req.ProducerEpoch = producer.token.ProducerID(), producer.token.ProducerEpoch()
-		req.Commit = commit
-		resp, err := req.RequestWith(ctx, t.txn)
-		if err != nil {
-			return err
-		}
-		return kerr.ErrorForCode(resp.ErrorCode)
+		_, err := t.coords.request(ctx, producer.role.String(), func() kmsg.Request {
+			req := kmsg.NewPtrEndTxnRequest()
+			req.TransactionalID = producer.role.String()
+			req.ProducerID, req.ProducerEpoch = producer.token.ProducerID(), producer.token.ProducerEpoch()
+			req.Commit = commit
+			return req
+		}, func(resp kmsg.Response) error {
+			return kerr.ErrorForCode(resp.(*kmsg.EndTxnResponse).ErrorCode)
+		})
+		return err
 	})
 }
 
@@ -665,8 +683,8 @@ func (t *KafkaTransport) fenceError(producer *epochProducer, op string, err erro
 	ctx, cancel := context.WithTimeout(context.Background(), fenceDescribeTimeout)
 	defer cancel()
 	role := producer.role.String()
-	described, derr := t.admin.DescribeTransactions(ctx, role)
-	if txn, ok := described[role]; derr == nil && ok && txn.Err == nil && abortedAtTimeout(producer.token, txn, time.Now().UnixMilli()) {
+	txn, derr := t.describeTransaction(ctx, role)
+	if derr == nil && txn.Err == nil && abortedAtTimeout(producer.token, txn, time.Now().UnixMilli()) {
 		return fmt.Errorf("coordination: %s: the transaction coordinator aborted the transaction of %s at its timeout "+
 			"(transaction.timeout.ms %d, which the transport sets to the lease duration) and bumped the epoch to %d:%d; "+
 			"no other member minted, but no write under %s can land again: %w: %w",

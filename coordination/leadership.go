@@ -237,8 +237,10 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // because only a new epoch resolves it.
 //
 // A write never lets the lease lapse: a renewal that falls due while a
-// transaction of writes holds the slot waits for it at most half a renew
-// interval, then cancels it, and the queued writes wait for the renewal.
+// transaction of writes holds the slot waits for it until one renew
+// interval before the lease's deadline (the lease duration minus two renew
+// intervals on the regular schedule: 10 s with the defaults), then cancels
+// it, and the queued writes wait for the renewal.
 // A renewal shares no transaction with guarded writes: it goes alone,
 // ahead of the queue, so that a caller's record (refused, or slow to be
 // acknowledged) never holds the lease back, at the cost of one transaction
@@ -428,10 +430,26 @@ func (l *Leadership) renewAttemptBound() time.Duration {
 }
 
 // preemptAfter is how long a due renewal waits for a guarded write in
-// flight before it cancels it: half a renew interval, so the renewal still
-// lands well before the deadline of a lease that follows the advice of
-// [NewLeaseConfig] (a renew interval of at most a third of the lease).
-func (l *Leadership) preemptAfter() time.Duration { return l.settings.lease.renewInterval / 2 }
+// flight before it cancels it: until one renew interval before the
+// deadline of the current lease, and not at all past that instant. On the
+// regular schedule (a renewal due one renew interval after the grant) that
+// is the lease duration minus two renew intervals: 10 s with the defaults
+// (30 s, 10 s), 2 s with lease 6 s / renew 2 s, and at least one renew
+// interval for a lease that follows the advice of [NewLeaseConfig] (a renew
+// interval of at most a third of the lease). The renewal then still has one
+// renew interval to commit before a standby may challenge.
+//
+// It waits that long, rather than a fixed half renew interval, because over
+// [KafkaTransport] a write cancelled with its transaction at the broker
+// ends the epoch's producer (outcome unknown), and with it the leadership
+// the renewal meant to keep: on the 3-node cluster most writes that stall
+// (1 to 5 s while a partition leader or a transaction coordinator moves)
+// commit within the longer wait.
+func (l *Leadership) preemptAfter() time.Duration {
+	lease := l.Lease()
+	until := time.Duration(lease.Deadline-l.settings.clock.NowMillis())*time.Millisecond - l.settings.lease.renewInterval
+	return max(until, 0)
+}
 
 // lockForRenewal takes the write slot for a due renewal. It holds back new
 // guarded writes while it waits, and cancels the guarded write in flight
@@ -452,7 +470,8 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 		l.mu.Unlock()
 		close(gate)
 	}()
-	preempt := l.settings.clock.After(l.preemptAfter())
+	wait := l.preemptAfter()
+	preempt := l.settings.clock.After(wait)
 	for {
 		select {
 		case l.slot <- struct{}{}:
@@ -464,7 +483,7 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 			l.mu.Unlock()
 			if cancel != nil {
 				l.logger.Warn("coordination: a guarded write holds the role's producer past a due renewal; cancelling it to renew the lease",
-					slog.Duration("waited", l.preemptAfter()))
+					slog.Duration("waited", wait))
 				cancel(errPreempted)
 			}
 		case <-ctx.Done():

@@ -167,8 +167,9 @@ func TestLivenessStaggerRank1TakesOverOneStaggerAfterResign(t *testing.T) {
 }
 
 // TestLivenessRenewalPreemptsAStuckWrite (issue 9, item 5): a guarded write
-// hangs for longer than the lease. The due renewal waits for it half a
-// renew interval, then cancels it and renews, so the lease never lapses and
+// hangs for longer than the lease. The due renewal waits for it until one
+// renew interval before the lease's deadline, then cancels it and renews,
+// so the lease never lapses and
 // the standby never challenges. The cancelled write says why it failed,
 // and the leadership goes on.
 //
@@ -187,19 +188,19 @@ func TestLivenessRenewalPreemptsAStuckWrite(t *testing.T) {
 		go func() {
 			written <- holder.Write(context.Background(), coordination.GuardedRecord{Topic: "commands", Value: []byte("open valve 7")})
 		}()
-		e.runTo(14_000)
+		e.runTo(19_000)
 		select {
 		case err := <-written:
 			t.Fatalf("the stuck write returned before the renewal preempted it: %v", err)
 		default:
 		}
-		e.runTo(15_000) // the renewal fell due at 10 s and waited half a renew interval
+		e.runTo(20_000) // the renewal fell due at 10 s and waited until deadline (30 s) - renew interval (10 s)
 		err := <-written
 		if err == nil || !strings.Contains(err.Error(), "renewal cancelled it") {
 			t.Fatalf("the preempted write returned %v, want an error that names the renewal", err)
 		}
-		if got := holder.Lease().GrantedAt; got != scAt(15_000) {
-			t.Fatalf("the lease was renewed at %d ms, want 15000", got-scStart)
+		if got := holder.Lease().GrantedAt; got != scAt(20_000) {
+			t.Fatalf("the lease was renewed at %d ms, want 20000", got-scStart)
 		}
 		e.runTo(50_000) // past the first lease's deadline (30 s) and the write's hang
 		release()
