@@ -183,8 +183,9 @@ type RoleChange struct {
 // ChangeLapsed comes early or late.
 //
 // The iteration ends when ctx ends or the loop breaks; no goroutine
-// outlives it. A read that fails yields (RoleChange{}, err), and the
-// observer reads again after a poll interval; an error that wraps
+// outlives it. A read that fails yields err with a RoleChange whose only
+// set field is Partition, the partition that failed, and the observer
+// reads it again at the next wake-up or poll; an error that wraps
 // [ErrNotAuthorized] or [ErrMisconfigured] ends the iteration after it is
 // yielded, because no retry helps. An invalid option, an empty role list
 // or the zero [Role] yields one error and ends it. The yield runs on the
@@ -332,7 +333,7 @@ func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) 
 				if ctx.Err() != nil {
 					return
 				}
-				if !yield(RoleChange{}, err) || errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
+				if !yield(RoleChange{Partition: partition}, err) || errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
 					return
 				}
 				failed = append(failed, partition)

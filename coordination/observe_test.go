@@ -22,6 +22,7 @@ type obWatch struct {
 	mu     sync.Mutex
 	lines  []string
 	errs   []error
+	failed []coordination.TopicPartition // the Partition of each error
 }
 
 func obStart(seq func(yield func(coordination.RoleChange, error) bool), cancel context.CancelFunc) *obWatch {
@@ -32,6 +33,7 @@ func obStart(seq func(yield func(coordination.RoleChange, error) bool), cancel c
 			w.mu.Lock()
 			if err != nil {
 				w.errs = append(w.errs, err)
+				w.failed = append(w.failed, change.Partition)
 			} else {
 				w.lines = append(w.lines, obLine(change))
 			}
@@ -184,7 +186,7 @@ func TestObserveAllFindsRolesThatAppearLater(t *testing.T) {
 
 // TestObserveEndsOnAMissingPermission: the error is yielded, and the
 // iteration ends, because no retry helps; a transient error is yielded and
-// the observer reads again.
+// the observer reads again. Each error names the partition that failed.
 func TestObserveEndsOnAMissingPermission(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		observer := e.member("observer")
@@ -199,6 +201,9 @@ func TestObserveEndsOnAMissingPermission(t *testing.T) {
 		<-w.done
 		if len(w.errs) != 2 || errors.Is(w.errs[0], coordination.ErrNotAuthorized) || !errors.Is(w.errs[1], coordination.ErrNotAuthorized) {
 			t.Fatalf("Observe yielded errors %v, want a transient one and then ErrNotAuthorized", w.errs)
+		}
+		if !slices.Equal(w.failed, []coordination.TopicPartition{e.tp, e.tp}) {
+			t.Fatalf("the errors named partitions %v, want %s twice", w.failed, e.tp)
 		}
 		cancel()
 	})
