@@ -76,7 +76,6 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 type watcher struct {
 	g        *globals
 	s        *session
-	view     coordination.LeaseConfig
 	roles    map[coordination.Role]bool
 	statuses map[coordination.Role]coordination.LeadershipStatus
 	printer  *eventPrinter
@@ -101,7 +100,7 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		return err
 	}
 	defer s.close()
-	w := &watcher{g: g, s: s, view: view, roles: make(map[coordination.Role]bool),
+	w := &watcher{g: g, s: s, roles: make(map[coordination.Role]bool),
 		statuses: make(map[coordination.Role]coordination.LeadershipStatus),
 		printer:  &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
 
