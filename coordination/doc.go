@@ -223,9 +223,9 @@
 //   - [TryAcquire] deregisters a member that it refuses, as etcd's TryLock
 //     deletes its key: a try leaves no standby in the roster that others
 //     would rank behind.
-//   - [Observe] yields a [RoleChange] per record that changes the fold and
-//     an expiry by the observer's clock; it reads the log only, not the
-//     coordinator. Its first values are the state of every role and
+//   - [Observe] yields a [RoleChange] per record that changes the fold,
+//     and an expiry and a standby's lapse by the observer's clock; it
+//     reads the log only, not the coordinator. Its first values are the state of every role and
 //     [ChangeSynced], once every partition was read.
 //   - [Gate] caches the coordinator's token without a timer, asks again
 //     only for a token it has not seen, remembers refused tokens, and

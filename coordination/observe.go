@@ -66,12 +66,24 @@ const (
 	// follows is live (client-go's HasSynced). It names no role, and it
 	// comes for an ObserveAll of an empty topic too.
 	ChangeSynced
+
+	// ChangeLapsed reports a standby whose rank lapsed: the log holds no
+	// sign of life of it (registration, heartbeat) for
+	// [LeaseConfig.RosterLapse], by the observer's clock. It keeps its
+	// registration, but [RoleState.RankAt] skips it and the standbys
+	// behind it move up; a standby that comes back registers again, at
+	// the tail. It comes once for each last sign of life
+	// ([RosterEntry.LastSeen]): a standby seen again lapses again only
+	// after a new silence. The holder never lapses, and a standby that
+	// had lapsed already when the observation started is in the
+	// [ChangeState], not in a ChangeLapsed.
+	ChangeLapsed
 )
 
 // String names the kind as the CLI's watch does: "state", "registered",
 // "deregistered", "granted", "renewed", "restored", "reacquired",
-// "takeover", "released", "expired", "synced", and "change(N)" for another
-// value.
+// "takeover", "released", "expired", "synced", "lapsed", and "change(N)"
+// for another value.
 func (k ChangeKind) String() string {
 	switch k {
 	case ChangeState:
@@ -96,6 +108,8 @@ func (k ChangeKind) String() string {
 		return "expired"
 	case ChangeSynced:
 		return "synced"
+	case ChangeLapsed:
+		return "lapsed"
 	}
 	return fmt.Sprintf("change(%d)", int(k))
 }
@@ -112,14 +126,16 @@ type RoleChange struct {
 	Partition TopicPartition
 
 	// Offset is the offset of the record that made the change, and -1 for
-	// [ChangeState], [ChangeExpired] and [ChangeSynced], which no record
-	// makes.
+	// [ChangeState], [ChangeExpired], [ChangeLapsed] and [ChangeSynced],
+	// which no record makes (the registration of a lapsed standby is its
+	// [RosterEntry.Offset] in State).
 	Offset int64
 
 	// Member is the member of the change: the member that registered or
 	// left, the holder of a lease that was granted, renewed, restored,
-	// reacquired, taken over, or that expired, and the holder of the lease
-	// that a release cleared. It is the zero MemberID for [ChangeState].
+	// reacquired, taken over, or that expired, the holder of the lease
+	// that a release cleared, and the standby that lapsed. It is the zero
+	// MemberID for [ChangeState] and [ChangeSynced].
 	Member MemberID
 
 	// At is the instant the observer saw the change, in milliseconds since
@@ -145,9 +161,12 @@ type RoleChange struct {
 // The observation starts with a [ChangeState] for each role, with its
 // whole state, in role-name order, once every partition it follows was
 // read once, and then one [ChangeSynced]; every later change is what one
-// record changed, or a [ChangeExpired] when a lease's deadline passes by
-// the observer's clock without a renewal. The
-// reader returns the partition as log compaction leaves it, so two records
+// record changed, a [ChangeExpired] when a lease's deadline passes by
+// the observer's clock without a renewal, or a [ChangeLapsed] when a
+// standby stays unseen for [LeaseConfig.RosterLapse] (three heartbeat
+// intervals) by that clock. A heartbeat record changes no rank and yields
+// nothing itself; the State of the next change carries its
+// [RosterEntry.LastSeen]. The reader returns the partition as log compaction leaves it, so two records
 // of one key that land within one read show as one change (a resignation
 // and the grant that follows may show as a takeover). A record that
 // changes nothing (a tombstone for a member that is not in the roster)
@@ -156,12 +175,17 @@ type RoleChange struct {
 // A transport that implements [PartitionFollower] wakes the observer on
 // each new record, and the observer reads only the new records; otherwise
 // it reads each partition again every poll interval ([WithPollInterval]).
-// Only [WithTopic], [WithPartitions], [WithPollInterval], [WithClock] and
-// [WithLogger] change what it does.
+// Only [WithTopic], [WithPartitions], [WithPollInterval], [WithClock],
+// [WithLogger] and the heartbeat interval change what it does. The
+// heartbeat interval is that of [WithHeartbeatInterval], else the lease
+// duration ([WithLeaseConfig], [WithLeaseDuration], else the reader's own
+// lease policy, as for [AcquireLeadership]); pass the members' value, or
+// ChangeLapsed comes early or late.
 //
 // The iteration ends when ctx ends or the loop breaks; no goroutine
-// outlives it. A read that fails yields (RoleChange{}, err), and the
-// observer reads again after a poll interval; an error that wraps
+// outlives it. A read that fails yields err with a RoleChange whose only
+// set field is Partition, the partition that failed, and the observer
+// reads it again at the next wake-up or poll; an error that wraps
 // [ErrNotAuthorized] or [ErrMisconfigured] ends the iteration after it is
 // yielded, because no retry helps. An invalid option, an empty role list
 // or the zero [Role] yields one error and ends it. The yield runs on the
@@ -224,6 +248,8 @@ type observedRole struct {
 	state     RoleState
 	lease     *Lease // the lease as last reported
 	expired   int64  // the deadline of the lease last reported expired
+
+	lapsed map[MemberID]int64 // the last sign of life of each standby reported (or found) lapsed
 }
 
 func newObserver(reader StateReader, roles []Role, options []Option) (*observer, error) {
@@ -260,7 +286,7 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 }
 
 func (o *observer) newRole(role Role, partition TopicPartition) *observedRole {
-	return &observedRole{role: role, partition: partition, builder: NewRoleStateBuilder(role)}
+	return &observedRole{role: role, partition: partition, builder: NewRoleStateBuilder(role), lapsed: make(map[MemberID]int64)}
 }
 
 func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) {
@@ -307,7 +333,7 @@ func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) 
 				if ctx.Err() != nil {
 					return
 				}
-				if !yield(RoleChange{}, err) || errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
+				if !yield(RoleChange{Partition: partition}, err) || errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
 					return
 				}
 				failed = append(failed, partition)
@@ -332,13 +358,13 @@ func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) 
 		if !o.synced {
 			now = math.MinInt64 // no expiry before the states
 		}
-		for _, change := range o.expiries(now) {
+		for _, change := range o.timeouts(now) {
 			if !yield(change, nil) {
 				return
 			}
 		}
 		extent := o.s.pollInterval
-		if at, ok := o.nextExpiry(); ok && o.synced {
+		if at, ok := o.nextTimeout(); ok && o.synced {
 			extent = min(extent, time.Duration(at-clock.NowMillis())*time.Millisecond)
 		}
 		polled := false
@@ -432,6 +458,7 @@ func (o *observer) readPartition(ctx context.Context, partition TopicPartition) 
 					r.expired = lease.Deadline // the state says so already
 				}
 			}
+			r.lapses(now, o.s.lease, false) // the state shows them already
 			changes = append(changes, RoleChange{Kind: ChangeState, Role: r.role, Partition: partition, Offset: -1, At: now, State: r.state})
 		}
 		for _, record := range records {
@@ -523,30 +550,76 @@ func (r *observedRole) change(key Key, record StateRecord, now int64) (RoleChang
 	return RoleChange{}, false
 }
 
-// expiries reports each lease whose deadline passed by now, once.
-func (o *observer) expiries(now int64) []RoleChange {
+// timeouts reports, role by role in name order, each lease whose
+// deadline passed by now and each standby whose rank lapsed by now, once.
+func (o *observer) timeouts(now int64) []RoleChange {
 	var changes []RoleChange
 	for _, r := range o.sortedRoles() {
-		if r.lease == nil || now < r.lease.Deadline || r.expired == r.lease.Deadline {
-			continue
+		if r.lease != nil && now >= r.lease.Deadline && r.expired != r.lease.Deadline {
+			r.expired = r.lease.Deadline
+			changes = append(changes, RoleChange{Kind: ChangeExpired, Role: r.role, Partition: r.partition, Offset: -1,
+				Member: r.lease.Member, At: now, State: r.state})
 		}
-		r.expired = r.lease.Deadline
-		changes = append(changes, RoleChange{Kind: ChangeExpired, Role: r.role, Partition: r.partition, Offset: -1,
-			Member: r.lease.Member, At: now, State: r.state})
+		changes = append(changes, r.lapses(now, o.s.lease, true)...)
 	}
 	return changes
 }
 
-// nextExpiry returns the earliest deadline not yet reported expired.
-func (o *observer) nextExpiry() (int64, bool) {
-	var at int64
-	found := false
-	for _, r := range o.roles {
-		if r.lease == nil || r.expired == r.lease.Deadline {
+// lapses marks each standby of the role whose rank lapsed at now under
+// config, once for each last sign of life, and returns a ChangeLapsed for
+// each when report. It forgets the members that left the roster.
+func (r *observedRole) lapses(now int64, config LeaseConfig, report bool) []RoleChange {
+	holder, hasHolder := r.state.Holder()
+	var changes []RoleChange
+	inRoster := make(map[MemberID]bool, len(r.state.Roster))
+	for _, entry := range r.state.Roster {
+		inRoster[entry.Member] = true
+		seen := max(entry.LastSeen, entry.RegisteredAt)
+		if (hasHolder && entry.Member == holder) || !entry.LapsedAt(now, config) {
 			continue
 		}
-		if !found || r.lease.Deadline < at {
-			at, found = r.lease.Deadline, true
+		if last, ok := r.lapsed[entry.Member]; ok && last == seen {
+			continue
+		}
+		r.lapsed[entry.Member] = seen
+		if report {
+			changes = append(changes, RoleChange{Kind: ChangeLapsed, Role: r.role, Partition: r.partition, Offset: -1,
+				Member: entry.Member, At: now, State: r.state})
+		}
+	}
+	for member := range r.lapsed {
+		if !inRoster[member] {
+			delete(r.lapsed, member)
+		}
+	}
+	return changes
+}
+
+// nextTimeout returns the earliest instant at which a lease not yet
+// reported expired expires, or a standby not yet reported lapsed lapses.
+func (o *observer) nextTimeout() (int64, bool) {
+	var at int64
+	found := false
+	next := func(instant int64) {
+		if !found || instant < at {
+			at, found = instant, true
+		}
+	}
+	lapse := o.s.lease.RosterLapse().Milliseconds()
+	for _, r := range o.roles {
+		if r.lease != nil && r.expired != r.lease.Deadline {
+			next(r.lease.Deadline)
+		}
+		holder, hasHolder := r.state.Holder()
+		for _, entry := range r.state.Roster {
+			seen := max(entry.LastSeen, entry.RegisteredAt)
+			if hasHolder && entry.Member == holder || seen >= math.MaxInt64-lapse {
+				continue
+			}
+			if last, ok := r.lapsed[entry.Member]; ok && last == seen {
+				continue
+			}
+			next(seen + lapse + 1) // LapsedAt: unseen for longer than the lapse
 		}
 	}
 	return at, found

@@ -22,6 +22,7 @@ type obWatch struct {
 	mu     sync.Mutex
 	lines  []string
 	errs   []error
+	failed []coordination.TopicPartition // the Partition of each error
 }
 
 func obStart(seq func(yield func(coordination.RoleChange, error) bool), cancel context.CancelFunc) *obWatch {
@@ -32,6 +33,7 @@ func obStart(seq func(yield func(coordination.RoleChange, error) bool), cancel c
 			w.mu.Lock()
 			if err != nil {
 				w.errs = append(w.errs, err)
+				w.failed = append(w.failed, change.Partition)
 			} else {
 				w.lines = append(w.lines, obLine(change))
 			}
@@ -184,7 +186,7 @@ func TestObserveAllFindsRolesThatAppearLater(t *testing.T) {
 
 // TestObserveEndsOnAMissingPermission: the error is yielded, and the
 // iteration ends, because no retry helps; a transient error is yielded and
-// the observer reads again.
+// the observer reads again. Each error names the partition that failed.
 func TestObserveEndsOnAMissingPermission(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		observer := e.member("observer")
@@ -199,6 +201,9 @@ func TestObserveEndsOnAMissingPermission(t *testing.T) {
 		<-w.done
 		if len(w.errs) != 2 || errors.Is(w.errs[0], coordination.ErrNotAuthorized) || !errors.Is(w.errs[1], coordination.ErrNotAuthorized) {
 			t.Fatalf("Observe yielded errors %v, want a transient one and then ErrNotAuthorized", w.errs)
+		}
+		if !slices.Equal(w.failed, []coordination.TopicPartition{e.tp, e.tp}) {
+			t.Fatalf("the errors named partitions %v, want %s twice", w.failed, e.tp)
 		}
 		cancel()
 	})
@@ -235,4 +240,97 @@ func TestObserveAllOfAnEmptyTopicSyncs(t *testing.T) {
 		}
 		break
 	}
+}
+
+// TestObserveReportsALapsedStandby (issue 11): a standby that writes no
+// heartbeat for the roster lapse (3 intervals, 90 s here) is reported
+// lapsed once, at the instant its rank lapses by the observer's clock;
+// the live standby, whose heartbeats keep it seen, and the holder never
+// are. An observation that starts after the lapse shows it in the state
+// only. The standby, back, registers again at the tail, and lapses again
+// only after a new silence.
+func TestObserveReportsALapsedStandby(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		holder := e.acquireNow(node1)
+		dead := e.campaign(node2)
+		live := e.campaign(node3)
+		var lapses []coordination.RoleChange
+		var mu sync.Mutex
+		ctx, cancel := context.WithCancel(context.Background())
+		w := obStart(func(yield func(coordination.RoleChange, error) bool) {
+			for change, err := range coordination.Observe(ctx, e.member("observer").transport, []coordination.Role{e.role}, e.options()...) {
+				if change.Kind == coordination.ChangeLapsed {
+					mu.Lock()
+					lapses = append(lapses, change)
+					mu.Unlock()
+				}
+				if !yield(change, err) {
+					return
+				}
+			}
+		}, cancel)
+		defer w.stop()
+		notRenewals := func() []string {
+			var lines []string
+			for _, line := range w.take() {
+				if !strings.Contains(line, " renewed ") {
+					lines = append(lines, line)
+				}
+			}
+			return lines
+		}
+		obWant(t, "at the start", notRenewals(), "controller state [node-1,node-2,node-3] held by node-1", "synced")
+		registered, _ := e.state().Entry(node2.id)
+		node2.raw.Cut()
+
+		e.runTo(95_000)
+		obWant(t, "after the roster lapse", notRenewals(), "controller lapsed node-2")
+		mu.Lock()
+		c := lapses[0]
+		mu.Unlock()
+		seen := max(registered.LastSeen, registered.RegisteredAt)
+		if c.At != seen+coordination.DefaultLeaseConfig().RosterLapse().Milliseconds()+1 || c.Offset != -1 || c.Partition != e.tp {
+			t.Fatalf("lapsed at %d, offset %d, partition %s; want at %d (last seen + the lapse + 1 ms), -1, %s",
+				c.At-scStart, c.Offset, c.Partition, seen+90_001-scStart, e.tp)
+		}
+		if entry, ok := c.State.Entry(node2.id); !ok || !entry.LapsedAt(c.At, coordination.DefaultLeaseConfig()) || entry.Offset != registered.Offset {
+			t.Fatalf("the state of the lapse has node-2 as %+v, %t; want its registration, lapsed", entry, ok)
+		}
+		e.runTo(200_000)
+		obWant(t, "a long silence", notRenewals())
+
+		// A second observation starts after the lapse: the state shows it.
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		later := obStart(coordination.Observe(ctx2, e.member("observer-2").transport, []coordination.Role{e.role}, e.options()...), cancel2)
+		e.runTo(201_000)
+		var got []string
+		for _, line := range later.take() {
+			if !strings.Contains(line, " renewed ") {
+				got = append(got, line)
+			}
+		}
+		obWant(t, "an observation that starts after the lapse", got, "controller state [node-1,node-2,node-3] held by node-1", "synced")
+		later.stop()
+
+		node2.raw.Heal()
+		e.runTo(203_000)
+		obWant(t, "the lapsed standby is back", notRenewals(), "controller registered node-2")
+		node2.raw.Cut()
+		e.runTo(300_000)
+		obWant(t, "a new silence", notRenewals(), "controller lapsed node-2")
+
+		node2.raw.Heal()
+		e.runTo(301_000)
+		for _, c := range []*scCampaign{dead, live} {
+			if err := c.abandon(t); !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled AcquireLeadership = %v", err)
+			}
+		}
+		e.resign(holder)
+		w.stop()
+		if len(w.errs) != 0 {
+			t.Fatalf("Observe yielded errors: %v", w.errs)
+		}
+	})
 }

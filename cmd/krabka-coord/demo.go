@@ -208,11 +208,18 @@ func runDemo(ctx context.Context, g *globals, flags *demoFlags, config coordinat
 	d.out.header(d)
 
 	observeCtx, stopObserver := context.WithCancel(runCtx)
-	observed := make(chan struct{})
+	observed, synced := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(observed)
-		d.observe(observeCtx)
+		d.observe(observeCtx, synced)
 	}()
+	// The scenario's first wait for the state reports an observer that
+	// cannot read; 10 s bounds the wait here.
+	select {
+	case <-synced:
+	case <-runCtx.Done():
+	case <-time.After(10 * time.Second):
+	}
 	scenarioErr := d.scenario(runCtx)
 	d.stopMembers()
 	// Let the observer print the last changes before the checks.
@@ -531,35 +538,28 @@ func (d *demo) waitState(ctx context.Context, timeout time.Duration, what string
 	}
 }
 
-// observe follows the state partition, as watch does, and puts the
-// registrations and expiries on the timeline.
-func (d *demo) observe(ctx context.Context) {
-	changed, stop := d.observer.WatchPartition(d.part)
-	defer stop()
-	tracker := newRoleTracker(d.role)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		records, _, err := d.observer.ReadPartitionFrom(ctx, d.part, tracker.next)
-		if err == nil {
-			events := tracker.apply(records, time.Now())
-			d.mu.Lock()
-			d.state = tracker.state()
-			close(d.stateChanged)
-			d.stateChanged = make(chan struct{})
-			d.mu.Unlock()
-			for _, event := range events {
-				d.onRoleEvent(event)
-			}
+// observe follows the state partition with coordination.Observe, as
+// watch does, and puts the registrations and expiries on the timeline. It
+// closes synced once the first read of the partition is folded, so that
+// the scenario starts only then: a registration the first read finds
+// would be in the state only, not on the timeline. Read errors are
+// retried by Observe; the demo's own checks report what they cost.
+func (d *demo) observe(ctx context.Context, synced chan<- struct{}) {
+	for change, err := range coordination.Observe(ctx, d.observer, []coordination.Role{d.role}, d.options...) {
+		if err != nil {
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case now := <-tick.C:
-			if event, ok := tracker.checkExpiry(now); ok {
-				d.onRoleEvent(event)
-			}
+		if change.Kind == coordination.ChangeSynced {
+			close(synced)
+			continue
+		}
+		d.mu.Lock()
+		d.state = change.State
+		close(d.stateChanged)
+		d.stateChanged = make(chan struct{})
+		d.mu.Unlock()
+		if event, ok := eventOf(change, d.config); ok {
+			d.onRoleEvent(event)
 		}
 	}
 }

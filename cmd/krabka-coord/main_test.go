@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -437,26 +438,27 @@ func TestDescribeRosterLiveness(t *testing.T) {
 	}
 }
 
-func TestRoleTracker(t *testing.T) {
+// TestWatchEvents: watch's events of coordination.Observe's changes, with
+// their fields and words.
+func TestWatchEvents(t *testing.T) {
+	synctest.Test(t, testWatchEvents)
+}
+
+func testWatchEvents(t *testing.T) {
 	role, _ := coordination.NewRole("controller")
 	other, _ := coordination.NewRole("other")
 	t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
-	tracker := newRoleTracker(role)
+	feed := startFeed(t, role, coordination.DefaultLeaseConfig(), 900)
+	defer feed.stop()
 	now := time.UnixMilli(5000)
-	kinds := func(events []roleEvent) string {
-		var k []string
-		for _, e := range events {
-			k = append(k, e.Kind+":"+e.Member)
-		}
-		return strings.Join(k, " ")
-	}
-	events := tracker.apply([]coordination.StateRecord{
+	feed.log.add(
 		registration(role, "a", 0, 1000),
 		registration(other, "x", 1, 1000),
 		leaseRecord(role, "a", t1, 2, 1000, 4000),
 		registration(role, "b", 3, 1100),
 		leaseRecord(role, "a", t1, 4, 2000, 5000),
-	}, now)
+	)
+	events := feed.at(1000)
 	if got := kinds(events); got != "registered:a granted:a registered:b renewed:a" {
 		t.Fatalf("events = %s", got)
 	}
@@ -464,20 +466,23 @@ func TestRoleTracker(t *testing.T) {
 		t.Fatalf("registration of b = %+v; want rank 0 behind the holder", events[2])
 	}
 	// Records already folded come again after compaction: skipped.
-	if again := tracker.apply([]coordination.StateRecord{registration(role, "a", 0, 1000)}, now); len(again) != 0 {
+	feed.log.add(registration(role, "a", 0, 1000))
+	if again := feed.at(1100); len(again) != 0 {
 		t.Fatalf("a repeated record made events: %s", kinds(again))
 	}
-	if event, ok := tracker.checkExpiry(time.UnixMilli(5000)); !ok || event.Kind != eventExpired || event.Member != "a" {
-		t.Fatalf("expiry at the deadline = %+v, %v", event, ok)
+	if events := feed.at(5000); len(events) != 1 || events[0].Kind != eventExpired || events[0].Member != "a" || events[0].Offset != nil ||
+		events[0].Deadline.Millis != 5000 || !strings.Contains(events[0].Message, "expired at") {
+		t.Fatalf("expiry at the deadline = %+v", events)
 	}
-	if _, ok := tracker.checkExpiry(time.UnixMilli(6000)); ok {
-		t.Fatal("one expiry reported twice")
+	if events := feed.at(6000); len(events) != 0 {
+		t.Fatalf("one expiry reported twice: %s", kinds(events))
 	}
-	events = tracker.apply([]coordination.StateRecord{
+	feed.log.add(
 		leaseRecord(role, "b", t2, 5, 5100, 8100),
 		leaseTombstone(role, 6),
 		deregistration(role, "b", 7),
-	}, now)
+	)
+	events = feed.at(6100)
 	if got := kinds(events); got != "takeover:b released:b deregistered:b" {
 		t.Fatalf("events = %s", got)
 	}
@@ -488,6 +493,17 @@ func TestRoleTracker(t *testing.T) {
 	}
 	if line := formatEvent(takeover); !strings.HasSuffix(line, "\n") || !strings.Contains(line, "takeover      b           b took over with token 7:2 from a") {
 		t.Fatalf("formatEvent = %q", line)
+	}
+	if released := events[1]; tokenText(released.Token) != "7:2" || !strings.Contains(released.Message, "lease of b (token 7:2) cleared") {
+		t.Fatalf("release = %+v", released)
+	}
+	if left := events[2]; left.Message != "left the roster" || left.Offset == nil || *left.Offset != 7 {
+		t.Fatalf("deregistration = %+v", left)
+	}
+	for _, kind := range []coordination.ChangeKind{coordination.ChangeState, coordination.ChangeSynced} {
+		if event, ok := eventOf(coordination.RoleChange{Kind: kind, Role: role, Offset: -1}, coordination.DefaultLeaseConfig()); ok {
+			t.Fatalf("eventOf(%s) = %+v; watch prints its own state line, and no synced line", kind, event)
+		}
 	}
 	status := func(held bool, token coordination.FencingToken) coordination.LeadershipStatus {
 		return coordination.LeadershipStatus{Role: role, Held: held, Token: token}

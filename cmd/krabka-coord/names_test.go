@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
@@ -72,26 +72,26 @@ func TestNamesAreQuotedInText(t *testing.T) {
 		t.Errorf("rosterLine = %s", line)
 	}
 
-	tracker := newRoleTracker(role)
 	var lines strings.Builder
-	now := time.UnixMilli(5000)
-	for _, event := range tracker.apply([]coordination.StateRecord{
-		registration(role, evilMember, 0, 1000),
-		leaseRecord(role, evilMember, token, 1, 1000, 4000),
-		leaseRecord(role, standby, mustToken(t, 9, 2), 2, 4500, 8000),
-		leaseTombstone(role, 3),
-		deregistration(role, evilMember, 4),
-	}, now) {
-		lines.WriteString(formatEvent(event))
-	}
-	if event, ok := tracker.checkExpiry(time.UnixMilli(0)); ok {
-		lines.WriteString(formatEvent(event))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		feed := startFeed(t, role, coordination.DefaultLeaseConfig(), 900)
+		defer feed.stop()
+		feed.log.add(
+			registration(role, evilMember, 0, 1000),
+			leaseRecord(role, evilMember, token, 1, 1000, 4000),
+			leaseRecord(role, standby, mustToken(t, 9, 2), 2, 4500, 8000),
+			leaseTombstone(role, 3),
+			deregistration(role, evilMember, 4),
+		)
+		for _, event := range feed.at(5000) {
+			lines.WriteString(formatEvent(event))
+		}
+	})
 	assertNoControl(t, "watch", lines.String())
 	if got := strings.Count(lines.String(), "\n"); got != 5 {
 		t.Errorf("watch printed %d lines for 5 events:\n%s", got, lines.String())
 	}
-	if !strings.Contains(lines.String(), `"tab\tbed" took over with token 9:2 from "evil\x1b[2J"`) {
+	if !strings.Contains(lines.String(), `"tab\tbed" took over with token 9:2 from "evil\x1b[2J"`) || !strings.Contains(lines.String(), `lease of "tab\tbed" (token 9:2) cleared`) {
 		t.Errorf("watch:\n%s", lines.String())
 	}
 

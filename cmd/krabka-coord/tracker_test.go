@@ -1,80 +1,197 @@
 package main
 
 import (
+	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
+// logReader is a state partition that a test appends to, read by polls:
+// every read returns every record, as a reader after compaction repeats
+// the records that an observer folded already.
+type logReader struct {
+	mu      sync.Mutex
+	records []coordination.StateRecord
+}
+
+func (r *logReader) ReadPartition(context.Context, coordination.TopicPartition) ([]coordination.StateRecord, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.records), nil
+}
+
+func (r *logReader) add(records ...coordination.StateRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, records...)
+}
+
+// eventFeed is what watch does with a role, on a log and a clock of the
+// test: coordination.Observe of the role, under the heartbeat interval of
+// view, and each change as eventOf makes it an event. It runs in a
+// synctest bubble, so that the clock moves only after the observer
+// parked.
+type eventFeed struct {
+	t      *testing.T
+	log    *logReader
+	clock  *coordination.ManualClock
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	states []coordination.RoleChange // the ChangeState of the role
+	events []roleEvent               // since the last take
+}
+
+// startFeed starts the observation at the instant startMillis, with the
+// records the log holds then.
+func startFeed(t *testing.T, role coordination.Role, view coordination.LeaseConfig, startMillis int64, records ...coordination.StateRecord) *eventFeed {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &eventFeed{t: t, log: &logReader{records: records}, clock: coordination.NewManualClock(startMillis), cancel: cancel, done: make(chan struct{})}
+	options := []coordination.Option{coordination.WithClock(f.clock), coordination.WithPollInterval(10 * time.Millisecond),
+		coordination.WithHeartbeatInterval(view.HeartbeatInterval())}
+	go func() {
+		defer close(f.done)
+		for change, err := range coordination.Observe(ctx, f.log, []coordination.Role{role}, options...) {
+			if err != nil {
+				t.Errorf("Observe: %v", err)
+				continue
+			}
+			f.mu.Lock()
+			if change.Kind == coordination.ChangeState {
+				f.states = append(f.states, change)
+			}
+			if event, ok := eventOf(change, view); ok {
+				f.events = append(f.events, event)
+			}
+			f.mu.Unlock()
+		}
+	}()
+	synctest.Wait()
+	return f
+}
+
+// at moves the clock to the instant, lets the observer read and judge
+// the deadlines, and returns the events since the last call.
+func (f *eventFeed) at(millis int64) []roleEvent {
+	f.clock.Set(millis)
+	synctest.Wait()
+	return f.take()
+}
+
+func (f *eventFeed) take() []roleEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	events := f.events
+	f.events = nil
+	return events
+}
+
+func (f *eventFeed) stop() {
+	f.cancel()
+	<-f.done
+}
+
+// kinds writes events as "kind:member ...".
+func kinds(events []roleEvent) string {
+	var k []string
+	for _, e := range events {
+		k = append(k, e.Kind+":"+e.Member)
+	}
+	return strings.Join(k, " ")
+}
+
 // watch shows a lease that comes back after an outage (restored), and a
 // holder that takes the role again under a new token (reacquired), which
 // it printed as "m3 took over ... from m3" (issue 10, bug 8).
-func TestTrackerRestoredAndReacquired(t *testing.T) {
-	role := mustRole(t, "controller")
-	t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
-	tracker := newRoleTracker(role)
-	now := time.UnixMilli(3000)
-	tracker.apply([]coordination.StateRecord{
-		registration(role, "m3", 0, 1000),
-		leaseRecord(role, "m3", t1, 1, 1000, 4000),
-	}, now)
-	if event, ok := tracker.checkExpiry(time.UnixMilli(4500)); !ok || event.Kind != eventExpired {
-		t.Fatalf("expiry = %+v, %v", event, ok)
-	}
-	events := tracker.apply([]coordination.StateRecord{leaseRecord(role, "m3", t1, 2, 6000, 9000)}, time.UnixMilli(6000))
-	if len(events) != 1 || events[0].Kind != eventRestored || events[0].PreviousDeadline.Millis != 4000 ||
-		!strings.Contains(events[0].Message, "m3 renewed token 7:1 2.00s after its lease expired: the holder is back") {
-		t.Fatalf("renewal after the expiry = %+v; want restored", events)
-	}
-	events = tracker.apply([]coordination.StateRecord{leaseRecord(role, "m3", t1, 3, 7000, 10000)}, time.UnixMilli(7000))
-	if len(events) != 1 || events[0].Kind != eventRenewed {
-		t.Fatalf("a plain renewal = %+v; want renewed", events)
-	}
-	events = tracker.apply([]coordination.StateRecord{leaseRecord(role, "m3", t2, 4, 8000, 11000)}, time.UnixMilli(8000))
-	if len(events) != 1 || events[0].Kind != eventReacquired || events[0].Member != "m3" || tokenText(events[0].PreviousToken) != "7:1" {
-		t.Fatalf("a new token of the same holder = %+v; want reacquired", events)
-	}
-	if msg := events[0].Message; strings.Contains(msg, "from m3") || !strings.Contains(msg, "m3 took the role again with a new token 7:2") {
-		t.Fatalf("message %q", msg)
-	}
+func TestWatchEventsRestoredAndReacquired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		role := mustRole(t, "controller")
+		t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
+		feed := startFeed(t, role, coordination.DefaultLeaseConfig(), 900)
+		defer feed.stop()
+		feed.log.add(registration(role, "m3", 0, 1000), leaseRecord(role, "m3", t1, 1, 1000, 4000))
+		if events := feed.at(3000); kinds(events) != "registered:m3 granted:m3" {
+			t.Fatalf("events = %s", kinds(events))
+		}
+		if events := feed.at(4500); len(events) != 1 || events[0].Kind != eventExpired {
+			t.Fatalf("expiry = %+v", events)
+		}
+		feed.log.add(leaseRecord(role, "m3", t1, 2, 6000, 9000))
+		events := feed.at(6000)
+		if len(events) != 1 || events[0].Kind != eventRestored || events[0].PreviousDeadline.Millis != 4000 ||
+			!strings.Contains(events[0].Message, "m3 renewed token 7:1 2.00s after its lease expired: the holder is back") {
+			t.Fatalf("renewal after the expiry = %+v; want restored", events)
+		}
+		feed.log.add(leaseRecord(role, "m3", t1, 3, 7000, 10000))
+		events = feed.at(7000)
+		if len(events) != 1 || events[0].Kind != eventRenewed {
+			t.Fatalf("a plain renewal = %+v; want renewed", events)
+		}
+		feed.log.add(leaseRecord(role, "m3", t2, 4, 8000, 11000))
+		events = feed.at(8000)
+		if len(events) != 1 || events[0].Kind != eventReacquired || events[0].Member != "m3" || tokenText(events[0].PreviousToken) != "7:1" {
+			t.Fatalf("a new token of the same holder = %+v; want reacquired", events)
+		}
+		if msg := events[0].Message; strings.Contains(msg, "from m3") || !strings.Contains(msg, "m3 took the role again with a new token 7:2") {
+			t.Fatalf("message %q", msg)
+		}
+	})
 }
 
 // watch reports a standby whose rank lapsed (no heartbeat for 3
 // intervals) once, never the holder, and again only after a new silence;
 // a standby lapsed when watch starts is in the state line, not an event.
-func TestTrackerLapsed(t *testing.T) {
-	role := mustRole(t, "controller")
-	t1 := mustToken(t, 7, 1)
-	view, err := rosterView(time.Second) // lapse 3 s
-	if err != nil {
-		t.Fatal(err)
-	}
-	tracker := newRoleTracker(role)
-	tracker.apply([]coordination.StateRecord{
-		registration(role, "holder", 0, 1000),
-		registration(role, "dead", 1, 1000),
-		registration(role, "old", 2, 500),
-		leaseRecord(role, "holder", t1, 3, 1000, 30000),
-	}, time.UnixMilli(1000))
-	if events := tracker.checkLapses(time.UnixMilli(3600), view, false); len(events) != 0 {
-		t.Fatalf("marking at the start reported %+v", events)
-	}
-	if events := tracker.checkLapses(time.UnixMilli(3900), view, true); len(events) != 0 {
-		t.Fatalf("at 3.9 s: %+v; want none (old was marked at the start, dead lapses after 4 s)", events)
-	}
-	events := tracker.checkLapses(time.UnixMilli(4100), view, true)
-	if len(events) != 1 || events[0].Kind != eventLapsed || events[0].Member != "dead" || !strings.Contains(events[0].Message, "dead lapsed: not seen since") {
-		t.Fatalf("at 4.1 s: %+v; want dead lapsed", events)
-	}
-	if events := tracker.checkLapses(time.UnixMilli(20000), view, true); len(events) != 0 {
-		t.Fatalf("reported twice: %+v", events)
-	}
-	member, _ := coordination.NewMemberID("dead")
-	tracker.apply([]coordination.StateRecord{{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, member)),
-		Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: member, SeenAt: 21000})}}, time.UnixMilli(21000))
-	if events := tracker.checkLapses(time.UnixMilli(24100), view, true); len(events) != 1 || events[0].Member != "dead" {
-		t.Fatalf("after a new silence: %+v; want dead lapsed again", events)
-	}
+func TestWatchEventsLapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		role := mustRole(t, "controller")
+		t1 := mustToken(t, 7, 1)
+		view, err := rosterView(time.Second) // lapse 3 s
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed := startFeed(t, role, view, 3600,
+			registration(role, "holder", 0, 1000),
+			registration(role, "dead", 1, 1000),
+			registration(role, "old", 2, 500),
+			leaseRecord(role, "holder", t1, 3, 1000, 30000),
+		)
+		defer feed.stop()
+		if events := feed.take(); len(events) != 0 {
+			t.Fatalf("the start reported %+v", events)
+		}
+		if len(feed.states) != 1 {
+			t.Fatalf("%d states; want 1", len(feed.states))
+		}
+		if state := buildDescribe(role, feed.states[0].Partition, feed.states[0].State, coordination.LeadershipStatus{Role: role}, feed.states[0].At, view); !strings.Contains(summarize(state), "old (lapsed)") {
+			t.Fatalf("the state line %q; want old lapsed in it", summarize(state))
+		}
+		if events := feed.at(3900); len(events) != 0 {
+			t.Fatalf("at 3.9 s: %+v; want none (old was lapsed at the start, dead lapses after 4 s)", events)
+		}
+		events := feed.at(4100)
+		if len(events) != 1 || events[0].Kind != eventLapsed || events[0].Member != "dead" || !strings.Contains(events[0].Message, "dead lapsed: not seen since") ||
+			events[0].Offset == nil || *events[0].Offset != 1 {
+			t.Fatalf("at 4.1 s: %+v; want dead lapsed, with the offset of its registration", events)
+		}
+		if events := feed.at(20000); len(events) != 0 {
+			t.Fatalf("reported twice: %+v", events)
+		}
+		member, _ := coordination.NewMemberID("dead")
+		feed.log.add(coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, member)),
+			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: member, SeenAt: 21000})})
+		if events := feed.at(21000); len(events) != 0 {
+			t.Fatalf("a heartbeat made events: %+v", events)
+		}
+		if events := feed.at(24100); len(events) != 1 || events[0].Member != "dead" {
+			t.Fatalf("after a new silence: %+v; want dead lapsed again", events)
+		}
+	})
 }

@@ -70,19 +70,28 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 	return cmd
 }
 
-// watcher follows roles of the state topic.
+// watcher follows roles of the state topic: what watch prints, and the
+// coordinator's epoch of each role, which it polls. The fold of the state
+// topic is coordination.Observe's.
 type watcher struct {
 	g        *globals
 	s        *session
-	all      bool
-	trackers map[coordination.Role]*roleTracker
+	roles    map[coordination.Role]bool
 	statuses map[coordination.Role]coordination.LeadershipStatus
-	next     map[coordination.TopicPartition]int64
 	printer  *eventPrinter
 }
 
+// observed is one value of coordination.Observe.
+type observed struct {
+	change coordination.RoleChange
+	err    error
+}
+
 // watchRoles prints the state of the roles and then their changes until
-// ctx ends.
+// ctx ends. The changes come from coordination.Observe (ObserveAll with
+// --all): the incremental fold of the state partitions, and the expiries
+// and lapses by this host's clock, a lapse under the heartbeat interval of
+// view. The coordinator's epoch comes from DescribeLeadership, polled.
 func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all bool, duration time.Duration, view coordination.LeaseConfig) error {
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -91,91 +100,78 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		return err
 	}
 	defer s.close()
-	w := &watcher{g: g, s: s, all: all, trackers: make(map[coordination.Role]*roleTracker),
-		statuses: make(map[coordination.Role]coordination.LeadershipStatus), next: make(map[coordination.TopicPartition]int64),
-		printer: &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
-	var partitions []coordination.TopicPartition
-	if all {
-		for p := range g.partitions {
-			partitions = append(partitions, coordination.TopicPartition{Topic: g.topic, Partition: p})
-		}
-	} else {
-		seen := make(map[coordination.TopicPartition]bool)
-		for _, role := range roles {
-			w.trackers[role] = newRoleTracker(role)
-			partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
-			if !seen[partition] {
-				seen[partition] = true
-				partitions = append(partitions, partition)
+	w := &watcher{g: g, s: s, roles: make(map[coordination.Role]bool),
+		statuses: make(map[coordination.Role]coordination.LeadershipStatus),
+		printer:  &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
+
+	observeCtx, stopObserving := context.WithCancel(ctx)
+	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(view.HeartbeatInterval()))
+	seq := coordination.ObserveAll(observeCtx, s.transport, options...)
+	if !all {
+		seq = coordination.Observe(observeCtx, s.transport, roles, options...)
+	}
+	changes := make(chan observed)
+	var observer sync.WaitGroup
+	defer func() { stopObserving(); observer.Wait() }()
+	observer.Go(func() {
+		defer close(changes)
+		for change, err := range seq {
+			select {
+			case changes <- observed{change, err}:
+			case <-observeCtx.Done():
+				return
 			}
 		}
-	}
+	})
 
-	// Subscribe before the first read, so that no change between the read
-	// and the wait is missed.
-	wake := make(chan struct{}, 1)
-	var dirtyMu sync.Mutex
-	dirty := make(map[coordination.TopicPartition]bool)
-	var followers sync.WaitGroup
-	followCtx, stopFollowing := context.WithCancel(ctx)
-	defer func() { stopFollowing(); followers.Wait() }()
-	for _, partition := range partitions {
-		changed, stop := s.transport.WatchPartition(partition)
-		followers.Go(func() {
-			defer stop()
-			for {
-				select {
-				case <-followCtx.Done():
-					return
-				case <-changed:
-					dirtyMu.Lock()
-					dirty[partition] = true
-					dirtyMu.Unlock()
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
-				}
-			}
-		})
-	}
-
-	for _, partition := range partitions {
-		if _, err := w.read(setup, partition, false); err != nil {
+	// The state of every role, once every partition was read.
+	var states []coordination.RoleChange
+	var lastErr observed
+	for synced := false; !synced; {
+		select {
+		case <-setup.Done():
 			if interruptedBy(ctx) {
 				return nil
 			}
-			return err
+			return w.readError(lastErr)
+		case o, ok := <-changes:
+			switch {
+			case !ok:
+				if interruptedBy(ctx) {
+					return nil
+				}
+				return w.readError(lastErr) // a permission, or the topic
+			case o.err != nil:
+				lastErr = o
+			case o.change.Kind == coordination.ChangeState:
+				states = append(states, o.change)
+				w.roles[o.change.Role] = true
+			case o.change.Kind == coordination.ChangeSynced:
+				synced = true
+			}
 		}
 	}
 	if !g.json() {
-		what := "roles " + strings.Join(roleNames(w.roles()), ", ")
-		if len(w.trackers) == 1 {
-			what = "role " + showName(w.roles()[0].String())
+		what := "roles " + strings.Join(roleNames(w.sortedRoles()), ", ")
+		if len(w.roles) == 1 {
+			what = "role " + showName(w.sortedRoles()[0].String())
 		}
 		if all {
-			what = fmt.Sprintf("every role of %s (%s now)", g.topic, fmtCount(len(w.trackers), "role", "roles"))
+			what = fmt.Sprintf("every role of %s (%s now)", g.topic, fmtCount(len(w.roles), "role", "roles"))
 		}
 		fmt.Fprintf(g.stderr, "watching %s (Ctrl-C to stop)\n", what)
 	}
-	now := time.Now()
-	for _, role := range w.roles() {
-		status, err := w.describeEpoch(setup, role)
+	for _, change := range states {
+		status, err := w.describeEpoch(setup, change.Role)
 		if err != nil {
 			if interruptedBy(ctx) {
 				return nil
 			}
 			return err
 		}
-		w.statuses[role] = status
-		tracker := w.trackers[role]
-		partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
-		state := buildDescribe(role, partition, tracker.state(), status, now.UnixMilli(), view)
-		tracker.checkLapses(now, view, false) // shown in the state already
-		w.printer.print(roleEvent{At: newTimeJSON(now.UnixMilli()), Kind: eventState, Role: role.String(), Message: summarize(state), State: &state})
-		if lease := tracker.lease; lease != nil && now.UnixMilli() >= lease.Deadline {
-			tracker.expired = lease.Deadline // reported in the state already
-		}
+		w.statuses[change.Role] = status
+		state := buildDescribe(change.Role, change.Partition, change.State, status, change.At, view)
+		w.printer.print(roleEvent{At: newTimeJSON(change.At), Kind: eventState, Role: change.Role.String(), Message: summarize(state), State: &state})
 	}
 
 	// --for counts from here: a slow cluster's setup does not eat it.
@@ -186,50 +182,44 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	lastEpochPoll := now
+	lastEpochPoll := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wake:
-			dirtyMu.Lock()
-			var changed []coordination.TopicPartition
-			for partition := range dirty {
-				changed = append(changed, partition)
-			}
-			clear(dirty)
-			dirtyMu.Unlock()
-			for _, partition := range changed {
-				if _, err := w.read(ctx, partition, true); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					fmt.Fprintf(g.stderr, "krabka-coord: warning: read %s: %s; retrying\n", partition, oneLine(err.Error()))
-					dirtyMu.Lock()
-					dirty[partition] = true
-					dirtyMu.Unlock()
+		case o, ok := <-changes:
+			switch {
+			case !ok:
+				if ctx.Err() != nil {
+					return nil
+				}
+				return w.readError(lastErr) // a permission, or the topic went away
+			case o.err != nil:
+				if ctx.Err() != nil {
+					return nil
+				}
+				lastErr = o
+				fmt.Fprintf(g.stderr, "krabka-coord: warning: %s; retrying\n", w.readText(o))
+			default:
+				if !o.change.Role.IsZero() {
+					w.roles[o.change.Role] = true
+				}
+				if event, ok := eventOf(o.change, view); ok {
+					w.printer.print(event)
 				}
 			}
 		case now := <-tick.C:
-			for _, role := range w.roles() {
-				if event, ok := w.trackers[role].checkExpiry(now); ok {
-					w.printer.print(event)
-				}
-				for _, event := range w.trackers[role].checkLapses(now, view, true) {
-					w.printer.print(event)
-				}
-			}
 			// One DescribeTransactions a second for a few roles, every five
 			// seconds for many.
 			every := time.Second
-			if len(w.trackers) > 16 {
+			if len(w.roles) > 16 {
 				every = 5 * time.Second
 			}
 			if now.Sub(lastEpochPoll) < every {
 				continue
 			}
 			lastEpochPoll = now
-			roles := w.roles()
+			roles := w.sortedRoles()
 			poll, cancel := context.WithTimeout(ctx, 5*time.Second)
 			statuses, errs := describeEpochs(poll, s, roles)
 			cancel()
@@ -247,46 +237,32 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 	}
 }
 
-// read folds the new records of a partition into the trackers, and prints
-// their events when report. With --all, a role that a record names for the
-// first time gets a tracker.
-func (w *watcher) read(ctx context.Context, partition coordination.TopicPartition, report bool) (int, error) {
-	var records []coordination.StateRecord
-	var next int64
-	err := retryTransient(ctx, func(ctx context.Context) (err error) {
-		records, next, err = w.s.transport.ReadPartitionFrom(ctx, partition, w.next[partition])
-		return err
-	})
-	if err != nil {
-		if isDenied(err) {
-			return 0, w.s.deniedError("read "+partition.String(), topicACL(opRead, w.g.topic), err)
-		}
-		return 0, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+// readText says what a read of coordination.Observe that failed was, in
+// watch's words: "read PARTITION: the cause".
+func (w *watcher) readText(o observed) string {
+	step := "read " + w.g.topic
+	if o.change.Partition != (coordination.TopicPartition{}) {
+		step = "read " + o.change.Partition.String()
 	}
-	w.next[partition] = next
-	now := time.Now()
-	events := 0
-	for _, record := range records {
-		key, err := coordination.DecodeKey(record.Key)
-		if err != nil {
-			continue
-		}
-		tracker := w.trackers[key.Role]
-		if tracker == nil {
-			if !w.all {
-				continue
-			}
-			tracker = newRoleTracker(key.Role)
-			w.trackers[key.Role] = tracker
-		}
-		for _, event := range tracker.apply([]coordination.StateRecord{record}, now) {
-			if report {
-				w.printer.print(event)
-				events++
-			}
-		}
+	cause := strings.TrimPrefix(o.err.Error(), "coordination: ")
+	cause = strings.TrimPrefix(cause, "observe "+o.change.Partition.String()+": ")
+	return step + ": " + oneLine(cause)
+}
+
+// readError is the error of a read of the state topic that watch gives up
+// on: exit code 4, and for a missing permission the ACL that it lacks.
+func (w *watcher) readError(o observed) error {
+	if o.err == nil {
+		return clusterError("read %s: no answer within %v", w.g.topic, requestTimeout)
 	}
-	return events, nil
+	if isDenied(o.err) {
+		step := "read " + w.g.topic
+		if o.change.Partition != (coordination.TopicPartition{}) {
+			step = "read " + o.change.Partition.String()
+		}
+		return w.s.deniedError(step, topicACL(opRead, w.g.topic), o.err)
+	}
+	return clusterError("%s", w.readText(o))
 }
 
 // describeEpoch asks for the epoch of a role, retrying what a dead broker
@@ -303,10 +279,10 @@ func (w *watcher) describeEpoch(ctx context.Context, role coordination.Role) (co
 	return status, nil
 }
 
-// roles lists the tracked roles in name order.
-func (w *watcher) roles() []coordination.Role {
-	roles := make([]coordination.Role, 0, len(w.trackers))
-	for role := range w.trackers {
+// sortedRoles lists the followed roles in name order.
+func (w *watcher) sortedRoles() []coordination.Role {
+	roles := make([]coordination.Role, 0, len(w.roles))
+	for role := range w.roles {
 		roles = append(roles, role)
 	}
 	slices.SortFunc(roles, func(a, b coordination.Role) int { return strings.Compare(a.String(), b.String()) })
