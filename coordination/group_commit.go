@@ -248,7 +248,7 @@ func (l *Leadership) takeBatch() []*writeCall {
 func (l *Leadership) writeTxn(ctx context.Context, writer GuardedWriter, records []GuardedRecord, calls int) error {
 	writeCtx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
-	l.preempt = cancel
+	l.preempt, l.writeFrom = cancel, l.settings.clock.NowMillis()
 	l.mu.Unlock()
 	err := writer.WriteGuarded(writeCtx, l.token, records)
 	l.mu.Lock()

@@ -49,6 +49,7 @@ type Leadership struct {
 	lease     Lease
 	err       error
 	preempt   context.CancelCauseFunc // cancels the guarded write in flight; nil when none
+	writeFrom int64                   // when the guarded write in flight began, in ms by the leadership's clock
 	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
 	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
 	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
@@ -437,7 +438,8 @@ func (l *Leadership) renewAttemptBound() time.Duration {
 // (30 s, 10 s), 2 s with lease 6 s / renew 2 s, and at least one renew
 // interval for a lease that follows the advice of [NewLeaseConfig] (a renew
 // interval of at most a third of the lease). The renewal then still has one
-// renew interval to commit before a standby may challenge.
+// renew interval to commit before a standby may challenge. lockForRenewal
+// also gives a write that has just begun half a renew interval.
 //
 // It waits that long, rather than a fixed half renew interval, because over
 // [KafkaTransport] a write cancelled with its transaction at the broker
@@ -471,6 +473,17 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 		close(gate)
 	}()
 	wait := l.preemptAfter()
+	l.mu.Lock()
+	if l.preempt != nil {
+		// A write that has just begun gets half a renew interval: a
+		// renewal retried in the last renew interval before the deadline
+		// would otherwise cancel every write at once, and over
+		// KafkaTransport the cancellation of a write at the broker costs
+		// the epoch's producer.
+		held := time.Duration(l.settings.clock.NowMillis()-l.writeFrom) * time.Millisecond
+		wait = max(wait, l.settings.lease.renewInterval/2-held)
+	}
+	l.mu.Unlock()
 	preempt := l.settings.clock.After(wait)
 	for {
 		select {

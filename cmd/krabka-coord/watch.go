@@ -27,8 +27,10 @@ the state topic that hold them, and prints every change as it lands: a
 registration, a deregistration, a lease granted, a takeover, a holder that
 took the role again under a new token (reacquired), a resignation (the lease
 cleared), a lease that expired without a renewal, a lease that comes back
-after it expired (restored: the holder renewed after an outage), and a new
-epoch at the transaction coordinator (a challenge or a fence). Renewals are
+after it expired (restored: the holder renewed after an outage), a standby
+whose rank lapsed (no registration or heartbeat seen for three
+--heartbeat-interval periods: the others rank past it), and a new epoch at
+the transaction coordinator (a challenge or a fence). Renewals are
 printed with --verbose. With --output json it prints one JSON object per
 line.
 
