@@ -341,8 +341,9 @@ func waitFile(t *testing.T, file, want string, timeout time.Duration) {
 // The lease guard itself: a holder whose renewals fail without ending the
 // leadership (the in-memory transport cut off: every call fails at once,
 // which the leadership retries) keeps its command until the guard's
-// SIGTERM instant, and the command, which ignores SIGTERM, is dead by the
-// guard's SIGKILL instant, before the lease deadline less the skew and
+// SIGTERM instant, where its renew deadline ends the leadership
+// (ErrRenewDeadline), and the command, which ignores SIGTERM, is dead by
+// the guard's SIGKILL instant, before the lease deadline less the skew and
 // the margin.
 func TestCommandRunGuardStopsTheCommand(t *testing.T) {
 	if testing.Short() {
@@ -361,20 +362,20 @@ func TestCommandRunGuardStopsTheCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	guard := leaseGuard{grace: 500 * time.Millisecond, skew: 200 * time.Millisecond, margin: guardMargin}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leadership, err := coordination.AcquireLeadership(ctx, transport, role, member,
-		coordination.WithLeaseConfig(config), coordination.WithPollInterval(100*time.Millisecond))
+		coordination.WithLeaseConfig(config), coordination.WithPollInterval(100*time.Millisecond), guard.option(config))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr syncBuffer
 	g := &globals{stdout: &stdout, stderr: &stderr, output: outputJSON}
 	partition := leadership.Partition()
-	h := &holder{g: g, flags: &holdFlags{}, role: role, member: member, config: config, partition: partition,
+	h := &holder{g: g, flags: &holdFlags{}, role: role, member: member, config: config, partition: partition, metered: transport,
 		metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1)}
 	h.metrics.acquired(leadership.Token())
-	guard := leaseGuard{grace: 500 * time.Millisecond, skew: 200 * time.Millisecond, margin: guardMargin}
 	r := &commandRun{h: h, leadership: leadership, signals: &interrupts{ctx: context.Background()}, guard: guard,
 		path: self, args: []string{self, "-test.run=^TestHeartbeatHelper$"}}
 	type outcome struct {
@@ -402,6 +403,9 @@ func TestCommandRunGuardStopsTheCommand(t *testing.T) {
 	var exit *exitError
 	if !errors.As(got.err, &exit) || exit.code != exitFenced || !strings.Contains(exit.err.Error(), "lease guard") {
 		t.Fatalf("error %v; want exit code 3 and the lease guard", got.err)
+	}
+	if !errors.Is(leadership.Err(), coordination.ErrRenewDeadline) || !errors.Is(context.Cause(leadership.Context()), coordination.ErrRenewDeadline) {
+		t.Fatalf("the leadership ended with %v (cause %v); want ErrRenewDeadline", leadership.Err(), context.Cause(leadership.Context()))
 	}
 	_, lasts := heartbeats(t, file)
 	// The last confirmed lease may be the one read above or a renewal
