@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
@@ -429,4 +433,139 @@ func mustRole(t *testing.T, name string) coordination.Role {
 		t.Fatal(err)
 	}
 	return role
+}
+
+// TestRunGuardRenewDeadlineFake: run's lease guard is the leadership's
+// renew deadline. On kfake, once the holder's command runs, every
+// transactional produce of the role answers NOT_ENOUGH_REPLICAS, so no
+// renewal is confirmed while the producer, and the leadership, stay
+// alive. The library ends the leadership with ErrRenewDeadline (its
+// warning names the renew deadline) at the guard's SIGTERM instant, not
+// before, and run stops the command (which ignores SIGTERM) with the
+// guard event and exit code 3: SIGKILL by the lease deadline less the
+// skew and the margin, before the lease deadline.
+func TestRunGuardRenewDeadlineFake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	cluster := kafkatest.Fake(t)
+	brokers := strings.Join(cluster.Brokers, ",")
+	topic := kafkatest.TopicName("krabka-coord-guard")
+	if code, _, stderr := runCLI(t, nil, "create-topic", "--brokers", brokers, "--topic", topic, "--partitions", "1"); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	role := kafkatest.TopicName("guard")
+	file := t.TempDir() + "/heartbeats"
+	t.Setenv(heartbeatEnv, file)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lease 6s − grace 1s − skew 500ms − margin 1s: a renew deadline of
+	// 3.5s, above the renew interval of 1s.
+	guard := leaseGuard{grace: time.Second, skew: 500 * time.Millisecond, margin: guardMargin}
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		var out, errOut syncBuffer
+		code := executeWith(ctx, []string{"run", role, "A", "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json",
+			"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms",
+			"--grace", guard.grace.String(), "--max-clock-skew", guard.skew.String(),
+			"--", self, "-test.run=^TestHeartbeatHelper$"}, &out, &errOut, func(string) string { return "" }, nil)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	waitFile(t, file, "start A ", 30*time.Second)
+
+	txnID := role
+	var refused sync.Once
+	refusedAt := make(chan time.Time, 1)
+	cluster.Fake.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.Fake.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if req.TransactionID == nil || *req.TransactionID != txnID {
+			return nil, nil, false
+		}
+		refused.Do(func() { refusedAt <- time.Now() })
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.NotEnoughReplicas.Code, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatal("run did not end within 30 s of the refused renewals")
+	}
+	select {
+	case at := <-refusedAt:
+		t.Logf("first refused renewal at +0; run ended %v later", time.Since(at))
+	default:
+		t.Fatalf("no renewal was refused; run exit %d, stderr %s", got.code, got.stderr)
+	}
+	if got.code != exitFenced {
+		t.Fatalf("run: exit %d, stderr %s; want %d", got.code, got.stderr, exitFenced)
+	}
+	ended := strings.Index(got.stderr, "ended on its renew deadline")
+	if ended < 0 {
+		t.Fatalf("stderr does not show the library's renew deadline: %s", got.stderr)
+	}
+	if strings.Contains(got.stderr[ended:], "renewal failed; retrying") {
+		t.Errorf("stderr shows a retry of the renewal after the leadership ended: %s", got.stderr)
+	}
+	var guardEvent *holderEvent
+	var events []string
+	for line := range strings.SplitSeq(strings.TrimSpace(got.stdout), "\n") {
+		var event holderEvent
+		if err := json.Unmarshal([]byte(line), &event); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		events = append(events, event.Event)
+		if event.Event == "guard" {
+			guardEvent = &event
+		}
+	}
+	if guardEvent == nil || guardEvent.Deadline == nil {
+		t.Fatalf("no guard event with a deadline: %s", got.stdout)
+	}
+	if !strings.HasPrefix(guardEvent.Message, "krabka-coord: lease guard: member A could not confirm its lease of role "+role) {
+		t.Errorf("guard event message %q; want the lease guard's", guardEvent.Message)
+	}
+	if want := []string{"campaigning", "elected", "command_started", "guard", "command_exited"}; strings.Join(events, " ") != strings.Join(want, " ") {
+		t.Errorf("events %v; want %v", events, want)
+	}
+	deadline := guardEvent.Deadline.Millis
+	termAt, killAt := guard.termAt(deadline), guard.killAt(deadline)
+	guardAt := time.UnixMilli(guardEvent.At.Millis)
+	_, lasts := heartbeats(t, file)
+	lastA := time.Unix(0, lasts["A"])
+	t.Logf("lease deadline %s: guard event %v before it (SIGTERM instant %v before), the command's last beat %v before it",
+		formatMillis(deadline), time.UnixMilli(deadline).Sub(guardAt), time.UnixMilli(deadline).Sub(termAt), time.UnixMilli(deadline).Sub(lastA))
+	if guardAt.Before(termAt) {
+		t.Errorf("the guard fired at %v, before its SIGTERM instant %v", guardAt.Format(time.StampMilli), termAt.Format(time.StampMilli))
+	}
+	if lastA.After(killAt.Add(100 * time.Millisecond)) {
+		t.Errorf("the command beat at %v, after the guard's SIGKILL instant %v", lastA.Format(time.StampMilli), killAt.Format(time.StampMilli))
+	}
+	if !lastA.Before(time.UnixMilli(deadline)) {
+		t.Errorf("the command beat at %v, at or after the lease deadline %s", lastA.Format(time.StampMilli), formatMillis(deadline))
+	}
+	if lastA.Before(termAt.Add(-200 * time.Millisecond)) {
+		t.Errorf("the command stopped at %v, before the guard's SIGTERM instant %v: the guard fired early", lastA.Format(time.StampMilli), termAt.Format(time.StampMilli))
+	}
 }
