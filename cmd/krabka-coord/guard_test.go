@@ -51,6 +51,54 @@ func TestLeaseGuardArithmetic(t *testing.T) {
 	}
 }
 
+// run's check of the lease guard and the library's validation of the
+// renew deadline that run acquires with agree: a setting that run accepts
+// is one that WithRenewDeadline accepts, and a setting that run refuses
+// (with its message that names the flags) is one the library would refuse
+// too. The renew deadline ends the leadership at the guard's SIGTERM
+// instant: the grant plus the window is termAt of the lease's deadline.
+func TestLeaseGuardAgreesWithRenewDeadline(t *testing.T) {
+	transport := coordinationtest.NewCluster().Transport("A")
+	role, member := mustRole(t, "guarded"), mustMember(t, "A")
+	work := coordination.ElectorCallbacks{OnStartedLeading: func(context.Context, *coordination.Leadership) {}}
+	accepted, refused := 0, 0
+	for _, lease := range []time.Duration{time.Second, 3 * time.Second, 6 * time.Second, 30 * time.Second} {
+		for _, renew := range []time.Duration{250 * time.Millisecond, time.Second, 2 * time.Second, 10 * time.Second} {
+			config, err := coordination.NewLeaseConfig(lease, renew, min(renew, time.Second))
+			if err != nil {
+				continue // not a lease that the flags allow
+			}
+			for _, grace := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 10 * time.Second} {
+				for _, skew := range []time.Duration{0, 200 * time.Millisecond, time.Second} {
+					guard := leaseGuard{grace: grace, skew: skew, margin: guardMargin}
+					runErr := guard.check(config)
+					_, libErr := coordination.NewElector(transport, role, member, work, coordination.WithLeaseConfig(config), guard.option(config))
+					if (runErr == nil) != (libErr == nil) {
+						t.Errorf("lease %v, renew %v, grace %v, skew %v (window %v): run's check %v, but WithRenewDeadline %v",
+							lease, renew, grace, skew, guard.window(config), runErr, libErr)
+					}
+					if runErr == nil {
+						accepted++
+						grant := int64(1_000_000)
+						if got, want := guard.termAt(grant+lease.Milliseconds()), time.UnixMilli(grant).Add(guard.window(config)); !got.Equal(want) {
+							t.Errorf("termAt of the deadline %v; want the grant plus the window, %v", got, want)
+						}
+						continue
+					}
+					refused++
+					var exit *exitError
+					if !errors.As(runErr, &exit) || exit.code != exitUsage || !strings.Contains(runErr.Error(), "--lease-duration") || !strings.Contains(runErr.Error(), "--grace") {
+						t.Errorf("run's refusal %v; want a usage error that names the flags", runErr)
+					}
+				}
+			}
+		}
+	}
+	if accepted == 0 || refused == 0 {
+		t.Fatalf("%d settings accepted, %d refused: the table tests no boundary", accepted, refused)
+	}
+}
+
 // The helper command of the guard tests: with KRABKA_COORD_HEARTBEAT set
 // to a file, it appends "start NAME NS", then "beat NAME NS" every 10 ms,
 // and it ignores SIGTERM, so only the lease guard's SIGKILL stops it.

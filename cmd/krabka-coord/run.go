@@ -60,16 +60,20 @@ by its own clock:
   SIGTERM at  that − --grace
 
 where deadline is that of the last lease the cluster confirmed. A renewal
-confirmed before SIGTERM moves both on. With the defaults (lease 30s, renew
-10s, grace 10s, skew 1s) a renewal confirmed at t holds COMMAND until
-t+18s: the renewals at t+10s and its retries have 8s to land. run then
-resigns (when the cluster answers) and exits 3, or campaigns again with
---rejoin. run refuses a setting where lease − grace − skew − margin does
-not exceed the renew interval. Every stop of COMMAND for another reason
-(a signal, a fence) is also bounded by the guard's SIGKILL instant. The
-guard holds while the clocks of the holder and the standbys differ by at
-most --max-clock-skew, and a standby's view of the log lags by less than
-the margin.
+confirmed before SIGTERM moves both on. The guard is the library's renew
+deadline: run takes the role with WithRenewDeadline(lease − grace − skew −
+margin), so the leadership itself ends (ErrRenewDeadline) at the SIGTERM
+instant, the grant of the last confirmed lease plus that window, and run
+stops COMMAND then. With the defaults (lease 30s, renew 10s, grace 10s,
+skew 1s) a renewal confirmed at t holds COMMAND until t+18s: the renewals
+at t+10s and its retries have 8s to land. run then resigns (when the
+cluster answers) and exits 3, or campaigns again with --rejoin. run
+refuses a setting where lease − grace − skew − margin does not exceed the
+renew interval, as the renew deadline must. Every stop of COMMAND for
+another reason (a signal, a fence) is also bounded by the guard's SIGKILL
+instant. The guard holds while the clocks of the holder and the standbys
+differ by at most --max-clock-skew, and a standby's view of the log lags
+by less than the margin.
 
 A fence is different: another member holds the role from the moment of the
 mint, and run learns it at its next renewal, so COMMAND stops at most
