@@ -617,3 +617,78 @@ func TestRunGuardRenewDeadlineFake(t *testing.T) {
 		t.Errorf("the command stopped at %v, before the guard's SIGTERM instant %v: the guard fired early", lastA.Format(time.StampMilli), termAt.Format(time.StampMilli))
 	}
 }
+
+// A leadership that its renew deadline ended writes nothing itself, but
+// run still resigns it: a stop for a signal (or the command's exit) that
+// the renew deadline overtook writes the tombstones of the lease, under the
+// token, and of the registration, and reports a resignation, as when run's
+// guard was a timer of its own and the leadership was still live. When
+// another member minted a newer epoch meanwhile, the broker fences the
+// lease's tombstone, and run reports the fence (exit code 3).
+func TestResignAfterRenewDeadline(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		t.Run(map[bool]string{false: "resigned", true: "fenced"}[fenced], func(t *testing.T) {
+			cluster := coordinationtest.NewCluster()
+			transport := cluster.Transport("A")
+			role, member := mustRole(t, "guarded"), mustMember(t, "A")
+			config, err := coordination.NewLeaseConfig(3*time.Second, time.Second, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			guard := leaseGuard{grace: 500 * time.Millisecond, skew: 200 * time.Millisecond, margin: guardMargin}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			leadership, err := coordination.AcquireLeadership(ctx, transport, role, member,
+				coordination.WithLeaseConfig(config), coordination.WithPollInterval(100*time.Millisecond), guard.option(config))
+			if err != nil {
+				t.Fatal(err)
+			}
+			transport.Cut()
+			select {
+			case <-leadership.Done():
+			case <-ctx.Done():
+				t.Fatal("the renew deadline did not end the leadership")
+			}
+			if !errors.Is(leadership.Err(), coordination.ErrRenewDeadline) {
+				t.Fatalf("the leadership ended with %v; want ErrRenewDeadline", leadership.Err())
+			}
+			transport.Heal()
+			if fenced {
+				if _, err := cluster.Transport("B").AcquireEpoch(ctx, role); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var stdout, stderr syncBuffer
+			g := &globals{stdout: &stdout, stderr: &stderr, output: outputText}
+			partition := leadership.Partition()
+			h := &holder{g: g, flags: &holdFlags{}, role: role, member: member, config: config, partition: partition, metered: transport,
+				metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1)}
+			if fenced {
+				// lost reads the coordinator's token through the holder's
+				// KafkaTransport, which this holder has not: only the
+				// tombstones' outcome is checked here.
+				err := h.resignLeadership(ctx, leadership)
+				if cause := endedBefore(leadership, err); !errors.Is(cause, coordination.ErrFenced) {
+					t.Fatalf("resignation after the renew deadline, with a newer epoch minted: %v (cause %v); want ErrFenced", err, cause)
+				}
+				return
+			}
+			if err := h.resign(leadership, nil); err != nil {
+				t.Fatalf("resign after the renew deadline: %v", err)
+			}
+			if !strings.Contains(stdout.String(), "resigned: member A gave up role guarded") {
+				t.Fatalf("stdout %q, stderr %q; want the resignation", stdout.String(), stderr.String())
+			}
+			state, err := coordination.BuildRoleState(role, cluster.Records(partition))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state.Lease != nil {
+				t.Errorf("the lease %+v stands; want the tombstone", *state.Lease)
+			}
+			if _, ok := state.Entry(member); ok {
+				t.Errorf("member A is still in the roster")
+			}
+		})
+	}
+}
