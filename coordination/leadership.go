@@ -408,6 +408,8 @@ func (l *Leadership) renewLoop(ctx context.Context) {
 			select {
 			case <-l.stop:
 				return
+			case <-l.done:
+				return // the renew deadline ended it, and cancelled this attempt
 			default:
 			}
 			l.logger.Warn("coordination: renewal failed; retrying", slog.Any("error", err),

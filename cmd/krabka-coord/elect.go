@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,8 +137,17 @@ type holder struct {
 	partition coordination.TopicPartition
 	session   *session
 	transport *coordination.KafkaTransport
-	metered   *meteredTransport
 	metrics   *memberMetrics
+
+	// metered is the transport of the leaderships: the KafkaTransport,
+	// timed for the metrics (metrics.go). The tombstones that run writes
+	// after a renew deadline go through it too.
+	metered coordination.Transport
+
+	// renewDeadline is run's lease guard ([leaseGuard.option]), passed to
+	// every AcquireLeadership; nil for elect, whose leadership has no
+	// renew deadline.
+	renewDeadline coordination.Option
 
 	// stepDownRequests receives a POST /step-down of --listen.
 	stepDownRequests chan struct{}
@@ -420,6 +430,9 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	}
 	options := append(h.g.coordOptions(), h.flags.lease.options(h.config)...)
 	options = append(options, coordination.WithLogger(h.g.logger()))
+	if h.renewDeadline != nil {
+		options = append(options, h.renewDeadline)
+	}
 	leadership, err := coordination.AcquireLeadership(wait, h.metered, h.role, h.member, options...)
 	switch {
 	case err == nil:
@@ -453,7 +466,7 @@ func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Sig
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
 	resigned := make(chan error, 1)
-	go func() { resigned <- leadership.Resign(ctx) }()
+	go func() { resigned <- h.resignLeadership(ctx, leadership) }()
 	var err error
 	select {
 	case err = <-resigned:
@@ -465,8 +478,8 @@ func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Sig
 			fmt.Sprintf("krabka-coord: second signal: member %s exits without waiting for its resignation of role %s; the standbys take over at the lease deadline at the latest", h.shownMember(), h.shownRole()), true)
 		return nil
 	}
-	if cause := leadership.Err(); cause != nil && !errors.Is(cause, coordination.ErrNotHeld) {
-		return h.lost(leadership) // a fence or a lost producer came first
+	if cause := endedBefore(leadership, err); cause != nil {
+		return h.lostTo(leadership, cause) // a fence or a lost producer came first
 	}
 	h.metrics.ended("resigned")
 	if err != nil {
@@ -486,9 +499,9 @@ func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Sig
 func (h *holder) stepDown(leadership *coordination.Leadership, by string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
-	err := leadership.Resign(ctx)
-	if cause := leadership.Err(); cause != nil && !errors.Is(cause, coordination.ErrNotHeld) {
-		if err := h.lost(leadership); !h.rejoinAfter(err) {
+	err := h.resignLeadership(ctx, leadership)
+	if cause := endedBefore(leadership, err); cause != nil {
+		if err := h.lostTo(leadership, cause); !h.rejoinAfter(err) {
 			return err
 		}
 		return nil
@@ -502,6 +515,68 @@ func (h *holder) stepDown(leadership *coordination.Leadership, by string) error 
 	h.report(holderEvent{Event: "stepped_down", Token: newTokenJSON(leadership.Token()), Message: by},
 		fmt.Sprintf("stepped down: member %s gave up role %s (token %s) on %s; %s; it campaigns again at the tail of the roster", h.shownMember(), h.shownRole(), leadership.Token(), by, note), false)
 	return nil
+}
+
+// resignLeadership resigns the leadership, as [coordination.Leadership.Resign]
+// does. A leadership that run's renew deadline ended
+// ([coordination.ErrRenewDeadline]) writes nothing any more, but its token
+// may still be the newest, and the lease still names the member: for it,
+// run writes the tombstones that Resign would have written (the lease's
+// under the token, the registration's and the heartbeat's), so that the
+// first standby takes over at once rather than at the lease deadline, and
+// the member leaves the roster, as it did when run's own timer stopped the
+// command of a live leadership. The broker refuses the lease's tombstone
+// when another member minted a newer epoch: the error then wraps
+// [coordination.ErrFenced]. Resign first waits for the write in flight of
+// the leadership, so the tombstones never race a renewal on the role's
+// producer.
+func (h *holder) resignLeadership(ctx context.Context, leadership *coordination.Leadership) error {
+	err := leadership.Resign(ctx)
+	if err == nil || !errors.Is(leadership.Err(), coordination.ErrRenewDeadline) {
+		return err // resigned, or ended otherwise
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	var registrationErr error
+	var tombstones sync.WaitGroup
+	tombstones.Go(func() {
+		registrationErr = h.metered.Append(ctx, h.partition, coordination.EncodeKey(coordination.RegistrationKey(h.role, h.member)), nil)
+	})
+	tombstones.Go(func() {
+		// Hygiene only, as in Resign: a heartbeat without a registration
+		// counts for nothing. run cannot tell whether the campaign wrote
+		// one, and a tombstone on a key never written changes no fold.
+		_ = h.metered.Append(ctx, h.partition, coordination.EncodeKey(coordination.HeartbeatKey(h.role, h.member)), nil)
+	})
+	leaseErr := h.metered.WriteLease(ctx, h.partition, leadership.Token(), coordination.EncodeKey(coordination.LeaseKey(h.role)), nil)
+	tombstones.Wait()
+	if leaseErr != nil && errors.Is(leaseErr, coordination.ErrFenced) {
+		return fmt.Errorf("coordination: resignation of role %s by %s under %s: %w", h.role, h.member, leadership.Token(), leaseErr)
+	}
+	if err := errors.Join(leaseErr, registrationErr); err != nil {
+		return fmt.Errorf("coordination: resign role %s: %w", h.role, err)
+	}
+	return nil
+}
+
+// endedBefore is the cause that ended the leadership before the
+// resignation that returned err, or nil when the resignation ended it:
+// a resignation ([coordination.ErrNotHeld]), or the renew deadline of run
+// whose tombstones resignLeadership wrote (the fence that one of them met
+// is the cause).
+func endedBefore(leadership *coordination.Leadership, err error) error {
+	cause := leadership.Err()
+	switch {
+	case cause == nil, errors.Is(cause, coordination.ErrNotHeld):
+		return nil
+	case errors.Is(cause, coordination.ErrRenewDeadline):
+		if errors.Is(err, coordination.ErrFenced) {
+			return err
+		}
+		return nil
+	}
+	return cause
 }
 
 // rejoinAfter reports whether the member campaigns again after the end
@@ -520,7 +595,12 @@ func (h *holder) rejoinAfter(err error) bool {
 // the roster, and returns exit code 3 for a fence or a lost producer, and 4
 // for a permission that the cluster refused.
 func (h *holder) lost(leadership *coordination.Leadership) error {
-	cause := leadership.Err()
+	return h.lostTo(leadership, leadership.Err())
+}
+
+// lostTo is lost for the cause that ended the leadership: Err, or the
+// fence that a tombstone of resignLeadership met.
+func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error {
 	reason := endReason(cause)
 	h.metrics.ended(reason)
 	if h.flags.rejoin && (reason == "fenced" || reason == "lost") {

@@ -29,6 +29,13 @@ const guardMargin = time.Second
 //
 // to leave the command its grace. SIGKILL follows at kill if the command
 // is still there. A renewal confirmed before term moves both instants on.
+//
+// run keeps no timer of its own for term: it acquires with
+// [coordination.WithRenewDeadline] of the window (lease − grace − skew −
+// margin), and the library ends the leadership with
+// [coordination.ErrRenewDeadline] at the grant of the newest confirmed
+// lease plus the window, by the holder's clock. That is term, because a
+// lease's deadline is its grant plus the lease duration.
 type leaseGuard struct {
 	grace  time.Duration
 	skew   time.Duration
@@ -42,20 +49,33 @@ func (g leaseGuard) killAt(deadlineMillis int64) time.Time {
 }
 
 // termAt is the instant at which the command gets SIGTERM when no renewal
-// was confirmed since the lease with this deadline.
+// was confirmed since the lease with this deadline: the instant at which
+// the renew deadline of the window ends the leadership. run reads no clock
+// for it any more (the library's renew deadline does); it stays as the
+// arithmetic that the tests and the help text check the window against.
 func (g leaseGuard) termAt(deadlineMillis int64) time.Time {
 	return g.killAt(deadlineMillis).Add(-g.grace)
 }
 
 // window is how long after a renewal the command may run without the
-// next one: the lease duration less the grace, the skew and the margin.
+// next one: the lease duration less the grace, the skew and the margin. It
+// is the renew deadline that run acquires with ([leaseGuard.option]).
 func (g leaseGuard) window(config coordination.LeaseConfig) time.Duration {
 	return config.Duration() - g.grace - g.skew - g.margin
 }
 
+// option is the option that makes the library end a leadership at the
+// guard's SIGTERM instant: [coordination.WithRenewDeadline] of the window.
+func (g leaseGuard) option(config coordination.LeaseConfig) coordination.Option {
+	return coordination.WithRenewDeadline(g.window(config))
+}
+
 // check refuses a guard that would stop the command before the next
 // renewal could be confirmed: the window must exceed the renew interval,
-// and it says so with the arithmetic.
+// and it says so with the arithmetic. It is the rule by which
+// [coordination.WithRenewDeadline] refuses the window (at or below the
+// renew interval; the window is always below the lease duration, since the
+// grace and the margin are above zero), said with run's flags.
 func (g leaseGuard) check(config coordination.LeaseConfig) error {
 	window := g.window(config)
 	if window > config.RenewInterval() {

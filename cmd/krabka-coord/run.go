@@ -60,16 +60,20 @@ by its own clock:
   SIGTERM at  that − --grace
 
 where deadline is that of the last lease the cluster confirmed. A renewal
-confirmed before SIGTERM moves both on. With the defaults (lease 30s, renew
-10s, grace 10s, skew 1s) a renewal confirmed at t holds COMMAND until
-t+18s: the renewals at t+10s and its retries have 8s to land. run then
-resigns (when the cluster answers) and exits 3, or campaigns again with
---rejoin. run refuses a setting where lease − grace − skew − margin does
-not exceed the renew interval. Every stop of COMMAND for another reason
-(a signal, a fence) is also bounded by the guard's SIGKILL instant. The
-guard holds while the clocks of the holder and the standbys differ by at
-most --max-clock-skew, and a standby's view of the log lags by less than
-the margin.
+confirmed before SIGTERM moves both on. The guard is the library's renew
+deadline: run takes the role with WithRenewDeadline(lease − grace − skew −
+margin), so the leadership itself ends (ErrRenewDeadline) at the SIGTERM
+instant, the grant of the last confirmed lease plus that window, and run
+stops COMMAND then. With the defaults (lease 30s, renew 10s, grace 10s,
+skew 1s) a renewal confirmed at t holds COMMAND until t+18s: the renewals
+at t+10s and its retries have 8s to land. run then resigns (when the
+cluster answers) and exits 3, or campaigns again with --rejoin. run
+refuses a setting where lease − grace − skew − margin does not exceed the
+renew interval, as the renew deadline must. Every stop of COMMAND for
+another reason (a signal, a fence) is also bounded by the guard's SIGKILL
+instant. The guard holds while the clocks of the holder and the standbys
+differ by at most --max-clock-skew, and a standby's view of the log lags
+by less than the margin.
 
 A fence is different: another member holds the role from the moment of the
 mint, and run learns it at its next renewal, so COMMAND stops at most
@@ -146,6 +150,7 @@ ACL missing.`,
 				return err
 			}
 			defer h.close()
+			h.renewDeadline = guard.option(config)
 			for {
 				leadership, err := h.acquire(signals.ctx, signals.stepDown)
 				if err != nil {
@@ -201,13 +206,14 @@ type commandRun struct {
 	exited <-chan error
 }
 
-// guardTick is how often run compares the clock with the lease guard's
-// SIGTERM instant.
-const guardTick = 50 * time.Millisecond
-
 // run starts the command and waits for the first of its end, the end of
 // the leadership, a signal, a step-down, or the lease guard. It returns
 // the command's exit code, how it ended, and the error that ends run.
+//
+// The lease guard is the leadership's renew deadline ([leaseGuard.option]):
+// run reads no clock for it. The leadership ends with
+// [coordination.ErrRenewDeadline] at the guard's SIGTERM instant, and run
+// then stops the command as guardStop says.
 func (r *commandRun) run() (int, commandEnd, error) {
 	h, g := r.h, r.h.g
 	r.child = exec.Command(r.path, r.args[1:]...)
@@ -226,8 +232,6 @@ func (r *commandRun) run() (int, commandEnd, error) {
 	}
 	r.exited = exited
 	h.report(holderEvent{Event: "command_started", Token: newTokenJSON(r.leadership.Token()), Deadline: timePtr(r.leadership.Lease().Deadline)}, "", false)
-	tick := time.NewTicker(guardTick)
-	defer tick.Stop()
 	for {
 		select {
 		case err := <-exited:
@@ -240,6 +244,9 @@ func (r *commandRun) run() (int, commandEnd, error) {
 			}
 			return code, endExited, nil
 		case <-r.leadership.Done():
+			if errors.Is(r.leadership.Err(), coordination.ErrRenewDeadline) {
+				return r.guardStop(r.leadership.Lease())
+			}
 			if !g.json() {
 				fmt.Fprintf(g.stderr, "krabka-coord: leadership of role %s ended (%s); stopping the command: SIGTERM, SIGKILL by %s\n",
 					h.shownRole(), shortCause(r.leadership.Err()), formatMillis(r.killBound().UnixMilli()))
@@ -261,12 +268,6 @@ func (r *commandRun) run() (int, commandEnd, error) {
 			return r.stepDown("SIGUSR1")
 		case <-h.stepDownRequests:
 			return r.stepDown("POST /step-down")
-		case now := <-tick.C:
-			lease := r.leadership.Lease()
-			if now.Before(r.guard.termAt(lease.Deadline)) {
-				continue
-			}
-			return r.guardStop(lease)
 		}
 	}
 }
@@ -307,7 +308,9 @@ func (r *commandRun) stepDown(by string) (int, commandEnd, error) {
 }
 
 // guardStop stops the command because no renewal was confirmed since the
-// lease with this deadline, and ends the leadership.
+// lease with this deadline: the leadership ended on its renew deadline.
+// It then writes the tombstones of a resignation, as far as the cluster
+// answers (resignLeadership).
 func (r *commandRun) guardStop(lease coordination.Lease) (int, commandEnd, error) {
 	h := r.h
 	h.metrics.guardStopped()
@@ -318,7 +321,7 @@ func (r *commandRun) guardStop(lease coordination.Lease) (int, commandEnd, error
 	r.reportExit(code)
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
-	_ = r.leadership.Resign(ctx) // best effort: the cluster may be out of reach
+	_ = h.resignLeadership(ctx, r.leadership) // best effort: the cluster may be out of reach
 	h.metrics.ended("guard")
 	if h.flags.rejoin {
 		h.metrics.rejoined("guard")
