@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// The record layout of [StateTopic] is frozen: the Rust and Java ports read
-// and write the same bytes, and testdata/vectors.json pins them. It follows
+// The record layout of [StateTopic] is frozen: any implementation that
+// reads or writes the topic, in Go or another language, must produce the
+// same bytes, and testdata/vectors.json pins them. It follows
 // Kafka's own wire conventions. Every integer is big-endian, every key and
 // every value starts with an int16 version (0 today), and a string is an
 // int16 byte length followed by that many bytes of UTF-8.

@@ -80,7 +80,8 @@ func DescribeRoleState(ctx context.Context, reader StateReader, role Role, optio
 	if reader == nil {
 		return RoleState{}, errors.New("coordination: DescribeRoleState: nil StateReader")
 	}
-	s, err := newSettings(options)
+	defaults, _ := leaseDefaults(reader)
+	s, err := newSettingsFrom(defaults, options)
 	if err != nil {
 		return RoleState{}, err
 	}

@@ -137,8 +137,9 @@
 //
 // # The record layout
 //
-// The layout of the records of [StateTopic] is frozen, because the Rust and
-// Java ports read and write the same topic. It follows Kafka's own wire
+// The layout of the records of [StateTopic] is frozen, so that a member,
+// an operator's tool or a client in another language that follows it (and
+// testdata/vectors.json) reads and writes the same topic. It follows Kafka's own wire
 // conventions: every integer is big-endian, every key and every value starts
 // with an int16 version (0 today), and a string is an int16 byte length
 // followed by that many bytes of UTF-8. Instants are int64 milliseconds since

@@ -431,6 +431,22 @@ func ktStateTopicCheck(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("CreateStateTopic with 8 partitions of an existing topic of 16 succeeded")
 	}
 
+	// The options start from the transport's lease policy, as
+	// AcquireLeadership's do: a renew deadline valid for a 6 s lease is no
+	// option error that would hide the partition count that differs.
+	short, err := coordination.NewKafkaTransportWithOptions(klConfig(t, 6*time.Second, 2*time.Second, time.Second), nil, c.Brokers...)
+	if err != nil {
+		t.Fatalf("NewKafkaTransport: %v", err)
+	}
+	t.Cleanup(short.Close)
+	deadline := coordination.WithRenewDeadline(3 * time.Second)
+	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(16), deadline); err != nil {
+		t.Fatalf("CheckStateTopic over a 6 s lease with WithRenewDeadline(3s): %v", err)
+	}
+	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(8), deadline); !errors.As(err, &topicErr) || topicErr.WantPartitions != 8 {
+		t.Fatalf("CheckStateTopic over a 6 s lease with WithRenewDeadline(3s) and 8 partitions against 16 = %v; want a *StateTopicError", err)
+	}
+
 	deleting := c.CreateTopic(t, "coord-not-compacted", 16, map[string]string{"cleanup.policy": "delete"})
 	err = transport.CheckStateTopic(ctx, coordination.WithTopic(deleting), coordination.WithPartitions(16))
 	if err == nil || !strings.Contains(err.Error(), "compact") {

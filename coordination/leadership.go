@@ -123,8 +123,9 @@ func (l *Leadership) Lease() Lease {
 
 // Done returns a channel that closes when the leadership ends: on a fence,
 // on [Leadership.Resign], and on a producer lost without a fence or a
-// permission refused (see [Leadership.Err], which says which). It closes
-// exactly once. A caller that wants to keep competing calls
+// permission refused (see [Leadership.Err], which says which), and, with
+// [WithRenewDeadline], when no renewal was confirmed within the deadline. It
+// closes exactly once. A caller that wants to keep competing calls
 // [AcquireLeadership] again after it closes.
 func (l *Leadership) Done() <-chan struct{} { return l.done }
 
@@ -133,7 +134,10 @@ func (l *Leadership) Done() <-chan struct{} { return l.done }
 // [ErrNotHeld]. Two more reasons end a leadership, because no later write
 // under its token can land: a producer lost without a fence (the error
 // wraps [ErrProducerLost]; compete again), and a permission the cluster
-// refuses ([ErrNotAuthorized]). Once set, it never changes.
+// refuses ([ErrNotAuthorized]). With [WithRenewDeadline], a leadership
+// whose renewals were not confirmed within the deadline ends with an error
+// that wraps [ErrRenewDeadline], while its token may still be the
+// coordinator's pair. Once set, it never changes.
 func (l *Leadership) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -30,7 +30,8 @@ type Role struct {
 // NewRole parses a role name. It rejects an empty name and a name longer
 // than [MaxRoleLen] bytes. It also rejects a name that is not UTF-8, because
 // the record layout and the partition rule read the name as UTF-8, and the
-// Java and Rust ports could not hash it the same way. Any UTF-8 text within
+// an implementation in another language (or Kafka's own murmur2 in Java)
+// could not hash it the same way. Any UTF-8 text within
 // the bound is a role, because Kafka accepts any transactional.id.
 func NewRole(name string) (Role, error) {
 	if err := checkName("role", name, MaxRoleLen); err != nil {

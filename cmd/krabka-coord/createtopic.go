@@ -194,7 +194,8 @@ func createTopic(ctx context.Context, c *cluster, want topicRequest) (createTopi
 			*result.MinInsyncReplicas, want.minISR, c.brokers[0], topic, want.minISR))
 	}
 	if len(differences) > 0 {
-		return result, clusterError("the state topic %s exists, and differs from what was asked: %s", topic, strings.Join(differences, "; "))
+		return result, clusterError("the state topic %s exists, and differs from what was asked: %s; if %s holds other data (a command topic, say), leave it alone and pass another --topic",
+			topic, strings.Join(differences, "; "), topic)
 	}
 	return result, nil
 }

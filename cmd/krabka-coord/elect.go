@@ -610,7 +610,13 @@ func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error 
 	defer cancel()
 	// A fenced member writes no lease, but it may still leave the roster:
 	// a registration needs no epoch.
-	_ = h.transport.Append(ctx, h.partition, coordination.EncodeKey(coordination.RegistrationKey(h.role, h.member)), nil)
+	left := "it left the roster"
+	if err := h.transport.Append(ctx, h.partition, coordination.EncodeKey(coordination.RegistrationKey(h.role, h.member)), nil); err != nil {
+		// The tombstone did not land (the broker is unreachable, say):
+		// the registration stays until its heartbeats stop counting.
+		left = fmt.Sprintf("its registration could not be removed (%s), so it stays in the roster until it lapses (three heartbeat intervals)",
+			oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+	}
 	var current *tokenJSON
 	if status, err := coordination.DescribeLeadership(ctx, h.transport, h.role); err == nil && status.Held {
 		current = newTokenJSON(status.Token)
@@ -621,8 +627,8 @@ func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error 
 		need := memberDenial(cause, h.role, h.g.topic, true)
 		return h.session.deniedError(fmt.Sprintf("member %s lost role %s", h.shownMember(), h.shownRole()), need, cause)
 	case errors.Is(cause, coordination.ErrProducerLost):
-		return fencedError("lost: member %s lost role %s under token %s: the producer of its epoch is lost (%s), so no write under the token can land; it left the roster, run it again to compete",
-			h.shownMember(), h.shownRole(), leadership.Token(), oneLine(strings.TrimPrefix(cause.Error(), "coordination: ")))
+		return fencedError("lost: member %s lost role %s under token %s: the producer of its epoch is lost (%s), so no write under the token can land; %s; run it again to compete (or run with --rejoin)",
+			h.shownMember(), h.shownRole(), leadership.Token(), oneLine(strings.TrimPrefix(cause.Error(), "coordination: ")), left)
 	case !errors.Is(cause, coordination.ErrFenced):
 		return failure("member %s lost role %s: %s", h.shownMember(), h.shownRole(), oneLine(fmt.Sprint(cause)))
 	}
@@ -630,8 +636,8 @@ func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error 
 	if current != nil && current.Token != leadership.Token().String() {
 		newer = "the coordinator holds " + current.Token + " now"
 	}
-	return fencedError("fenced: member %s lost role %s under token %s: %s, and the broker refused this member's renewal; it left the roster",
-		h.shownMember(), h.shownRole(), leadership.Token(), newer)
+	return fencedError("fenced: member %s lost role %s under token %s: %s, and the broker refused this member's renewal; %s",
+		h.shownMember(), h.shownRole(), leadership.Token(), newer, left)
 }
 
 // holderEvent is a line of elect and run with --output json: one for
