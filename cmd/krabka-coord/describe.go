@@ -38,7 +38,9 @@ It prints, for each role:
     interval (the members' --heartbeat-interval, by default their lease
     duration); one unseen for 3 intervals is shown "lapsed", without a
     rank: the members skip it, and it registers again at the tail if it
-    comes back. Pass the members' interval with --heartbeat-interval;
+    comes back. Without --heartbeat-interval, describe takes the lease
+    duration of the role's lease record (the members' default); pass the
+    members' interval when they set one;
   - the lease: holder, token, granted, deadline, time left, live or expired;
   - the coordinator's current token (DescribeTransactions), and whether the
     lease's token is authoritative, that is equal to it. A lease whose token
@@ -261,6 +263,7 @@ func buildDescribe(role coordination.Role, partition coordination.TopicPartition
 // live standbys from rank 0, then the lapsed ones (no rank) under the
 // roster lapse of view.
 func rankOrder(state coordination.RoleState, nowMillis int64, view coordination.LeaseConfig) []rosterJSON {
+	view = lapseView(state, view)
 	holder, hasHolder := state.Holder()
 	roster := make([]rosterJSON, 0, len(state.Roster))
 	entry := func(e coordination.RosterEntry) rosterJSON {

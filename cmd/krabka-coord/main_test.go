@@ -438,6 +438,49 @@ func TestDescribeRosterLiveness(t *testing.T) {
 	}
 }
 
+// TestDescribeRosterLapseFollowsTheLease: without --heartbeat-interval,
+// describe and list judge a standby by the members' default interval, the
+// lease duration that the role's lease record carries (6 s here: a
+// standby unseen for 18 s lapses), not by 30 s; an explicit interval wins.
+func TestDescribeRosterLapseFollowsTheLease(t *testing.T) {
+	role, _ := coordination.NewRole("ledger")
+	partition := coordination.TopicPartition{Topic: coordination.StateTopic, Partition: 3}
+	t7 := mustToken(t, 4242, 7)
+	node3, _ := coordination.NewMemberID("node-3")
+	state := stateOf(t, role,
+		registration(role, "node-2", 0, 1000),
+		registration(role, "node-1", 1, 2000),
+		registration(role, "node-3", 2, 3000),
+		leaseRecord(role, "node-2", t7, 3, 100_000, 106_000),
+		coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, node3)),
+			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: node3, SeenAt: 95_000})},
+	)
+	auto, err := rosterView(0)
+	if err != nil {
+		t.Fatalf("rosterView(0): %v", err)
+	}
+	status := coordination.LeadershipStatus{Role: role, Token: t7, Held: true}
+	ranks := func(view coordination.LeaseConfig) string {
+		var got []string
+		for _, m := range buildDescribe(role, partition, state, status, 100_000, view).Roster {
+			got = append(got, fmt.Sprintf("%s:%t", m.Member, m.Lapsed))
+		}
+		return strings.Join(got, " ")
+	}
+	// node-1 was last seen at its registration, 98 s ago: past 3 × 6 s.
+	if got, want := ranks(auto), "node-2:false node-3:false node-1:true"; got != want {
+		t.Fatalf("roster by the lease's own duration = %s; want %s", got, want)
+	}
+	explicit, _ := rosterView(40 * time.Second) // lapse 120 s
+	if got, want := ranks(explicit), "node-2:false node-1:false node-3:false"; got != want {
+		t.Fatalf("roster with --heartbeat-interval 40s = %s; want %s", got, want)
+	}
+	row := buildListRow(roleFold{role: role, partition: partition, state: state}, status, true, 100_000, auto)
+	if row.Standbys != 1 || row.LapsedStandbys != 1 {
+		t.Fatalf("list row standbys %d, lapsed %d; want 1 and 1", row.Standbys, row.LapsedStandbys)
+	}
+}
+
 // TestWatchEvents: watch's events of coordination.Observe's changes, with
 // their fields and words.
 func TestWatchEvents(t *testing.T) {

@@ -57,6 +57,9 @@ until SIGINT, SIGTERM or SIGHUP (exit 0), or for --for.`,
 			if duration < 0 {
 				return usageError("--for %v: want 0 (until a signal) or a duration above zero", duration)
 			}
+			if heartbeat == 0 {
+				heartbeat = coordination.DefaultLeaseDuration // Observe judges every role by one interval
+			}
 			view, err := rosterView(heartbeat)
 			if err != nil {
 				return err
