@@ -51,6 +51,24 @@ var ErrNotAuthorized = errors.New("not authorized")
 // role at once when no standby took it, at the cost of one epoch.
 var ErrProducerLost = errors.New("the producer of the epoch is lost")
 
+// ErrOutcomeUnknown reports a guarded write or lease write whose call
+// returned at the end of its context (plus 250 ms) while its transaction
+// was still at the brokers: its records may commit, or not. The producer
+// of the epoch goes on, and so does the leadership. Over [KafkaTransport]
+// the transaction ends in the background, within the transaction timeout
+// (the lease duration): a Produce that got no answer is sent again, as it
+// is, until its leader answers (so the next sequence number of its
+// partition is known again), and the transaction is then aborted, unless
+// its commit was already on its way. The next write under the token waits
+// for it (within that write's context); only a transaction that cannot be
+// resolved in time ends the producer, and the next write then gets
+// [ErrProducerLost].
+//
+// A caller that dispatches commands reconciles by reading its command topic
+// before it sends the command again, as after ErrProducerLost. The error
+// also wraps the context's error.
+var ErrOutcomeUnknown = errors.New("the outcome of the write is unknown")
+
 // ErrMisconfigured reports a configuration that the cluster refuses, and
 // that no retry repairs: a state topic that does not exist, that has
 // another partition count than [WithPartitions] says, or that is not

@@ -440,6 +440,15 @@ func TestKafkaClusterBrokerCrash(t *testing.T) {
 			t.Fatalf("the holder's token %s is not the coordinator's pair (%s)", holder.leadership.Token(), status)
 		}
 		defaultLease.noChange(t, "kill -9 of the transaction coordinator, default lease")
+
+		// The write of unknown outcome while the coordinator was dead
+		// (BoundedCallsWhileTheCoordinatorIsDead) left the epoch's
+		// producer alive: its transaction ended in the background once the
+		// coordinator moved, and the same token writes again.
+		if err := writing.Err(); err != nil {
+			t.Fatalf("the leadership of %s ended after its write of unknown outcome: %v", writeRole, err)
+		}
+		e.write(t, "after the write of unknown outcome", &kcTerm{member: "writer", leadership: writing}, partition)
 	})
 
 	// (c) The same for the broker that leads the role's partition of the

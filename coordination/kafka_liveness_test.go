@@ -143,10 +143,11 @@ func klTimed(call func()) time.Duration {
 // klBoundedCalls (issue 9, item 4): a holder whose every connection stops
 // answering. Leadership.Write and Leadership.Resign with a 1 s context, a
 // standby's AcquireLeadership with a 1 s deadline, and KafkaTransport.Close
-// all return within a second of their context. The write in flight is
-// abandoned with ErrProducerLost (outcome unknown) and ends the leadership:
-// only a new epoch resolves it. Before the fix the write returned after
-// 20-30 s, Resign after 15 s and Close after 16 s.
+// all return within a second of their context. The write in flight returns
+// ErrOutcomeUnknown, and its transaction goes on in the background: the
+// epoch's producer, and the leadership, stay (ErrProducerLost would end
+// both). Before the fix the write returned after 20-30 s, Resign after
+// 15 s and Close after 16 s.
 func klBoundedCalls(t *testing.T, c *kafkatest.Cluster) {
 	e := klNewEnv(t, c, klConfig(t, 6*time.Second, 2*time.Second, time.Second))
 	role := ktRole(t, "bounded")
@@ -195,8 +196,11 @@ func klBoundedCalls(t *testing.T, c *kafkatest.Cluster) {
 	if errors.Is(err, coordination.ErrFenced) {
 		t.Fatalf("Write on a silent cluster = %v; a silent cluster is no fence", err)
 	}
-	if !errors.Is(err, coordination.ErrProducerLost) {
-		t.Fatalf("Write on a silent cluster = %v; want the outcome-unknown ErrProducerLost", err)
+	if !errors.Is(err, coordination.ErrOutcomeUnknown) || errors.Is(err, coordination.ErrProducerLost) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write on a silent cluster = %v; want ErrOutcomeUnknown with the context's error, not ErrProducerLost", err)
+	}
+	if ended := holder.Err(); ended != nil {
+		t.Fatalf("the leadership ended with the write of unknown outcome: %v", ended)
 	}
 
 	// A second member whose connections stop answering too.

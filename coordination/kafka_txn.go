@@ -150,9 +150,10 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 		return err
 	case <-grace.C:
 	}
-	return producer.close(fmt.Errorf("coordination: %s: the call's context ended (%w) with the transaction in flight, which did not end within %v more; "+
-		"its outcome is unknown, so the records may be in the log; the transport ends the epoch's producer, because only a new epoch repairs it: %w",
-		op, ctx.Err(), abandonGrace, ErrProducerLost))
+	return fmt.Errorf("coordination: %s: the call's context ended (%w) with the transaction in flight, which did not end within %v more: %w, so the records may be in the log; "+
+		"the transaction ends in the background, within the transaction timeout: a batch without an answer goes again until its leader answers, then the transaction is aborted "+
+		"unless its commit was on its way; the next write under the token waits for it",
+		op, ctx.Err(), abandonGrace, ErrOutcomeUnknown)
 }
 
 // abandonGrace bounds how long a write waits for its transaction after the
@@ -251,6 +252,12 @@ func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProduc
 	stop := context.AfterFunc(producer.ctx, cancel)
 	defer stop()
 
+	// A batch that got no answer by the end of the caller's context goes
+	// again under bg, so that the partition's next sequence number is
+	// known when the transaction is aborted (produce).
+	bg, cancelBg := context.WithTimeout(producer.ctx, t.lease.Duration())
+	defer cancelBg()
+
 	parts, err := t.planBatches(rctx, records)
 	if err != nil {
 		return describeKafkaError(op+", nothing written", err)
@@ -261,7 +268,7 @@ func (t *KafkaTransport) transactHeld(ctx context.Context, producer *epochProduc
 		var ke *kerr.Error
 		return t.failed(producer, op, []error{err}, !errors.As(err, &ke), parts)
 	}
-	if failures := t.produce(rctx, producer, parts); len(failures) > 0 {
+	if failures := t.produce(rctx, bg, producer, parts); len(failures) > 0 {
 		return t.failed(producer, op, failures, true, parts)
 	}
 
@@ -351,25 +358,43 @@ func (t *KafkaTransport) addPartitions(ctx context.Context, producer *epochProdu
 
 // produce sends the batches of a transaction to the leaders of their
 // partitions, one Produce request per leader at a time, until every batch
-// is appended, one fails for good, or ctx ends. It returns the failures.
+// is appended, one fails for good, or callCtx ends. It returns the
+// failures.
 //
 // Each batch carries the token's producer id and epoch and the next
 // sequence number of its partition, which advances when the leader
 // appends it. A batch that the leader refused without appending it (a
 // leader that moved, NOT_ENOUGH_REPLICAS) goes again, and so does one
 // whose answer was lost, as it is: the leader appends a batch once, and
-// answers a repeat of one it appended with its first offset. A batch
-// whose answer never came stays unknown, and failed then ends the
-// producer: the partition's next sequence number is unknown.
-func (t *KafkaTransport) produce(ctx context.Context, producer *epochProducer, parts []*partitionBatches) []error {
+// answers a repeat of one it appended with its first offset. When callCtx
+// ends with a batch whose answer never came, produce sends that batch
+// again, under bg (the transaction timeout), until its leader answers, so
+// that the partition's next sequence number is known, and then returns a
+// failure, so that the transaction is aborted. A batch still unknown when
+// bg ends makes failed end the producer: only a new epoch resets the
+// partition's sequence.
+func (t *KafkaTransport) produce(callCtx, bg context.Context, producer *epochProducer, parts []*partitionBatches) []error {
 	backoff := 5 * time.Millisecond
+	ctx, draining := callCtx, false
 	for {
+		if !draining && callCtx.Err() != nil {
+			if !anyUnknown(parts) {
+				return t.unfinished(parts, callCtx.Err())
+			}
+			// The caller is gone, and a batch got no answer: send it
+			// again under bg until its leader answers, and no other.
+			ctx, draining = bg, true
+		}
+		if draining && (!anyUnknown(parts) || bg.Err() != nil) {
+			return t.drained(parts, callCtx.Err())
+		}
 		pending := make(map[int32][]*partitionBatches)
 		var failures []error
 		for _, p := range parts {
 			switch {
 			case p.err != nil:
 				failures = append(failures, p.err)
+			case draining && !p.unknown:
 			case p.sent < len(p.batches):
 				leader, err := t.leaders.leader(ctx, p.partition, p.encoded != nil)
 				if err != nil && !errors.Is(err, kerr.LeaderNotAvailable) && !leaderLookupTransient(ctx, err) {
@@ -400,7 +425,10 @@ func (t *KafkaTransport) produce(ctx context.Context, producer *epochProducer, p
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return t.unfinished(parts, err)
+			if draining {
+				return t.drained(parts, callCtx.Err())
+			}
+			continue // the top of the loop decides: drain or give up
 		}
 		progressed := false
 		if len(pending) == 1 {
@@ -444,6 +472,16 @@ func (t *KafkaTransport) unfinished(parts []*partitionBatches, err error) []erro
 		}
 	}
 	return failures
+}
+
+// drained returns the failures of a transaction whose caller's context
+// ended (err): at least one, so that the transaction is aborted even when
+// the batches sent again completed it.
+func (t *KafkaTransport) drained(parts []*partitionBatches, err error) []error {
+	if failures := t.unfinished(parts, err); len(failures) > 0 {
+		return failures
+	}
+	return []error{fmt.Errorf("the caller's context ended with the transaction in flight: %w", err)}
 }
 
 // produceTo sends the head batch of each of parts to leader in one Produce
@@ -614,7 +652,10 @@ func (t *KafkaTransport) failed(producer *epochProducer, op string, causes []err
 		return err
 	}
 	if open {
-		ctx, cancel := context.WithTimeout(producer.ctx, min(abortTimeout, t.lease.Duration()))
+		// The abort may wait for a coordinator that moves (9 s after a
+		// kill -9 with Kafka's defaults): it is bounded by the transaction
+		// timeout, after which the coordinator aborts by itself.
+		ctx, cancel := context.WithTimeout(producer.ctx, t.lease.Duration())
 		err := t.endTxn(ctx, producer, false)
 		cancel()
 		switch {
