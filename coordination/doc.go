@@ -191,15 +191,18 @@
 //     late mint never deposes a leader that the member did not see fail.
 //   - Every call returns within its context plus a small bound: a write whose
 //     transaction is in flight when the context ends waits 250 ms more, then
-//     returns an error that wraps [ErrProducerLost] (outcome unknown) and
-//     ends the epoch's producer; [Leadership.Resign] with a context that had
+//     returns an error that wraps [ErrOutcomeUnknown]; the transaction ends
+//     in the background (aborted once every batch of it has an answer,
+//     within the transaction timeout), and the epoch's producer and the
+//     leadership stay; [Leadership.Resign] with a context that had
 //     already ended takes 600 ms for its tombstones; [KafkaTransport.Close]
 //     returns within 500 ms.
 //   - A due renewal does not starve behind a slow guarded write: it waits
 //     for the write until one renew interval before the lease's deadline
 //     (10 s with the default lease), then cancels it (the write's error says
 //     so) and renews. It waits that long because a write cancelled in
-//     flight ends the epoch's producer over [KafkaTransport].
+//     flight holds the epoch's turn over [KafkaTransport] until its
+//     transaction ends in the background.
 //   - A renewal attempt may take until the deadline of the lease it renews
 //     (at least one renew interval), so a commit that is slow while the
 //     role's transaction coordinator moves renews the lease instead of

@@ -37,12 +37,17 @@ import (
 //
 // ctx bounds the write, the wait for a write in flight of the same token
 // included, and the call returns at most 250 ms (abandonGrace) after ctx
-// ends. A transaction still in flight then is abandoned: the error wraps
-// [ErrProducerLost] and says that the outcome is unknown, and the transport
-// ends the token's producer, because an EndTxn abandoned midway leaves an
-// outcome that only a new epoch resolves. A write that gave up while it
-// waited for the token's previous transaction wrote nothing and leaves the
-// producer alone. Writes under one token run one at a time.
+// ends. A transaction still in flight then returns an error that wraps
+// [ErrOutcomeUnknown] and the context's error, and goes on in the
+// background, holding the token's turn, within the transaction timeout (the
+// lease duration): a batch that got no answer goes again until its leader
+// answers, so that its partition's next sequence number is known, and the
+// transaction is then aborted, unless its commit was on its way. The
+// producer stays; only a transaction that cannot be resolved within the
+// timeout ends it, and the next write then gets [ErrProducerLost]. A write
+// that gave up while it waited for the token's previous transaction wrote
+// nothing and leaves the producer alone. Writes under one token run one at
+// a time.
 func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error {
 	if err := t.useStateTopic(partition); err != nil {
 		return err
@@ -158,10 +163,10 @@ func (t *KafkaTransport) transact(ctx context.Context, producer *epochProducer, 
 
 // abandonGrace bounds how long a write waits for its transaction after the
 // caller's context ended: a commit in flight often ends within it. Past it,
-// the write returns an error that wraps [ErrProducerLost] (outcome unknown)
-// and the transport ends the epoch's producer, whose requests in flight
-// then fail at once. Every write of the transport therefore returns within
-// its context plus this bound.
+// the write returns an error that wraps [ErrOutcomeUnknown], and its
+// transaction ends in the background (see [KafkaTransport.WriteLease]).
+// Every write of the transport therefore returns within its context plus
+// this bound.
 const abandonGrace = 250 * time.Millisecond
 
 // abortTimeout bounds the EndTxn(abort) after a failed write.

@@ -236,10 +236,10 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // earliest deadline among them included: the first context to end ends the
 // transaction for all of them, as the end of a caller's context ends its
 // own write. Over [KafkaTransport] the calls then return at most 250 ms
-// after that context ended; a transaction still in flight then is
-// abandoned, every call of it returns an error that wraps
-// [ErrProducerLost] with its outcome unknown, and the leadership ends,
-// because only a new epoch resolves it.
+// after that context ended; a transaction still in flight then ends in the
+// background, and every call of it returns an error that wraps
+// [ErrOutcomeUnknown]: its records may commit, or not. The leadership goes
+// on, and no call of such a transaction is written again.
 //
 // A write never lets the lease lapse: a renewal that falls due while a
 // transaction of writes holds the slot waits for it until one renew
@@ -252,7 +252,8 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // per renew interval.
 // Over [KafkaTransport] records not yet sent are then failed and the
 // transaction is aborted, so nothing of it commits and the leadership goes
-// on, while a transaction already in flight is abandoned as above.
+// on, while a transaction already in flight ends in the background as
+// above (ErrOutcomeUnknown).
 //
 // Write on an ended leadership writes nothing and returns an error that
 // wraps [ErrNotHeld]. It rejects an empty list, a record without a topic or
@@ -449,10 +450,10 @@ func (l *Leadership) renewAttemptBound() time.Duration {
 //
 // It waits that long, rather than a fixed half renew interval, because over
 // [KafkaTransport] a write cancelled with its transaction at the broker
-// ends the epoch's producer (outcome unknown), and with it the leadership
-// the renewal meant to keep: on the 3-node cluster most writes that stall
-// (1 to 5 s while a partition leader or a transaction coordinator moves)
-// commit within the longer wait.
+// still holds the epoch's turn until its transaction ends in the
+// background, so the renewal gains nothing by cancelling early: on the
+// 3-node cluster most writes that stall (1 to 5 s while a partition leader
+// or a transaction coordinator moves) commit within the longer wait.
 func (l *Leadership) preemptAfter() time.Duration {
 	lease := l.Lease()
 	until := time.Duration(lease.Deadline-l.settings.clock.NowMillis())*time.Millisecond - l.settings.lease.renewInterval

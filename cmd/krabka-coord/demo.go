@@ -738,6 +738,12 @@ func (m *demoMember) dispatch(ctx context.Context, l *coordination.Leadership, s
 			return
 		case errors.Is(err, coordination.ErrNotHeld), ctx.Err() != nil:
 			return
+		case errors.Is(err, coordination.ErrOutcomeUnknown):
+			// It may commit yet: sending it again could dispatch it twice,
+			// and the next number would leave a gap. The demo's dispatcher
+			// stops, as a real one would until it read the command topic.
+			m.d.out.add(m.name, "unknown", token.String(), "leader", fmt.Sprintf("command %d: outcome unknown (%s); the dispatcher stops", seq, oneLine(err.Error())))
+			return
 		default:
 			m.d.out.add(m.name, "retry", token.String(), "leader", fmt.Sprintf("command %d failed (%s); retrying", seq, oneLine(err.Error())))
 		}
