@@ -118,6 +118,14 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 		pv, perr := produce(id, epoch, int32(i))
 		ev, eerr := end(id, epoch)
 		did, depoch, state := describe()
+		// The next transaction starts once the coordinator has written the
+		// markers of this one: a Produce v12 that comes while it is still
+		// PrepareCommit is refused with INVALID_TXN_STATE (seen on 4.4),
+		// which is why the transport does not rely on the implicit add.
+		for wait := time.Now().Add(5 * time.Second); state == "PrepareCommit" && time.Now().Before(wait); {
+			time.Sleep(10 * time.Millisecond)
+			did, depoch, state = describe()
+		}
 		t.Logf("real=%t: transaction %d under %d:%d: Produce v%d without AddPartitionsToTxn: %v; EndTxn v%d: %v; the coordinator holds %d:%d %s",
 			c.Real, i, id, epoch, pv, perr, ev, eerr, did, depoch, state)
 		if !c.Real {
