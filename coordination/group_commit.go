@@ -157,7 +157,7 @@ func (l *Leadership) commitNext(writer GuardedWriter) {
 		for _, call := range batch {
 			call.outcome <- nil
 		}
-	case len(batch) > 1 && !endsLeadership(err) && !errors.Is(err, errPreempted) && !errors.Is(err, ErrOutcomeUnknown):
+	case len(batch) > 1 && !mayHaveCommitted(err) && !errors.Is(err, errPreempted):
 		// Nothing of the shared transaction committed: one call's record
 		// (a topic that the member may not write, or that does not exist,
 		// a record too large) or a transient error failed it. Each call

@@ -344,18 +344,7 @@ func TestKafkaRenewDeadlineFake(t *testing.T) {
 		if req.TransactionID == nil || *req.TransactionID != txnID {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.NotEnoughReplicas.Code, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.RefusedProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 	})
 	select {
 	case <-holder.Context().Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -118,28 +119,21 @@ func (c *txnCoordinators) node(ctx context.Context, txnID string) (int32, error)
 	if err != nil {
 		return -1, err
 	}
-	for _, found := range resp.Coordinators {
-		if found.Key != txnID {
-			continue
+	node, code := resp.NodeID, resp.ErrorCode // FindCoordinator before version 4: one key, at the top level
+	if len(resp.Coordinators) > 0 {
+		i := slices.IndexFunc(resp.Coordinators, func(found kmsg.FindCoordinatorResponseCoordinator) bool { return found.Key == txnID })
+		if i < 0 {
+			return -1, fmt.Errorf("the FindCoordinator answer omits the transactional id %s: %w", txnID, kerr.CoordinatorNotAvailable)
 		}
-		if err := kerr.ErrorForCode(found.ErrorCode); err != nil {
-			return -1, err
-		}
-		c.mu.Lock()
-		c.nodes[txnID] = found.NodeID
-		c.mu.Unlock()
-		return found.NodeID, nil
+		node, code = resp.Coordinators[i].NodeID, resp.Coordinators[i].ErrorCode
 	}
-	if len(resp.Coordinators) == 0 { // FindCoordinator before version 4: one key, at the top level
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return -1, err
-		}
-		c.mu.Lock()
-		c.nodes[txnID] = resp.NodeID
-		c.mu.Unlock()
-		return resp.NodeID, nil
+	if err := kerr.ErrorForCode(code); err != nil {
+		return -1, err
 	}
-	return -1, fmt.Errorf("the FindCoordinator answer omits the transactional id %s: %w", txnID, kerr.CoordinatorNotAvailable)
+	c.mu.Lock()
+	c.nodes[txnID] = node
+	c.mu.Unlock()
+	return node, nil
 }
 
 // forget drops the cached coordinator of txnID if it is still node.

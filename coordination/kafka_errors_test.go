@@ -91,18 +91,7 @@ func (s *ktFaultSetup) answerOnce(key kmsg.Key, code int16) {
 			if req.TransactionID == nil || *req.TransactionID != txnID {
 				break
 			}
-			resp := req.ResponseKind().(*kmsg.ProduceResponse)
-			for _, rt := range req.Topics {
-				st := kmsg.NewProduceResponseTopic()
-				st.Topic, st.TopicID = rt.Topic, rt.TopicID
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewProduceResponseTopicPartition()
-					sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
+			return kafkatest.RefusedProduce(req, code), nil, true
 		case *kmsg.AddPartitionsToTxnRequest:
 			if req.TransactionalID != txnID {
 				break

@@ -225,8 +225,9 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 //     a transaction of its own, in the same order, and returns the outcome
 //     of that one. A call whose context ended returns the shared
 //     transaction's error. (The retry rests on the contract of
-//     [GuardedWriter]: an error that wraps neither ErrFenced nor
-//     ErrProducerLost means that nothing committed.)
+//     [GuardedWriter]: an error that wraps none of ErrFenced,
+//     ErrProducerLost and ErrOutcomeUnknown means that nothing committed;
+//     see mayHaveCommitted.)
 //   - A due renewal preempts the transaction (below): every call of it
 //     returns the error that says so.
 //
@@ -545,6 +546,14 @@ func (l *Leadership) unlock() { <-l.slot }
 // the member may not write to its topic fails its write only.
 func endsLeadership(err error) bool {
 	return errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost)
+}
+
+// mayHaveCommitted reports an error of a [GuardedWriter] after which the
+// records of the call may be in the log, so that they are never written
+// again: a fence or a lost producer (endsLeadership), or a write of
+// unknown outcome ([ErrOutcomeUnknown]).
+func mayHaveCommitted(err error) bool {
+	return endsLeadership(err) || errors.Is(err, ErrOutcomeUnknown)
 }
 
 // endedErr returns the error of an operation on an ended leadership, and nil

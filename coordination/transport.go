@@ -138,8 +138,9 @@ type GuardedWriter interface {
 	// The implementation returns an error that wraps [ErrFenced] when the
 	// broker rejects the token, and then no record of the call is visible.
 	// An error whose outcome is unknown (the records may have committed)
-	// wraps [ErrProducerLost]. Any other error means that nothing of the
-	// call committed: [Leadership.Write] then writes again, alone, the
+	// wraps [ErrOutcomeUnknown], or [ErrProducerLost] when the producer
+	// cannot go on. Any other error means that nothing of the call
+	// committed: [Leadership.Write] then writes again, alone, the
 	// calls that shared the failed transaction.
 	WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error
 }

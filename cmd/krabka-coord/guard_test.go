@@ -539,18 +539,7 @@ func TestRunGuardRenewDeadlineFake(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Do(func() { refusedAt <- time.Now() })
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, kerr.NotEnoughReplicas.Code, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.RefusedProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 	})
 
 	var got result

@@ -276,3 +276,22 @@ func (c *Cluster) DeleteTopicAtCleanup(t testing.TB, name string) {
 		_, _ = admin.DeleteTopics(ctx, name)
 	})
 }
+
+// RefusedProduce is the answer of a broker that refuses every partition of
+// a Produce request with the error code, appending nothing (base offset
+// -1): for a kfake control function that stands for a refusing leader,
+// such as NOT_ENOUGH_REPLICAS.
+func RefusedProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
