@@ -53,15 +53,25 @@ import (
 //   - A missing permission ([ErrNotAuthorized]) and a configuration the
 //     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
 //     that implements [StateTopicChecker] checks the state topic first.
-//   - When the context ends, the error wraps the context's error and names
-//     the last error of the transport, if any.
+//   - When the context ends, the error is the context's error itself
+//     (err == context.DeadlineExceeded holds); the last error of the
+//     transport, if any, is logged.
 //   - A record that does not decode is skipped and logged, once for each
 //     offset: safety rests on the epoch, so a skipped record can make a
 //     challenge early, never a second writer.
 //
-// The lease policy is [DefaultLeaseConfig] unless an option sets one; over a
-// transport that reports a policy of its own, such as [KafkaTransport], the
-// transport's policy is the default instead.
+// The lease policy is [DefaultLeaseConfig] unless an option sets one, over
+// every transport. A [KafkaTransport] built with another policy (its
+// transaction timeout) does not change that default: pass
+// WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease duration
+// that differs from the transport's is logged.
+//
+// Three extensions change what the loop does, each switched on by its
+// option and off by default: heartbeats ([WithHeartbeatInterval]), the
+// resignation anchor ([WithResignationAnchor]), and the duplicate-member
+// watch ([WithDuplicateMemberCheck]). Without them the loop writes only
+// registrations and leases, and a lease or registration that names this
+// member is an earlier incarnation that it fences at once.
 //
 // It returns an error, before anything is written, for a nil transport, the
 // zero [Role] or [MemberID], and an invalid option. It returns an error that
@@ -87,14 +97,13 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 	if member.IsZero() {
 		return nil, fmt.Errorf("coordination: %s: the zero MemberID: build the member with NewMemberID", op)
 	}
-	defaults, reports := leaseDefaults(transport)
-	s, err := newSettingsFrom(defaults, options)
+	s, err := newSettings(options)
 	if err != nil {
 		return nil, err
 	}
-	if reports && s.lease.duration != defaults.duration {
-		s.logger.Warn("coordination: the lease duration differs from the transport's, which is its transaction timeout",
-			slog.String("role", role.String()), slog.Duration("lease", s.lease.duration), slog.Duration("transport", defaults.duration))
+	if policy, reports := transportLease(transport); reports && s.lease.duration != policy.duration {
+		s.logger.Warn("coordination: the lease duration differs from the transport's, which is its transaction timeout; pass WithLeaseConfig(transport.LeaseConfig()) to run with the transport's policy",
+			slog.String("role", role.String()), slog.Duration("lease", s.lease.duration), slog.Duration("transport", policy.duration))
 	}
 	partition, err := s.partition(role)
 	if err != nil {
@@ -240,14 +249,21 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			continue
 		}
 		now := clock.NowMillis()
-		if entry, ok := state.Entry(c.member); ok && entry.RegisteredAt != c.registeredAt && c.ownRegistrationSeen {
+		if entry, ok := state.Entry(c.member); ok && entry.RegisteredAt != c.registeredAt && c.ownRegistrationSeen && c.settings.duplicateCheck {
 			// This call's registration was in the roster, and another
 			// registration of the same member replaced it: a second live
 			// process runs under this member id.
 			return nil, c.abandon(ctx, fmt.Errorf("coordination: member %s of role %s: another registration of the same member id (registered at %d ms, this call's at %d ms) replaced this call's: "+
 				"two live processes use one member id, and each would fence the other: %w", c.member, c.role, entry.RegisteredAt, c.registeredAt, ErrDuplicateMember))
 		}
-		if entry, ok := state.Entry(c.member); !ok || entry.RegisteredAt != c.registeredAt {
+		if _, ok := state.Entry(c.member); !ok && c.ownRegistrationSeen {
+			// A tombstone took this call's registration away: the member
+			// has no rank (rule 1), so it registers again, at the tail.
+			c.logger.Warn("coordination: this member's registration was removed from the roster; registering again, at the tail")
+			c.registeredAt, c.registered, c.ownRegistrationSeen, c.heartbeatDue = now, false, false, 0
+			continue
+		}
+		if entry, ok := state.Entry(c.member); !ok || (entry.RegisteredAt != c.registeredAt && !c.ownRegistrationSeen) {
 			// This call's own registration is not visible yet; an older one
 			// would rank the member where it no longer stands.
 			if now-c.appendedAt >= 2*c.settings.lease.duration.Milliseconds() {
@@ -260,6 +276,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			continue
 		}
 		c.ownRegistrationSeen = true
+		c.heartbeat(ctx, now)
 		decision := Evaluate(state, c.member, now, c.settings.lease)
 		if decision.Action == ActionNotRegistered {
 			// This member's rank lapsed: its heartbeats did not land for
@@ -274,6 +291,13 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		if c.minted != nil {
 			// An epoch minted by this call fenced the holder already: write
 			// its lease now rather than leave the role without a writer.
+			decision = Decision{Action: ActionChallenge}
+		} else if state.Lease != nil && state.Lease.Member == c.member && c.settings.deposed != nil && *c.settings.deposed == state.Lease.Token {
+			decision = evaluateDeposed(state, c.member, now, c.settings.lease)
+		} else if state.Lease != nil && state.Lease.Member == c.member && !c.settings.duplicateCheck {
+			// The specification: the lease came from an earlier incarnation
+			// of this member, because this call holds no epoch yet. The
+			// challenge fences it, at once, for one epoch.
 			decision = Decision{Action: ActionChallenge}
 		} else if state.Lease != nil && state.Lease.Member == c.member {
 			var err error
@@ -294,8 +318,11 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		case ActionWait:
 			// The heartbeat's own record wakes a follower once: the member
 			// then reads, decides again and waits again.
-			c.heartbeat(ctx, now)
-			c.wait(ctx, min(decision.WaitUntil, c.heartbeatDue))
+			until := decision.WaitUntil
+			if c.heartbeatDue > 0 {
+				until = min(until, c.heartbeatDue)
+			}
+			c.wait(ctx, until)
 			continue
 		case ActionHold, ActionChallenge:
 			if c.minted == nil && now < c.notBefore {
@@ -342,16 +369,17 @@ func (c *campaign) register(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat writes this member's heartbeat when one is due: a waiting
-// standby shows that it is alive without a new registration, which would
-// move it to the tail. A heartbeat that fails is logged and tried again
-// one poll interval later; the member's rank lapses only when none lands
-// for the roster lapse.
+// heartbeat writes this member's heartbeat when heartbeats are on
+// ([WithHeartbeatInterval]) and one is due: the first right after the
+// registration is seen (an entry with a heartbeat can lapse, one without
+// never does), then one every heartbeat interval. A waiting standby so
+// shows that it is alive without a new registration, which would move it
+// to the tail. A heartbeat that fails is logged and tried again one poll
+// interval later; the member's rank lapses only when none lands for the
+// roster lapse.
 func (c *campaign) heartbeat(ctx context.Context, now int64) {
-	if c.heartbeatDue == 0 {
-		c.heartbeatDue = c.registeredAt + c.settings.lease.HeartbeatInterval().Milliseconds()
-	}
-	if now < c.heartbeatDue {
+	interval := c.settings.lease.HeartbeatInterval()
+	if interval <= 0 || now < c.heartbeatDue {
 		return
 	}
 	value := EncodeHeartbeat(Heartbeat{Member: c.member, SeenAt: now})
@@ -363,7 +391,7 @@ func (c *campaign) heartbeat(ctx context.Context, now int64) {
 		return
 	}
 	c.heartbeated = true
-	c.heartbeatDue = now + c.settings.lease.HeartbeatInterval().Milliseconds()
+	c.heartbeatDue = now + interval.Milliseconds()
 }
 
 // read brings the fold up to date and returns the role state.
@@ -465,17 +493,25 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 	current, held, err := c.transport.DescribeEpoch(describeCtx, c.role)
 	cancel()
 	if err != nil {
-		return decision, wrapf(err, nil, "describe the epoch of role %s", c.role)
+		if ctx.Err() != nil {
+			return decision, ctx.Err()
+		}
+		if errors.Is(err, ErrNotAuthorized) {
+			return decision, wrapf(err, nil, "describe the epoch of role %s", c.role)
+		}
+		// The coordinator cannot tell now; the quiet test below still
+		// tells a live duplicate from an earlier incarnation.
+		c.logger.Warn("coordination: could not ask the coordinator whether the lease that names this member is superseded; watching the lease for a renewal instead",
+			slog.Any("error", err))
+		held = false
 	}
 	if held && current != lease.Token {
-		deposed := state
-		deposed.Lease = &Lease{Token: lease.Token, GrantedAt: lease.GrantedAt, Deadline: lease.Deadline}
 		if c.namedLease == nil || c.namedLease.Token != lease.Token {
 			c.logger.Info("coordination: the lease names this member, but the coordinator holds a newer token: competing as a standby",
 				slog.String("lease_token", lease.Token.String()), slog.String("coordinator_token", current.String()))
 		}
 		c.namedLease, c.namedLeaseSeenAt = &lease, now
-		return Evaluate(deposed, c.member, now, c.settings.lease), nil
+		return evaluateDeposed(state, c.member, now, c.settings.lease), nil
 	}
 	if recorder, ok := c.transport.(MintRecorder); ok && recorder.Minted(lease.Token) {
 		return Decision{Action: ActionChallenge}, nil
@@ -492,6 +528,16 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 		return Decision{Action: ActionWait, WaitUntil: quietUntil}, nil
 	}
 	return Decision{Action: ActionChallenge}, nil
+}
+
+// evaluateDeposed evaluates a role whose lease names member under a token
+// that is known superseded: as if the lease named nobody, with its
+// deadline kept, so the member ranks as the standby of its registration
+// (the tail of the roster: no failback) and waits for the deadline.
+func evaluateDeposed(state RoleState, member MemberID, now int64, config LeaseConfig) Decision {
+	lease := *state.Lease
+	state.Lease = &Lease{Token: lease.Token, GrantedAt: lease.GrantedAt, Deadline: lease.Deadline}
+	return Evaluate(state, member, now, config)
 }
 
 // withClockTimeout is context.WithTimeout on the campaign's clock, so that a
@@ -540,11 +586,12 @@ func (c *campaign) wait(ctx context.Context, untilMillis int64) {
 
 // abandon deregisters the member after the caller gave up the wait, except
 // for a duplicate member (the key is the live process's too), and
-// returns cause, with the last error of the transport when the wait ended
-// on the context: a wait that never reached the cluster says why.
+// returns cause as it is: a wait that ended on its context returns the
+// context's error itself, and the last error of the transport, which says
+// why the wait never reached the cluster, goes to the log.
 func (c *campaign) abandon(ctx context.Context, cause error) error {
 	if c.lastErr != nil && cause == ctx.Err() {
-		cause = fmt.Errorf("%w (the last error of the transport: %v)", cause, c.lastErr)
+		c.logger.Warn("coordination: the wait for the role ended on its context", slog.Any("error", cause), slog.Any("last_transport_error", c.lastErr))
 	}
 	// A duplicate member shares its registration key with the live
 	// process, so a tombstone would take that process off the roster.

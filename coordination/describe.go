@@ -80,16 +80,25 @@ func DescribeRoleState(ctx context.Context, reader StateReader, role Role, optio
 	if reader == nil {
 		return RoleState{}, errors.New("coordination: DescribeRoleState: nil StateReader")
 	}
-	defaults, _ := leaseDefaults(reader)
-	s, err := newSettingsFrom(defaults, options)
+	s, err := newSettings(options)
 	if err != nil {
 		return RoleState{}, err
+	}
+	if role.IsZero() {
+		return RoleState{}, errors.New("coordination: DescribeRoleState: the zero Role: build the role with NewRole")
 	}
 	partition, err := s.partition(role)
 	if err != nil {
 		return RoleState{}, err
 	}
-	records, err := reader.ReadPartition(ctx, partition)
+	// A follower's compacted view folds to the same state as the whole log
+	// and costs no walk of it.
+	var records []StateRecord
+	if follower, ok := reader.(PartitionFollower); ok {
+		records, _, err = follower.ReadPartitionFrom(ctx, partition, 0)
+	} else {
+		records, err = reader.ReadPartition(ctx, partition)
+	}
 	if err != nil {
 		return RoleState{}, wrapf(err, nil, "read %s for role %s", partition, role)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,8 +91,7 @@ func NewElector(transport Transport, role Role, member MemberID, callbacks Elect
 	case callbacks.OnStartedLeading == nil:
 		return nil, errors.New("coordination: NewElector: nil OnStartedLeading: the elector needs the work to run while leading")
 	}
-	defaults, _ := leaseDefaults(transport)
-	s, err := newSettingsFrom(defaults, options)
+	s, err := newSettings(options)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,12 @@ func (e *Elector) Run(ctx context.Context) error {
 		defer func() { stopObserving(); observer.Wait() }()
 		observer.Go(func() { e.reportLeaders(observeCtx) })
 	}
+	var deposed []Option // after a fence: the token this elector knows is superseded
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		leader, err := AcquireLeadership(ctx, e.transport, e.role, e.member, e.options...)
+		leader, err := AcquireLeadership(ctx, e.transport, e.role, e.member, append(slices.Clone(e.options), deposed...)...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -143,6 +144,13 @@ func (e *Elector) Run(ctx context.Context) error {
 			return nil
 		}
 		e.logger.Info("coordination: the leadership ended; campaigning again", slog.Any("reason", reason))
+		deposed = nil
+		if errors.Is(reason, ErrFenced) {
+			// The elector saw its token fenced, so a lease that still names
+			// the member under it is no earlier incarnation to fence: the
+			// member competes as a standby, at the tail, with no failback.
+			deposed = []Option{withDeposedToken(leader.Token())}
+		}
 		if errors.Is(reason, ErrNotHeld) {
 			// The work returned and the elector resigned: one poll
 			// interval before it registers again, so that work that

@@ -1,6 +1,7 @@
 package coordination
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,7 +80,7 @@ func TestKafkaReaderIdleLongPollIsIncremental(t *testing.T) {
 	log := new(fetchLog)
 	log.observe(c)
 
-	if _, err := reader.ReadPartition(ctx, tp); err != nil {
+	if _, _, err := reader.ReadPartitionFrom(ctx, tp, 0); err != nil {
 		t.Fatalf("ReadPartition: %v", err)
 	}
 	seen := log.waitFetches(t, 0, 3) // the full fetch, then idle long polls
@@ -94,9 +95,9 @@ func TestKafkaReaderIdleLongPollIsIncremental(t *testing.T) {
 
 	from := log.len()
 	key := krAppend(t, ctx, writer, tp, 1)
-	records, err := reader.ReadPartition(ctx, tp)
+	records, err := krReadUntil(ctx, reader, tp, key)
 	if err != nil || !krHasKey(records, key) {
-		t.Fatalf("ReadPartition after an append = %d records, %v; want %s", len(records), err, key)
+		t.Fatalf("ReadPartitionFrom after an append = %d records, %v; want %s", len(records), err, key)
 	}
 	after := log.waitFetches(t, from, 1)
 	if f := after[len(after)-1]; f.epoch < 1 || f.named != 1 {
@@ -116,7 +117,7 @@ func TestKafkaReaderRecoversARefusedSession(t *testing.T) {
 	tp := TopicPartition{Topic: topic, Partition: 0}
 	writer, reader := krTransport(t, c, lease), krTransport(t, c, lease)
 	krAppend(t, ctx, writer, tp, 0)
-	if _, err := reader.ReadPartition(ctx, tp); err != nil {
+	if _, _, err := reader.ReadPartitionFrom(ctx, tp, 0); err != nil {
 		t.Fatalf("ReadPartition: %v", err)
 	}
 
@@ -150,11 +151,24 @@ func TestKafkaReaderRecoversARefusedSession(t *testing.T) {
 		t.Fatalf("the Fetch after the refusal = %+v; want a full fetch that opens a new session", f)
 	}
 	key := krAppend(t, ctx, writer, tp, 1)
-	records, err := reader.ReadPartition(ctx, tp)
+	records, err := krReadUntil(ctx, reader, tp, key)
 	if err != nil || !krHasKey(records, key) {
 		t.Fatalf("ReadPartition after the refusal = %d records, %v; want %s", len(records), err, key)
 	}
 	if n := lookups.Load(); n != 0 {
 		t.Fatalf("the reader sent %d Metadata requests after the refusal; want none: a refused session is no failed fetch", n)
+	}
+}
+
+// krReadUntil reads the follower's view of tp with ReadPartitionFrom until
+// it holds key, an error, or the end of ctx: the view may lag a commit by
+// the transit of one Fetch response.
+func krReadUntil(ctx context.Context, reader *KafkaTransport, tp TopicPartition, key string) ([]StateRecord, error) {
+	for {
+		records, _, err := reader.ReadPartitionFrom(ctx, tp, 0)
+		if err != nil || krHasKey(records, key) || ctx.Err() != nil {
+			return records, err
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

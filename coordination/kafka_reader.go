@@ -122,29 +122,30 @@ func readerTimings(lease LeaseConfig) (maxWait, fresh time.Duration) {
 	return maxWait, min(2*maxWait, slack/2)
 }
 
-// ReadPartition returns the committed records of the partition, oldest
-// first: the newest record of every key, tombstones included, read with
-// read_committed isolation from the start of the partition. It returns once
-// the transport's view of the partition reaches the last stable offset that
-// the partition had when the call began (one ListOffsets request), so a
-// record committed before the call is in the answer. An aborted write and
-// an open transaction's records are not.
+// ReadPartition returns every committed record of the partition, oldest
+// first, tombstones included: it walks the log with read_committed
+// isolation from the log start offset to the last stable offset that the
+// partition had when the call began (one ListOffsets request), so a record
+// committed before the call is in the answer, and an aborted write and an
+// open transaction's records are not. Every record that the log still
+// holds is in the answer, a record that a newer record of its key
+// superseded too, until log compaction removes it; every record keeps its
+// offset. It costs one Fetch per megabyte of the partition.
 //
-// The answer is the partition as log compaction leaves it: a record that a
-// newer record of the same key superseded is left out, and every record
-// keeps its offset. [BuildRoleState] folds it to the same state as the whole
-// log. The transport follows the partition from the first call on, until
-// Close, with one long-polling fetch loop per leader broker.
+// The transport also follows the partition from the first call on, until
+// Close, with one long-polling fetch loop per leader broker, and keeps a
+// compacted view of it: [KafkaTransport.ReadPartitionFrom] serves that
+// view, which folds to the same state, and [DescribeRoleState] and
+// [AcquireLeadership] read it instead of the whole log.
 //
 // It returns an error for a topic or a partition that does not exist, for a
-// missing READ ACL, and when ctx ends before the view reaches the offset. It
+// missing READ ACL, and when ctx ends before the walk reaches the offset. It
 // is safe for concurrent use.
 func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error) {
 	if err := t.useStateTopic(partition); err != nil {
 		return nil, err
 	}
-	records, _, err := t.reader.read(ctx, partition, 0, false)
-	return records, err
+	return t.reader.readLog(ctx, partition)
 }
 
 // ReadPartitionFrom returns the committed records of the partition at
@@ -222,7 +223,8 @@ func (t *KafkaTransport) StableOffsets(partition TopicPartition) (lastStable, hi
 
 // kafkaReader is the reader of one KafkaTransport.
 type kafkaReader struct {
-	client       *kgo.Client
+	client       *kgo.Client // the fetch loops' long polls
+	walker       *kgo.Client // ReadPartition's walks of a log (kafka_read_log.go)
 	decompressor kgo.Decompressor
 	maxWait      time.Duration // the long poll of a fetch
 	fresh        time.Duration // the age below which an answer makes a view current
@@ -288,11 +290,17 @@ func (l *leaderLoop) kickLocked() {
 	}
 }
 
-func newKafkaReader(client *kgo.Client, lease LeaseConfig) *kafkaReader {
+// newKafkaReader starts the reader over client, which its fetch loops
+// long-poll on, and walker, a client with no long poll of its own on which
+// ReadPartition walks a log (a broker answers the requests of one
+// connection in order, so a walk on the loops' connection would wait out
+// their long poll).
+func newKafkaReader(client, walker *kgo.Client, lease LeaseConfig) *kafkaReader {
 	ctx, cancel := context.WithCancel(context.Background())
 	maxWait, fresh := readerTimings(lease)
 	r := &kafkaReader{
 		client:       client,
+		walker:       walker,
 		decompressor: kgo.DefaultDecompressor(),
 		maxWait:      maxWait,
 		fresh:        fresh,
@@ -430,9 +438,28 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64, s
 	if from < 0 {
 		return nil, from, fmt.Errorf("coordination: read %s from the negative offset %d", tp, from)
 	}
-	p, err := r.follow(tp)
+	p, _, err := r.await(ctx, tp, served)
 	if err != nil {
 		return nil, from, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if from > p.next {
+		// The log ends before from: it was truncated, or the view started
+		// again from the log start. The whole view serves.
+		from = 0
+	}
+	records, next := p.snapshotLocked(from)
+	return records, next, nil
+}
+
+// await follows the partition and waits until its view covers the last
+// stable offset, and returns the partition and that offset (see read for
+// which one).
+func (r *kafkaReader) await(ctx context.Context, tp TopicPartition, served bool) (*followedPartition, int64, error) {
+	p, err := r.follow(tp)
+	if err != nil {
+		return nil, 0, err
 	}
 	target := int64(-1)
 	if served {
@@ -446,10 +473,10 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64, s
 		target, err = r.listOffset(ctx, tp, listLatest, isolationReadCommitted)
 		switch {
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			return nil, from, fmt.Errorf("coordination: read %s: the topic or the partition does not exist; "+
+			return nil, 0, fmt.Errorf("coordination: read %s: the topic or the partition does not exist; "+
 				"create the topic with CreateStateTopic, and check it with CheckStateTopic: %w", tp, err)
 		case err != nil:
-			return nil, from, describeKafkaError("read "+tp.String()+": list the last stable offset", err)
+			return nil, 0, describeKafkaError("read "+tp.String()+": list the last stable offset", err)
 		}
 	}
 	for {
@@ -457,20 +484,14 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64, s
 		switch {
 		case r.closed:
 			r.mu.Unlock()
-			return nil, from, errTransportClosed
+			return nil, 0, errTransportClosed
 		case p.next >= target:
-			if from > p.next {
-				// The log ends before from: it was truncated, or the view
-				// started again from the log start. The whole view serves.
-				from = 0
-			}
-			records, next := p.snapshotLocked(from)
 			r.mu.Unlock()
-			return records, next, nil
+			return p, target, nil
 		case p.fatal:
 			err := p.err
 			r.mu.Unlock()
-			return nil, from, err
+			return nil, 0, err
 		}
 		advanced, reached, last := p.advanced, p.next, p.err
 		r.mu.Unlock()
@@ -480,7 +501,7 @@ func (r *kafkaReader) read(ctx context.Context, tp TopicPartition, from int64, s
 			if last != nil {
 				err = fmt.Errorf("%w (last fetch error: %w)", err, last)
 			}
-			return nil, from, err
+			return nil, 0, err
 		case <-advanced:
 		}
 	}

@@ -33,7 +33,7 @@ import (
 // -1, for a minInsyncReplicas below 1 or above the replication factor, for
 // invalid options, and for a missing CREATE ACL.
 func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor, minInsyncReplicas int, options ...Option) error {
-	s, err := newSettingsFrom(t.lease, options) // the transport's lease policy, as AcquireLeadership's
+	s, err := newSettings(options) // the specification's defaults, as AcquireLeadership's
 	if err != nil {
 		return err
 	}
@@ -131,18 +131,18 @@ func (t *KafkaTransport) topicMetadata(ctx context.Context, topic string) (kmsg.
 // for invalid options, for a missing DESCRIBE or DESCRIBE_CONFIGS ACL
 // (wrapping [ErrNotAuthorized]), and for a cluster it cannot reach.
 // [AcquireLeadership] calls it before it registers. The options start from
-// the transport's lease policy, as AcquireLeadership's do, so that an
-// option valid for that policy (such as [WithRenewDeadline]) is valid here.
+// the specification's defaults, as AcquireLeadership's do, so that an
+// option valid there (such as [WithRenewDeadline]) is valid here.
 //
 // It also reads broker.session.timeout.ms from a broker that leads a
 // partition of the topic, and logs a warning on the options' logger
-// ([WithLogger]) when the lease (the transport's policy, or the one that
+// ([WithLogger]) when the lease ([DefaultLeaseConfig], or the one that
 // [WithLeaseConfig] and its siblings set) is shorter than
 // [MinLeaseForFailureDetection] allows: such a lease stays
 // safe, but every broker fault costs a leadership change. That read needs
 // DESCRIBE_CONFIGS on the cluster; without it the check is skipped.
 func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option) error {
-	s, err := newSettingsFrom(t.lease, options) // the transport's lease policy, as AcquireLeadership's
+	s, err := newSettings(options) // the specification's defaults, as AcquireLeadership's
 	if err != nil {
 		return err
 	}

@@ -248,7 +248,7 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 		txn:         txn,
 		leaders:     newLeaderCache(txn),
 		coords:      newTxnCoordinators(txn),
-		reader:      newKafkaReader(readerClient, lease),
+		reader:      newKafkaReader(readerClient, plain, lease),
 		ctx:         ctx,
 		cancel:      cancel,
 		current:     make(map[Role]*epochProducer),

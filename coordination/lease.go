@@ -20,14 +20,23 @@ const (
 
 	// RosterLapseHeartbeats is how many heartbeat intervals a standby may
 	// miss before its rank lapses: [LeaseConfig.RosterLapse] is this many
-	// times [LeaseConfig.HeartbeatInterval].
+	// times [LeaseConfig.HeartbeatInterval]. It applies only with
+	// heartbeats on (an extension, off by default: see [WithHeartbeatInterval]).
 	RosterLapseHeartbeats = 3
 )
 
-// LeaseConfig holds the timings of one role: the three of the lease, and
-// the heartbeat interval of a waiting standby. The timings are
+// LeaseConfig holds the three timings of one role. The timings are
 // independent of the record layout, so one process holds several roles with
 // different timings.
+//
+// Two extensions of the specification live here too, because [Evaluate]
+// reads them from its config and from nothing else; both are off in every
+// config that [NewLeaseConfig] and [DefaultLeaseConfig] build, so those
+// configs give exactly the specification's answers:
+//   - the heartbeat interval of a waiting standby and the roster lapse that
+//     follows from it ([LeaseConfig.WithHeartbeatInterval]);
+//   - the resignation anchor of the stagger
+//     ([LeaseConfig.WithResignationAnchor]).
 //
 // The lease adds no safety. It decides when a standby challenges a quiet
 // holder, and nothing else. A wrong timing makes a failover early or late. A
@@ -41,7 +50,8 @@ type LeaseConfig struct {
 	duration         time.Duration
 	renewInterval    time.Duration
 	challengeStagger time.Duration
-	heartbeat        time.Duration // 0: the lease duration
+	heartbeat        time.Duration // 0: no heartbeats, no roster lapse (the specification)
+	resignAnchor     bool          // anchor the stagger on a resignation's tombstone
 }
 
 // DefaultLeaseConfig returns the config of [DefaultLeaseDuration],
@@ -56,9 +66,11 @@ func DefaultLeaseConfig() LeaseConfig {
 
 // NewLeaseConfig builds a lease policy from three extents. It rejects an
 // extent at or below zero, and it rejects a renew interval at or above the
-// lease duration, because the holder then never renews in time. Instants in
-// the records are whole milliseconds, so it also rejects an extent below one
-// millisecond. The error names the extent that is wrong.
+// lease duration, because the holder then never renews in time. The error
+// names the extent that is wrong. An extent below one millisecond is
+// accepted: the instants of a record are whole milliseconds, and the
+// package rounds every extent up to the next one when it adds it to an
+// instant ([LeaseConfig.Grant], [LeaseTiming.ChallengeAt]).
 //
 // A caller should set renewInterval to at most a third of duration. The
 // holder then keeps two more attempts before the deadline. This constructor
@@ -75,9 +87,6 @@ func NewLeaseConfig(duration, renewInterval, challengeStagger time.Duration) (Le
 	} {
 		if extent.value <= 0 {
 			return LeaseConfig{}, fmt.Errorf("coordination: invalid %s %v: want above zero", extent.name, extent.value)
-		}
-		if extent.value < time.Millisecond {
-			return LeaseConfig{}, fmt.Errorf("coordination: invalid %s %v: want at least 1ms, the resolution of a lease record", extent.name, extent.value)
 		}
 	}
 	if renewInterval >= duration {
@@ -96,27 +105,30 @@ func (c LeaseConfig) RenewInterval() time.Duration { return c.renewInterval }
 func (c LeaseConfig) ChallengeStagger() time.Duration { return c.challengeStagger }
 
 // HeartbeatInterval returns the gap between two heartbeats of a member that
-// waits for the role (see [Heartbeat]): the lease duration unless
-// [LeaseConfig.WithHeartbeatInterval] set another.
-func (c LeaseConfig) HeartbeatInterval() time.Duration {
-	if c.heartbeat > 0 {
-		return c.heartbeat
-	}
-	return c.duration
-}
+// waits for the role (see [Heartbeat]), and zero when heartbeats are off,
+// as they are in the specification and in every config that
+// [NewLeaseConfig] and [DefaultLeaseConfig] build.
+func (c LeaseConfig) HeartbeatInterval() time.Duration { return c.heartbeat }
 
-// RosterLapse returns how long a standby may stay unseen before its rank
-// lapses: [RosterLapseHeartbeats] heartbeat intervals. Every member of a
-// role should use one heartbeat interval, as they use one challenge
-// stagger: a member that judges another lapsed earlier than the others do
-// may challenge out of turn, which costs an epoch and never safety.
+// RosterLapse returns how long a standby that heartbeats may stay unseen
+// before its rank lapses: [RosterLapseHeartbeats] heartbeat intervals, and
+// zero (no lapse) when heartbeats are off. Every member of a role should
+// use one heartbeat interval, as they use one challenge stagger: a member
+// that judges another lapsed earlier than the others do may challenge out
+// of turn, which costs an epoch and never safety.
 func (c LeaseConfig) RosterLapse() time.Duration {
-	return RosterLapseHeartbeats * c.HeartbeatInterval()
+	return RosterLapseHeartbeats * c.heartbeat
 }
 
-// WithHeartbeatInterval returns a copy of the config with another heartbeat
-// interval. It rejects an interval below one millisecond, the resolution of
-// a record.
+// WithHeartbeatInterval returns a copy of the config with heartbeats on, at
+// this interval: an extension of the specification (see the package doc,
+// "Extensions and errata"). A member that waits writes a [Heartbeat]
+// record (kind 2) every interval, and [Evaluate] and [RoleState.RankAt]
+// leave out a standby whose heartbeats stopped for [LeaseConfig.RosterLapse].
+// An entry that never heartbeated never lapses, so a member that does not
+// heartbeat (another port, an older release) keeps the specification's
+// rank. It rejects an interval below one millisecond, the resolution of a
+// record.
 func (c LeaseConfig) WithHeartbeatInterval(interval time.Duration) (LeaseConfig, error) {
 	if interval < time.Millisecond {
 		return LeaseConfig{}, fmt.Errorf("coordination: invalid heartbeat interval %v: want at least 1ms, the resolution of a heartbeat record", interval)
@@ -124,6 +136,23 @@ func (c LeaseConfig) WithHeartbeatInterval(interval time.Duration) (LeaseConfig,
 	c.heartbeat = interval
 	return c, nil
 }
+
+// WithResignationAnchor returns a copy of the config with the resignation
+// anchor on: an extension of the specification (see the package doc,
+// "Extensions and errata"). With it, [Evaluate] anchors rule 3 of a role
+// without a lease on the later of the member's registration instant and
+// [RoleState.LeaseClearedAt], the timestamp of the tombstone that cleared
+// the lease. After a resignation the standbys then challenge in rank
+// order, one stagger apart, instead of all at once (each one's
+// registration is long past), which saves the epochs of the losers.
+func (c LeaseConfig) WithResignationAnchor() LeaseConfig {
+	c.resignAnchor = true
+	return c
+}
+
+// ResignationAnchor reports whether [LeaseConfig.WithResignationAnchor] is
+// on.
+func (c LeaseConfig) ResignationAnchor() bool { return c.resignAnchor }
 
 // RenewsWithMargin reports whether the renew interval leaves the holder two
 // spare attempts. The interval this package recommends is at most a third of

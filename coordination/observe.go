@@ -67,9 +67,10 @@ const (
 	// comes for an ObserveAll of an empty topic too.
 	ChangeSynced
 
-	// ChangeLapsed reports a standby whose rank lapsed: the log holds no
-	// sign of life of it (registration, heartbeat) for
-	// [LeaseConfig.RosterLapse], by the observer's clock. It keeps its
+	// ChangeLapsed reports a standby whose rank lapsed, with heartbeats on
+	// ([WithHeartbeatInterval]; never without): the member heartbeated, and
+	// the log holds no heartbeat of it for [LeaseConfig.RosterLapse], by
+	// the observer's clock. It keeps its
 	// registration, but [RoleState.RankAt] skips it and the standbys
 	// behind it move up; a standby that comes back registers again, at
 	// the tail. It comes once for each last sign of life
@@ -162,9 +163,9 @@ type RoleChange struct {
 // whole state, in role-name order, once every partition it follows was
 // read once, and then one [ChangeSynced]; every later change is what one
 // record changed, a [ChangeExpired] when a lease's deadline passes by
-// the observer's clock without a renewal, or a [ChangeLapsed] when a
-// standby stays unseen for [LeaseConfig.RosterLapse] (three heartbeat
-// intervals) by that clock. A heartbeat record changes no rank and yields
+// the observer's clock without a renewal, or, with heartbeats on, a
+// [ChangeLapsed] when a standby that heartbeated stays unseen for
+// [LeaseConfig.RosterLapse] (three heartbeat intervals) by that clock. A heartbeat record changes no rank and yields
 // nothing itself; the State of the next change carries its
 // [RosterEntry.LastSeen]. The reader returns the partition as log compaction leaves it, so two records
 // of one key that land within one read show as one change (a resignation
@@ -177,10 +178,9 @@ type RoleChange struct {
 // it reads each partition again every poll interval ([WithPollInterval]).
 // Only [WithTopic], [WithPartitions], [WithPollInterval], [WithClock],
 // [WithLogger] and the heartbeat interval change what it does. The
-// heartbeat interval is that of [WithHeartbeatInterval], else the lease
-// duration ([WithLeaseConfig], [WithLeaseDuration], else the reader's own
-// lease policy, as for [AcquireLeadership]); pass the members' value, or
-// ChangeLapsed comes early or late.
+// heartbeat interval is that of [WithHeartbeatInterval] (or of the config
+// of [WithLeaseConfig]); without one no ChangeLapsed comes. Pass the
+// members' value, or ChangeLapsed comes early or late.
 //
 // The iteration ends when ctx ends or the loop breaks; no goroutine
 // outlives it. A read that fails yields err with a RoleChange whose only
@@ -256,8 +256,7 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 	if reader == nil {
 		return nil, errors.New("coordination: Observe: nil StateReader")
 	}
-	defaults, _ := leaseDefaults(reader)
-	s, err := newSettingsFrom(defaults, options)
+	s, err := newSettings(options)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +270,9 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 		return o, nil
 	}
 	for _, role := range roles {
+		if role.IsZero() {
+			return nil, errors.New("coordination: Observe: the zero Role: build the role with NewRole")
+		}
 		partition, err := s.partition(role)
 		if err != nil {
 			return nil, fmt.Errorf("coordination: Observe: %w", err)
@@ -574,7 +576,7 @@ func (r *observedRole) lapses(now int64, config LeaseConfig, report bool) []Role
 	inRoster := make(map[MemberID]bool, len(r.state.Roster))
 	for _, entry := range r.state.Roster {
 		inRoster[entry.Member] = true
-		seen := max(entry.LastSeen, entry.RegisteredAt)
+		seen := entry.LastSeen
 		if (hasHolder && entry.Member == holder) || !entry.LapsedAt(now, config) {
 			continue
 		}
@@ -605,21 +607,23 @@ func (o *observer) nextTimeout() (int64, bool) {
 			at, found = instant, true
 		}
 	}
-	lapse := o.s.lease.RosterLapse().Milliseconds()
 	for _, r := range o.roles {
 		if r.lease != nil && r.expired != r.lease.Deadline {
 			next(r.lease.Deadline)
 		}
 		holder, hasHolder := r.state.Holder()
 		for _, entry := range r.state.Roster {
-			seen := max(entry.LastSeen, entry.RegisteredAt)
-			if hasHolder && entry.Member == holder || seen >= math.MaxInt64-lapse {
+			if hasHolder && entry.Member == holder {
 				continue
 			}
-			if last, ok := r.lapsed[entry.Member]; ok && last == seen {
+			lapse, ok := entry.lapseAt(o.s.lease) // heartbeats on, and the member heartbeated
+			if !ok {
 				continue
 			}
-			next(seen + lapse + 1) // LapsedAt: unseen for longer than the lapse
+			if last, ok := r.lapsed[entry.Member]; ok && last == entry.LastSeen {
+				continue
+			}
+			next(lapse)
 		}
 	}
 	return at, found

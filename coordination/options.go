@@ -27,7 +27,10 @@ type settings struct {
 	leaseDuration    time.Duration
 	renewInterval    time.Duration
 	challengeStagger time.Duration
-	heartbeat        time.Duration // 0: the lease duration
+	heartbeat        time.Duration // 0: no heartbeats (the specification)
+	resignAnchor     bool          // WithResignationAnchor
+	duplicateCheck   bool          // WithDuplicateMemberCheck
+	deposed          *FencingToken // withDeposedToken
 	pollInterval     time.Duration
 	renewDeadline    time.Duration // 0: the leadership does not end on its own lease clock
 	clock            Clock
@@ -36,20 +39,17 @@ type settings struct {
 	lease LeaseConfig // built by newSettings
 }
 
-// newSettings applies the options over the defaults and checks the result.
+// newSettings applies the options over the specification's defaults
+// ([DefaultLeaseConfig], [StateTopic], [DefaultPartitions],
+// [DefaultPollInterval], [SystemClock]) and checks the result.
 func newSettings(options []Option) (*settings, error) {
-	return newSettingsFrom(DefaultLeaseConfig(), options)
-}
-
-// newSettingsFrom is newSettings over another default lease policy.
-func newSettingsFrom(defaults LeaseConfig, options []Option) (*settings, error) {
+	defaults := DefaultLeaseConfig()
 	s := &settings{
 		topic:            StateTopic,
 		partitions:       DefaultPartitions,
 		leaseDuration:    defaults.duration,
 		renewInterval:    defaults.renewInterval,
 		challengeStagger: defaults.challengeStagger,
-		heartbeat:        defaults.heartbeat,
 		pollInterval:     DefaultPollInterval,
 		clock:            SystemClock{},
 		logger:           slog.Default(),
@@ -71,6 +71,9 @@ func newSettingsFrom(defaults LeaseConfig, options []Option) (*settings, error) 
 			return nil, fmt.Errorf("%w (set by WithHeartbeatInterval)", err)
 		}
 	}
+	if s.resignAnchor {
+		lease = lease.WithResignationAnchor()
+	}
 	s.lease = lease
 	if s.renewDeadline > 0 && (s.renewDeadline <= lease.renewInterval || s.renewDeadline >= lease.duration) {
 		return nil, fmt.Errorf("coordination: WithRenewDeadline(%v): want above the renew interval %v, so that a renewal can land in time, and below the lease duration %v, so that the margin, lease duration − renew deadline, covers the clock skew and the time the work takes to stop",
@@ -79,16 +82,14 @@ func newSettingsFrom(defaults LeaseConfig, options []Option) (*settings, error) 
 	return s, nil
 }
 
-// leaseDefaults returns the lease policy that the options of a call over
-// transport start from: the transport's own, when it reports one (as
-// [KafkaTransport] does: its lease duration is its transaction timeout),
-// and [DefaultLeaseConfig] otherwise. It reports whether the transport
-// gave it.
-func leaseDefaults(transport any) (LeaseConfig, bool) {
+// transportLease returns the lease policy that transport reports, as
+// [KafkaTransport] does (its lease duration is the transaction timeout of
+// every role), and false for a transport that reports none.
+func transportLease(transport any) (LeaseConfig, bool) {
 	if reporter, ok := transport.(interface{ LeaseConfig() LeaseConfig }); ok && reporter.LeaseConfig() != (LeaseConfig{}) {
 		return reporter.LeaseConfig(), true
 	}
-	return DefaultLeaseConfig(), false
+	return LeaseConfig{}, false
 }
 
 // partition returns the partition of the role under these settings.
@@ -136,29 +137,104 @@ func WithClock(clock Clock) Option {
 // WithLeaseConfig takes a whole lease policy; the default is
 // [DefaultLeaseConfig]. It rejects the zero LeaseConfig. A later
 // WithLeaseDuration, WithRenewInterval, or WithChallengeStagger changes one
-// timing of it.
+// timing of it. The extensions that the config carries
+// ([LeaseConfig.WithHeartbeatInterval], [LeaseConfig.WithResignationAnchor])
+// come with it.
+//
+// To run with the policy that a [KafkaTransport] was built with, pass
+// WithLeaseConfig(transport.LeaseConfig()): the default is the
+// specification's, whatever the transport's (see the package doc,
+// "Extensions and errata").
 func WithLeaseConfig(config LeaseConfig) Option {
 	return func(s *settings) error {
 		if config == (LeaseConfig{}) {
 			return errors.New("coordination: WithLeaseConfig(LeaseConfig{}): build the config with NewLeaseConfig or DefaultLeaseConfig")
 		}
-		s.leaseDuration, s.renewInterval, s.challengeStagger, s.heartbeat = config.duration, config.renewInterval, config.challengeStagger, config.heartbeat
+		s.leaseDuration, s.renewInterval, s.challengeStagger = config.duration, config.renewInterval, config.challengeStagger
+		s.heartbeat, s.resignAnchor = config.heartbeat, config.resignAnchor
 		return nil
 	}
 }
 
-// WithHeartbeatInterval sets the gap between two heartbeats of a member
-// that waits for the role; the default is the lease duration. A standby
-// unseen for [RosterLapseHeartbeats] intervals loses its rank (see
-// [RoleState.RankAt]), so every member of a role passes the same interval.
-// A shorter interval lets a dead standby's rank lapse sooner and costs one
-// record of about 30 bytes per standby per interval.
+// WithHeartbeatInterval switches heartbeats on, an extension of the
+// specification that is off by default: a member that waits for the role
+// writes a [Heartbeat] record (kind 2 of [StateTopic]) right after its
+// registration and then every interval, and a standby whose heartbeats
+// stopped for [RosterLapseHeartbeats] intervals loses its rank (see
+// [RoleState.RankAt]) and no longer holds back the standbys behind it. An
+// entry that never heartbeated never lapses, so members of another port
+// or of an older release keep the specification's ranks. Every member of a
+// role passes the same interval. A shorter interval lets a dead standby's
+// rank lapse sooner and costs one record of about 30 bytes per standby per
+// interval.
+//
+// Switch it on only once every process that reads the topic decodes kind
+// 2: this release and later do; a reader built from the specification
+// alone (an older release, another port, a tool) rejects the record as a
+// [FormatError]. In a rolling upgrade: first upgrade every member and every
+// tool that reads the topic, then switch heartbeats on, member by member.
+// The package doc ("Extensions and errata") says what it solves.
 func WithHeartbeatInterval(interval time.Duration) Option {
 	return func(s *settings) error {
 		if err := positive("WithHeartbeatInterval", interval); err != nil {
 			return err
 		}
 		s.heartbeat = interval
+		return nil
+	}
+}
+
+// WithResignationAnchor switches the resignation anchor on, an extension
+// of the specification that is off by default (see
+// [LeaseConfig.WithResignationAnchor]): after a resignation's tombstone,
+// the standbys challenge in rank order, one challenge stagger apart from
+// the tombstone's timestamp, instead of all at once. It reads the
+// timestamp of the tombstone ([StateRecord.Timestamp]), so it needs a
+// transport that reports one, as [KafkaTransport] does; with a transport
+// that does not, it changes nothing.
+func WithResignationAnchor() Option {
+	return func(s *settings) error {
+		s.resignAnchor = true
+		return nil
+	}
+}
+
+// WithDuplicateMemberCheck switches the duplicate-member watch on, an
+// extension of the specification that is off by default. By the
+// specification, a lease or a registration that names this member and that
+// this call did not write came from an earlier incarnation, and
+// [AcquireLeadership] challenges at once: a restart costs one epoch and no
+// wait. With the watch on, the call first tells an earlier incarnation
+// from a second live process under the same member id, and returns an
+// error that wraps [ErrDuplicateMember] instead of fencing that process:
+//   - it asks the coordinator for the role's token (DescribeEpoch): a lease
+//     whose token the coordinator no longer holds names a deposed member,
+//     and this call competes as a standby; a DescribeEpoch that fails is
+//     logged, and the call goes on with the next test;
+//   - a lease that names this member and that this process did not mint
+//     ([MintRecorder]) must go one renew interval plus one poll interval
+//     without a renewal before the call challenges; a renewal in that time
+//     is a live duplicate;
+//   - another registration of this member that replaces this call's own is
+//     a live duplicate.
+//
+// So a restarted member whose lease is still live waits up to one renew
+// interval plus one poll interval (11 s with the defaults) before it
+// competes, unless its transport minted the lease's token.
+func WithDuplicateMemberCheck() Option {
+	return func(s *settings) error {
+		s.duplicateCheck = true
+		return nil
+	}
+}
+
+// withDeposedToken tells a campaign that this process saw token fenced
+// (the [Elector] passes it after a fence): a lease that names the member
+// under that token names a deposed member, not an earlier incarnation to
+// fence, so the member competes as a standby.
+func withDeposedToken(token FencingToken) Option {
+	return func(s *settings) error {
+		s.deposed = &token
 		return nil
 	}
 }
@@ -266,8 +342,7 @@ func checkTopic(topic string) error {
 
 // RoleTopicPartition returns the partition of the coordination topic that
 // holds every record of the role. Only [WithTopic] and [WithPartitions]
-// change the answer. It returns an error for an invalid option and for the
-// zero [Role].
+// change the answer. It returns an error for an invalid option.
 func RoleTopicPartition(role Role, options ...Option) (TopicPartition, error) {
 	s, err := newSettings(options)
 	if err != nil {

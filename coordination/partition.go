@@ -36,7 +36,9 @@ type TopicPartition struct {
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
 
 // RolePartition returns the partition of [StateTopic] that holds every record
-// of role. It rejects a partition count below one, and the zero [Role].
+// of role. It rejects a partition count below one. The zero [Role] gets the
+// partition of the empty name, as the specification's rule gives it; no
+// call of this package writes a record for it.
 //
 // The rule is Kafka's own key partitioning: murmur2 of the role name in
 // UTF-8, masked with Utils.toPositive, and then the remainder of partitions.
@@ -55,9 +57,6 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 func RolePartition(role Role, partitions int) (int, error) {
 	if partitions < 1 {
 		return 0, fmt.Errorf("coordination: invalid partition count %d: want at least 1", partitions)
-	}
-	if role.IsZero() {
-		return 0, fmt.Errorf("coordination: the zero Role has no partition: build the role with NewRole")
 	}
 	return int(toPositive(murmur2([]byte(role.name))) % int32Of(partitions)), nil
 }

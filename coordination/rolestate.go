@@ -43,25 +43,37 @@ type RosterEntry struct {
 	// the Unix epoch.
 	RegisteredAt int64
 
-	// LastSeen is the last sign of life of the member in the log, in
-	// milliseconds since the Unix epoch, by the member's own clock: the
-	// newest of RegisteredAt, the SeenAt of a [Heartbeat] written after the
-	// registration (at a higher offset), and, for the member that the lease
-	// names, the GrantedAt of that lease (a renewal moves it). A heartbeat
-	// never moves Offset, so it never moves the rank.
+	// LastSeen is the SeenAt of the member's newest [Heartbeat] written
+	// after this registration (at a higher offset), in milliseconds since
+	// the Unix epoch by the member's own clock, and zero when the member
+	// wrote none: heartbeats are an extension that is off by default (see
+	// [WithHeartbeatInterval]), and another port or an older release writes
+	// none. A heartbeat never moves Offset, so it never moves the rank.
 	LastSeen int64
 }
 
 // LapsedAt reports whether the rank of this entry has lapsed at nowMillis
-// (ms since the Unix epoch): the member was not seen for longer than
-// [LeaseConfig.RosterLapse]. [RoleState.RankAt] skips a lapsed standby,
-// and [Evaluate] tells a lapsed member to register again, at the tail.
-//
-// An entry built by hand with LastSeen zero counts as seen at RegisteredAt.
+// (ms since the Unix epoch) under config: config has heartbeats on
+// ([LeaseConfig.WithHeartbeatInterval]), the member heartbeated (LastSeen
+// is not zero), and its newest heartbeat is older than
+// [LeaseConfig.RosterLapse]. An entry that never heartbeated never lapses,
+// so with heartbeats off, and for every member that writes none, the
+// ranks are the specification's. [RoleState.RankAt] skips a lapsed
+// standby, and [Evaluate] tells a lapsed member to register again, at the
+// tail.
 func (e RosterEntry) LapsedAt(nowMillis int64, config LeaseConfig) bool {
-	seen := max(e.LastSeen, e.RegisteredAt)
+	lapse, ok := e.lapseAt(config)
+	return ok && nowMillis >= lapse
+}
+
+// lapseAt returns the first instant at which the entry counts as lapsed
+// under config, and false for an entry that cannot lapse.
+func (e RosterEntry) lapseAt(config LeaseConfig) (int64, bool) {
 	lapse := config.RosterLapse().Milliseconds()
-	return seen < math.MaxInt64-lapse && nowMillis > seen+lapse
+	if lapse <= 0 || e.LastSeen == 0 || e.LastSeen >= math.MaxInt64-lapse {
+		return 0, false
+	}
+	return e.LastSeen + lapse + 1, true
 }
 
 // RoleState is the state that a reader folds out of the records of one
@@ -80,8 +92,8 @@ type RoleState struct {
 	// that tombstone, written by the clock of the member that resigned. It
 	// is zero while a lease stands, when no tombstone cleared one, and when
 	// the reader gave no timestamp or log compaction removed the tombstone.
-	// [Evaluate] anchors the stagger of a role without a lease on it, so
-	// the rank order holds after a resignation too.
+	// [Evaluate] reads it only under the resignation anchor, an extension
+	// that is off by default ([LeaseConfig.WithResignationAnchor]).
 	LeaseClearedAt int64
 }
 
@@ -138,9 +150,11 @@ func (s RoleState) RankOf(member MemberID) (int, bool) {
 // Unix epoch) under the roster lapse of config, and it reports whether the
 // member registered and has not lapsed.
 //
-// It is [RoleState.RankOf] with every lapsed standby left out: a standby
-// that has written no heartbeat for [LeaseConfig.RosterLapse] (a SIGKILLed
-// process, a host that is gone) no longer holds back the members behind it.
+// It is [RoleState.RankOf] with every lapsed standby left out
+// ([RosterEntry.LapsedAt]): with heartbeats on, a standby whose heartbeats
+// stopped for [LeaseConfig.RosterLapse] (a SIGKILLed process, a host that
+// is gone) no longer holds back the members behind it. With heartbeats off
+// (the default) it is RankOf.
 // The holder is never left out, because the lease is its sign of life. A
 // lapse never reorders the live members, and a lapsed member regains no
 // rank: [Evaluate] sends it to register again, at the tail.
@@ -191,9 +205,10 @@ func BuildRoleState(role Role, records []StateRecord) (RoleState, error) {
 // what log compaction keeps. A later registration for a member replaces the
 // earlier one and moves the member to the tail of the roster. A registration
 // tombstone removes the member. A lease tombstone clears the lease. A
-// heartbeat moves the member's [RosterEntry.LastSeen] and nothing else; a
-// heartbeat at a lower offset than the member's registration belongs to an
-// earlier incarnation and counts for nothing.
+// heartbeat (an extension: see [WithHeartbeatInterval]) moves the member's
+// [RosterEntry.LastSeen] and nothing else; a heartbeat at a lower offset
+// than the member's registration belongs to an earlier incarnation and
+// counts for nothing.
 //
 // The builder drops a record of another role, so a caller folds a partition
 // that holds several roles and needs no filter of its own. Its cost is one
@@ -313,12 +328,9 @@ func (b *RoleStateBuilder) Build() RoleState {
 		if folded.tombstone {
 			continue
 		}
-		entry := RosterEntry{Member: member, Offset: folded.offset, RegisteredAt: folded.registeredAt, LastSeen: folded.registeredAt}
+		entry := RosterEntry{Member: member, Offset: folded.offset, RegisteredAt: folded.registeredAt}
 		if heartbeat, ok := b.heartbeats[member]; ok && !heartbeat.tombstone && heartbeat.offset > folded.offset {
-			entry.LastSeen = max(entry.LastSeen, heartbeat.seenAt)
-		}
-		if b.leaseSeen && !b.lease.tombstone && b.lease.lease.Member == member {
-			entry.LastSeen = max(entry.LastSeen, b.lease.lease.GrantedAt)
+			entry.LastSeen = heartbeat.seenAt
 		}
 		state.Roster = append(state.Roster, entry)
 	}

@@ -60,28 +60,20 @@ type Decision struct {
 // The rules are:
 //
 //  1. A member that is not in the roster gets [ActionNotRegistered]. It has
-//     no rank, because rank comes from the registration record. So does a
-//     standby whose rank lapsed: not seen (no heartbeat, see [Heartbeat])
-//     for [LeaseConfig.RosterLapse]; it registers again, at the tail.
-//  2. Ranks count live members only ([RoleState.RankAt]): a lapsed standby
-//     holds back nobody behind it.
-//  3. A member that the lease names, while that lease is live, gets
+//     no rank, because rank comes from the registration record.
+//  2. A member that the lease names, while that lease is live, gets
 //     [ActionHold].
-//  4. A challenger of rank n gets [ActionChallenge] from the deadline plus n
-//     challenge staggers on. With no lease, the anchor is the later of the
-//     registration instant of the member and [RoleState.LeaseClearedAt]
-//     (the instant a resignation's tombstone cleared the lease), so rank 0
-//     challenges at once and rank n challenges n staggers later, after a
-//     resignation as after a join.
-//  5. Every other member gets [ActionWait]. The instant it carries is the
+//  3. A challenger of rank n gets [ActionChallenge] from the deadline plus n
+//     challenge staggers on. With no lease, the anchor is the registration
+//     instant of the member instead of a deadline, so rank 0 challenges at
+//     once and rank n challenges n staggers later.
+//  4. Every other member gets [ActionWait]. The instant it carries is the
 //     earliest instant at which this answer changes for an unchanged role
 //     state.
 //
-// The anchor of rule 4 always comes from the role state, and never from the
+// The anchor of rule 3 always comes from the role state, and never from the
 // current instant. A member that has no lease to wait for anchors on its own
-// registration record, or on the tombstone that cleared the lease when that
-// came later: without it every standby of a resigned role would find its
-// own registration long past and challenge at once. An anchor of "now plus n staggers" would move forward
+// registration record. An anchor of "now plus n staggers" would move forward
 // on every evaluation, and a standby of rank 1 or more would then wait for
 // ever while rank 0 is dead.
 //
@@ -90,6 +82,21 @@ type Decision struct {
 //
 // A caller evaluates again when it reads a new record, and at the latest at
 // the instant that [Decision.WaitUntil] names.
+//
+// Those are the specification's rules, and a config built by
+// [NewLeaseConfig] or [DefaultLeaseConfig] gets exactly them. Two
+// extensions, each switched on in the config, change the answers:
+//
+//   - Heartbeats ([LeaseConfig.WithHeartbeatInterval]): a member whose
+//     heartbeats stopped for [LeaseConfig.RosterLapse] counts as not
+//     registered (it registers again, at the tail), and ranks count only
+//     the members that have not lapsed ([RoleState.RankAt]). An entry that
+//     never heartbeated never lapses. WaitUntil is then also the earliest
+//     lapse, ahead of this member, that would move its rank.
+//   - The resignation anchor ([LeaseConfig.WithResignationAnchor]): with
+//     no lease, the anchor of rule 3 is the later of the registration
+//     instant and [RoleState.LeaseClearedAt], so that after a resignation
+//     rank n challenges n staggers after the tombstone.
 func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseConfig) Decision {
 	entry, registered := state.Entry(member)
 	if !registered {
@@ -97,9 +104,9 @@ func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseCon
 	}
 	rank, live := state.RankAt(member, nowMillis, config)
 	if !live {
-		// The member's rank lapsed: the others skip it, so it registers
-		// again and joins at the tail rather than claim a rank they no
-		// longer count.
+		// Heartbeats only: the member's rank lapsed, the others skip it,
+		// so it registers again and joins at the tail rather than claim a
+		// rank they no longer count.
 		return Decision{Action: ActionNotRegistered}
 	}
 	var challengeAt int64
@@ -110,7 +117,10 @@ func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseCon
 		}
 		challengeAt = timing.ChallengeAt(rank)
 	} else {
-		anchor := max(entry.RegisteredAt, state.LeaseClearedAt)
+		anchor := entry.RegisteredAt
+		if config.resignAnchor {
+			anchor = max(anchor, state.LeaseClearedAt)
+		}
 		challengeAt = addMillis(anchor, config.ChallengeDelay(rank))
 	}
 	if nowMillis >= challengeAt {
@@ -119,22 +129,22 @@ func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseCon
 	return Decision{Action: ActionWait, WaitUntil: min(challengeAt, nextLapse(state, member, nowMillis, config))}
 }
 
-// nextLapse returns the first instant after nowMillis at which a live
-// non-holder entry of the roster lapses, the member's own included: the
-// rank of the member changes then for an unchanged role state.
+// nextLapse returns the first instant after nowMillis at which an entry
+// that can lapse ([RosterEntry.LapsedAt]: heartbeats on, and the member
+// heartbeated) and that stands ahead of member in the rank order, or is
+// member itself, lapses: the answer of Evaluate changes then for an
+// unchanged role state. It returns math.MaxInt64 when none can.
 func nextLapse(state RoleState, member MemberID, nowMillis int64, config LeaseConfig) int64 {
-	holder, hasHolder := state.Holder()
 	next := int64(math.MaxInt64)
-	lapse := config.RosterLapse().Milliseconds()
+	if config.RosterLapse() <= 0 {
+		return next
+	}
+	holder, hasHolder := state.Holder()
 	for _, entry := range state.Roster {
-		if (hasHolder && entry.Member == holder) || entry.LapsedAt(nowMillis, config) {
-			if entry.Member == member {
-				break
+		if !(hasHolder && entry.Member == holder) {
+			if at, ok := entry.lapseAt(config); ok && at > nowMillis {
+				next = min(next, at)
 			}
-			continue
-		}
-		if seen := max(entry.LastSeen, entry.RegisteredAt); seen < math.MaxInt64-lapse-1 {
-			next = min(next, seen+lapse+1)
 		}
 		if entry.Member == member {
 			break

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 )
 
 // ErrNotYourTurn reports that [TryAcquire] did not take the role, because
@@ -64,11 +63,13 @@ func (e *TurnError) Unwrap() error { return ErrNotYourTurn }
 // key) and returns a *[TurnError], which wraps [ErrNotYourTurn]: the role
 // is held by a live lease, another standby ranks first and its stagger has
 // not passed, the member's registration is not visible yet, an open
-// transaction hides the newest records of the partition, another mint won
-// the challenge, or the lease names this member under a token that this
-// transport did not mint (an earlier incarnation, or a second live process
-// with this member id: wait for its deadline; the call then leaves its
-// registration, which may be that process's too).
+// transaction hides the newest records of the partition, or another mint
+// won the challenge. A live lease that names this member is an earlier
+// incarnation, which the call fences for one epoch, as AcquireLeadership
+// does; with [WithDuplicateMemberCheck] the call refuses such a lease when
+// this transport did not mint its token (an earlier incarnation, or a
+// second live process with this member id: wait for its deadline; the call
+// then leaves its registration, which may be that process's too).
 //
 // It returns the transport's error when a step fails, and deregisters the
 // member then too; a mint whose first lease write failed leaves the role
@@ -88,13 +89,12 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	if err := c.register(ctx); err != nil {
 		return nil, err
 	}
-	records, err := c.transport.ReadPartition(ctx, c.partition)
+	// A follower's compacted view folds to the same state as the whole log.
+	c.follower, _ = c.transport.(PartitionFollower)
+	c.builder = NewRoleStateBuilder(role)
+	state, err := c.read(ctx)
 	if err != nil {
 		return nil, c.abandon(ctx, wrapf(err, nil, "read %s for role %s", c.partition, role))
-	}
-	state, malformed := BuildRoleState(role, records)
-	if malformed != nil {
-		c.logger.Warn("coordination: skipped a record of the state partition that does not decode", slog.Any("error", malformed))
 	}
 	now := clock.NowMillis()
 	refuse := func(rank int, retryAt int64, format string, args ...any) error {
@@ -111,7 +111,11 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	}
 	rank, _ := state.RankOf(member)
 	decision := Evaluate(state, member, now, c.settings.lease)
-	if lease := state.Lease; lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) {
+	if lease := state.Lease; lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) && !c.settings.duplicateCheck {
+		// The specification's restart path: an earlier incarnation, fenced
+		// at once for one epoch.
+		decision = Decision{Action: ActionChallenge}
+	} else if lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) {
 		recorder, ok := c.transport.(MintRecorder)
 		if !ok || !recorder.Minted(lease.Token) {
 			// The registration key may be a live process's too: no
