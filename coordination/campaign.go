@@ -292,7 +292,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			// An epoch minted by this call fenced the holder already: write
 			// its lease now rather than leave the role without a writer.
 			decision = Decision{Action: ActionChallenge}
-		} else if state.Lease != nil && state.Lease.Member == c.member && c.settings.deposed != nil && *c.settings.deposed == state.Lease.Token {
+		} else if state.Lease != nil && state.Lease.Member == c.member && c.sawFenced(state.Lease.Token) {
+			// This process saw the lease's token fenced: a successor
+			// minted, and fencing it would be a failback (FenceRecorder).
 			decision = evaluateDeposed(state, c.member, now, c.settings.lease)
 		} else if state.Lease != nil && state.Lease.Member == c.member && !c.settings.duplicateCheck {
 			// The specification: the lease came from an earlier incarnation
@@ -528,6 +530,17 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 		return Decision{Action: ActionWait, WaitUntil: quietUntil}, nil
 	}
 	return Decision{Action: ActionChallenge}, nil
+}
+
+// sawFenced reports whether this process saw a write under token refused
+// as fenced: the transport says so ([FenceRecorder]), or the [Elector]
+// that runs the call does.
+func (c *campaign) sawFenced(token FencingToken) bool {
+	if c.settings.fenced != nil && *c.settings.fenced == token {
+		return true
+	}
+	recorder, ok := c.transport.(FenceRecorder)
+	return ok && recorder.Fenced(token)
 }
 
 // evaluateDeposed evaluates a role whose lease names member under a token

@@ -1,11 +1,13 @@
 package coordination_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,7 +67,8 @@ func TestAcquireLeadershipWaitsThroughATransientCheckFailure(t *testing.T) {
 	}
 }
 
-func TestAcquireLeadershipNamesTheLastTransportErrorWhenTheWaitEnds(t *testing.T) {
+func TestAcquireLeadershipLogsTheLastTransportErrorWhenTheWaitEnds(t *testing.T) {
+	var logs syncBuffer
 	cluster := coordinationtest.NewCluster()
 	transport := cluster.Transport("node-1")
 	transport.Cut()
@@ -74,14 +77,19 @@ func TestAcquireLeadershipNamesTheLastTransportErrorWhenTheWaitEnds(t *testing.T
 	done := make(chan error, 1)
 	go func() {
 		_, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "controller"), fxMember(t, "node-1"),
-			coordination.WithClock(clock), coordination.WithLogger(discardLogger()))
+			coordination.WithClock(clock), coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		done <- err
 	}()
 	transport.WaitCalls(coordinationtest.OpAppend, 1) // the registration failed on the cut
 	cancel()
 	err := <-done
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "cannot reach the cluster") {
-		t.Fatalf("AcquireLeadership = %v; want context.Canceled naming the transport's last error", err)
+	// The specification: "It returns the context error". The last error of
+	// the transport goes to the log.
+	if err != context.Canceled {
+		t.Fatalf("AcquireLeadership = %v; want context.Canceled itself", err)
+	}
+	if !strings.Contains(logs.String(), "cannot reach the cluster") {
+		t.Fatalf("the log holds no last error of the transport:\n%s", logs.String())
 	}
 }
 
@@ -97,7 +105,13 @@ type leasedTransport struct {
 
 func (l leasedTransport) LeaseConfig() coordination.LeaseConfig { return l.lease }
 
-func TestAcquireLeadershipDefaultsToTheTransportsLeasePolicy(t *testing.T) {
+// TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy
+// (issue 17, item 6): the default policy is DefaultLeaseConfig whatever
+// the transport's; one timing option changes that timing of the
+// specification's defaults, never mixes in the transport's; and
+// WithLeaseConfig(transport.LeaseConfig()) takes the transport's whole.
+// A lease duration that differs from the transport's is logged.
+func TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy(t *testing.T) {
 	config, err := coordination.NewLeaseConfig(6*time.Second, 2*time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -106,23 +120,63 @@ func TestAcquireLeadershipDefaultsToTheTransportsLeasePolicy(t *testing.T) {
 	defer cancel()
 	cluster := coordinationtest.NewCluster()
 	for _, test := range []struct {
-		name    string
-		options []coordination.Option
-		want    time.Duration
+		name          string
+		options       []coordination.Option
+		lease, renew  time.Duration
+		warnsOfPolicy bool
 	}{
-		{"no timing option", nil, 6 * time.Second},
-		{"an explicit lease duration wins", []coordination.Option{coordination.WithLeaseDuration(9 * time.Second), coordination.WithLogger(discardLogger())}, 9 * time.Second},
+		{"no timing option", nil, coordination.DefaultLeaseDuration, coordination.DefaultRenewInterval, true},
+		{"one lease duration", []coordination.Option{coordination.WithLeaseDuration(30 * time.Second)}, 30 * time.Second, coordination.DefaultRenewInterval, true},
+		{"the transport's policy", []coordination.Option{coordination.WithLeaseConfig(config)}, 6 * time.Second, 2 * time.Second, false},
 	} {
 		t.Run(test.name, func(t *testing.T) {
+			var logs syncBuffer
+			clock := coordination.NewManualClock(1_000_000)
 			transport := leasedTransport{Transport: cluster.Transport("node-1"), lease: config}
-			l, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "lease-"+test.want.String()), fxMember(t, "node-1"), test.options...)
+			options := append(test.options, coordination.WithClock(clock), coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			l, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "lease-"+strings.ReplaceAll(test.name, " ", "-")), fxMember(t, "node-1"), options...)
 			if err != nil {
 				t.Fatalf("AcquireLeadership: %v", err)
 			}
 			defer l.Resign(ctx)
-			if got := time.Duration(l.Lease().Deadline-l.Lease().GrantedAt) * time.Millisecond; got != test.want {
-				t.Fatalf("the first lease spans %v; want %v", got, test.want)
+			if got := time.Duration(l.Lease().Deadline-l.Lease().GrantedAt) * time.Millisecond; got != test.lease {
+				t.Fatalf("the first lease spans %v; want %v", got, test.lease)
+			}
+			if warned := strings.Contains(logs.String(), "differs from the transport's"); warned != test.warnsOfPolicy {
+				t.Fatalf("warned of the transport's policy: %t, want %t; log:\n%s", warned, test.warnsOfPolicy, logs.String())
+			}
+			// The renewal comes at the renew interval, not earlier: 1 ms
+			// before it the lease is the first grant still.
+			first := l.Lease()
+			clock.Advance(test.renew - time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // a renewal due now would have run by then
+			if l.Lease() != first {
+				t.Fatalf("renewed before the renew interval %v", test.renew)
+			}
+			clock.Advance(time.Millisecond)
+			for deadline := time.Now().Add(10 * time.Second); l.Lease() == first; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no renewal at the renew interval %v", test.renew)
+				}
 			}
 		})
 	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger writes from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

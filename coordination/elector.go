@@ -121,12 +121,12 @@ func (e *Elector) Run(ctx context.Context) error {
 		defer func() { stopObserving(); observer.Wait() }()
 		observer.Go(func() { e.reportLeaders(observeCtx) })
 	}
-	var deposed []Option // after a fence: the token this elector knows is superseded
+	var fenced []Option // after a fence: the token that this elector saw fenced
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		leader, err := AcquireLeadership(ctx, e.transport, e.role, e.member, append(slices.Clone(e.options), deposed...)...)
+		leader, err := AcquireLeadership(ctx, e.transport, e.role, e.member, append(slices.Clone(e.options), fenced...)...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -144,12 +144,12 @@ func (e *Elector) Run(ctx context.Context) error {
 			return nil
 		}
 		e.logger.Info("coordination: the leadership ended; campaigning again", slog.Any("reason", reason))
-		deposed = nil
+		fenced = nil
 		if errors.Is(reason, ErrFenced) {
-			// The elector saw its token fenced, so a lease that still names
-			// the member under it is no earlier incarnation to fence: the
-			// member competes as a standby, at the tail, with no failback.
-			deposed = []Option{withDeposedToken(leader.Token())}
+			// A lease that still names the member under the fenced token
+			// names a deposed member: the successor minted, and the elector
+			// competes as a standby instead of fencing it (no failback).
+			fenced = []Option{withFencedToken(leader.Token())}
 		}
 		if errors.Is(reason, ErrNotHeld) {
 			// The work returned and the elector resigned: one poll

@@ -153,6 +153,7 @@ var (
 	_ PartitionFollower    = (*KafkaTransport)(nil)
 	_ StableOffsetReporter = (*KafkaTransport)(nil)
 	_ MintRecorder         = (*KafkaTransport)(nil)
+	_ FenceRecorder        = (*KafkaTransport)(nil)
 )
 
 // NewKafkaTransport connects a coordination transport to brokers, a list of
@@ -320,6 +321,22 @@ func (t *KafkaTransport) Minted(token FencingToken) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.minted[token] != nil
+}
+
+// Fenced reports whether this transport minted token and the cluster
+// refused a write under it as fenced (or this transport minted a newer
+// epoch of its role), and implements [FenceRecorder]. It is safe for
+// concurrent use.
+func (t *KafkaTransport) Fenced(token FencingToken) bool {
+	t.mu.Lock()
+	producer := t.minted[token]
+	t.mu.Unlock()
+	if producer == nil {
+		return false
+	}
+	producer.mu.Lock()
+	defer producer.mu.Unlock()
+	return errors.Is(producer.closeErr, ErrFenced)
 }
 
 // isClosed reports whether Close ran.

@@ -2,9 +2,11 @@ package coordination_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -431,19 +433,24 @@ func ktStateTopicCheck(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("CreateStateTopic with 8 partitions of an existing topic of 16 succeeded")
 	}
 
-	// The options start from the transport's lease policy, as
-	// AcquireLeadership's do: a renew deadline valid for a 6 s lease is no
-	// option error that would hide the partition count that differs.
+	// The options start from the specification's defaults, as
+	// AcquireLeadership's do: with the transport's 6 s policy passed, a
+	// renew deadline valid for it is no option error that would hide the
+	// partition count that differs; without it, the deadline is checked
+	// against the default 30 s lease and refused.
 	short, err := coordination.NewKafkaTransportWithOptions(klConfig(t, 6*time.Second, 2*time.Second, time.Second), nil, c.Brokers...)
 	if err != nil {
 		t.Fatalf("NewKafkaTransport: %v", err)
 	}
 	t.Cleanup(short.Close)
-	deadline := coordination.WithRenewDeadline(3 * time.Second)
-	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(16), deadline); err != nil {
+	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(16), coordination.WithRenewDeadline(3*time.Second)); err == nil || !strings.Contains(err.Error(), "WithRenewDeadline") {
+		t.Fatalf("CheckStateTopic with WithRenewDeadline(3s) over the default 30 s / 10 s policy = %v; want the option's error", err)
+	}
+	policy, deadline := coordination.WithLeaseConfig(short.LeaseConfig()), coordination.WithRenewDeadline(3*time.Second)
+	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(16), policy, deadline); err != nil {
 		t.Fatalf("CheckStateTopic over a 6 s lease with WithRenewDeadline(3s): %v", err)
 	}
-	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(8), deadline); !errors.As(err, &topicErr) || topicErr.WantPartitions != 8 {
+	if err := short.CheckStateTopic(ctx, coordination.WithTopic(name), coordination.WithPartitions(8), policy, deadline); !errors.As(err, &topicErr) || topicErr.WantPartitions != 8 {
 		t.Fatalf("CheckStateTopic over a 6 s lease with WithRenewDeadline(3s) and 8 partitions against 16 = %v; want a *StateTopicError", err)
 	}
 
@@ -524,8 +531,10 @@ func ktReadPartitionSeesCommittedRecordsOnly(t *testing.T, c *kafkatest.Cluster)
 			sawTombstone = r.Value == nil
 		}
 	}
-	if !sawLease || !sawTombstone || len(records) != 2 {
-		t.Fatalf("ReadPartition = %d records (lease %t, registration tombstone %t); want the lease and the tombstone", len(records), sawLease, sawTombstone)
+	// The specification: every committed record, oldest first, so the
+	// registration that the tombstone superseded too; never the aborted one.
+	if !sawLease || !sawTombstone || len(records) != 3 || !slices.IsSortedFunc(records, func(a, b coordination.StateRecord) int { return cmp.Compare(a.Offset, b.Offset) }) {
+		t.Fatalf("ReadPartition = %d records (lease %t, registration tombstone %t); want the registration, the lease and the tombstone, in offset order", len(records), sawLease, sawTombstone)
 	}
 }
 

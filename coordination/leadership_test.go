@@ -1160,14 +1160,15 @@ func TestLeadershipLostRepliesDuringTheChallenge(t *testing.T) {
 	})
 }
 
-// TestLeadershipRestartedHolderTakesItsRoleBack: a holder crashes and
-// restarts while its lease is live. The lease names it and nobody renews
-// it, so after one quiet renew interval (and poll) the restarted member
-// takes the role back, ahead of the standby, and its new epoch fences its
-// old incarnation. It does not wait for the deadline, and it does not
+// TestLeadershipRestartedHolderTakesItsRoleBackWithTheDuplicateCheck: with
+// WithDuplicateMemberCheck, a holder that crashes and restarts while its
+// lease is live waits for one quiet renew interval (and poll), then takes
+// the role back, ahead of the standby, and its new epoch fences its old
+// incarnation. It does not wait for the deadline, and it does not
 // challenge at once either: a lease that names the member may belong to a
-// second live process with the same member id.
-func TestLeadershipRestartedHolderTakesItsRoleBack(t *testing.T) {
+// second live process with the same member id. (The specification's
+// default, a challenge at once, is TestSpecAcquireLeadershipRestartCostsOneEpoch.)
+func TestLeadershipRestartedHolderTakesItsRoleBackWithTheDuplicateCheck(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		node1, node2 := e.member("node-1"), e.member("node-2")
 		old := e.acquireNow(node1)
@@ -1177,7 +1178,7 @@ func TestLeadershipRestartedHolderTakesItsRoleBack(t *testing.T) {
 		// node-1 crashes (its client is cut) and restarts at once.
 		node1.raw.Cut()
 		restarted := e.member("node-1")
-		again := e.campaign(restarted)
+		again := e.campaign(restarted, coordination.WithDuplicateMemberCheck())
 		e.runTo(22_000)
 		again.waiting(t, "before the lease was quiet for a renew interval and a poll")
 		e.runTo(23_000)
@@ -1212,11 +1213,11 @@ func TestLeadershipRestartedHolderTakesItsRoleBack(t *testing.T) {
 // process starts with the member id of a live holder. The lease that names
 // the id is renewed while the second process waits, so AcquireLeadership
 // returns ErrDuplicateMember instead of fencing the live holder, and it
-// deregisters nothing of the holder's.
+// deregisters nothing of the holder's. The watch is WithDuplicateMemberCheck.
 func TestLeadershipLiveDuplicateMemberIsRefused(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		holder := e.acquireNow(e.member("node-1"))
-		duplicate := e.campaign(e.member("node-1"))
+		duplicate := e.campaign(e.member("node-1"), coordination.WithDuplicateMemberCheck())
 		e.runTo(11_000) // the holder's renewal at 10 s, and the next poll
 		if !duplicate.finished() {
 			t.Fatalf("the duplicate is still waiting after the holder renewed")
@@ -1238,13 +1239,14 @@ func TestLeadershipLiveDuplicateMemberIsRefused(t *testing.T) {
 // TestLeadershipDuplicateStandbyKeepsTheOthersRegistration: two waiting
 // processes under one member id. The registration of the second replaces
 // the first's; the first is refused with ErrDuplicateMember and must not
-// write a tombstone on the key, which now ranks the second.
+// write a tombstone on the key, which now ranks the second. The watch is
+// WithDuplicateMemberCheck.
 func TestLeadershipDuplicateStandbyKeepsTheOthersRegistration(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		holder := e.acquireNow(e.member("node-0"))
-		first := e.campaign(e.member("node-1"))
+		first := e.campaign(e.member("node-1"), coordination.WithDuplicateMemberCheck())
 		e.runTo(1_000)
-		second := e.campaign(e.member("node-1"))
+		second := e.campaign(e.member("node-1"), coordination.WithDuplicateMemberCheck())
 		e.runTo(3_000)
 		if !first.finished() || !errors.Is(first.err, coordination.ErrDuplicateMember) {
 			t.Fatalf("the first of two standbys under one member id: finished %t, err %v; want ErrDuplicateMember", first.finished(), first.err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
@@ -242,8 +243,9 @@ func TestObserveAllOfAnEmptyTopicSyncs(t *testing.T) {
 	}
 }
 
-// TestObserveReportsALapsedStandby (issue 11): a standby that writes no
-// heartbeat for the roster lapse (3 intervals, 90 s here) is reported
+// TestObserveReportsALapsedStandby (issue 11), with heartbeats on
+// (WithHeartbeatInterval): a standby that writes no heartbeat for the
+// roster lapse (3 intervals, 90 s here) is reported
 // lapsed once, at the instant its rank lapses by the observer's clock;
 // the live standby, whose heartbeats keep it seen, and the holder never
 // are. An observation that starts after the lapse shows it in the state
@@ -252,14 +254,19 @@ func TestObserveAllOfAnEmptyTopicSyncs(t *testing.T) {
 func TestObserveReportsALapsedStandby(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		hb := coordination.WithHeartbeatInterval(30 * time.Second)
+		hbConfig, err := coordination.DefaultLeaseConfig().WithHeartbeatInterval(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
 		holder := e.acquireNow(node1)
-		dead := e.campaign(node2)
-		live := e.campaign(node3)
+		dead := e.campaign(node2, hb)
+		live := e.campaign(node3, hb)
 		var lapses []coordination.RoleChange
 		var mu sync.Mutex
 		ctx, cancel := context.WithCancel(context.Background())
 		w := obStart(func(yield func(coordination.RoleChange, error) bool) {
-			for change, err := range coordination.Observe(ctx, e.member("observer").transport, []coordination.Role{e.role}, e.options()...) {
+			for change, err := range coordination.Observe(ctx, e.member("observer").transport, []coordination.Role{e.role}, e.options(hb)...) {
 				if change.Kind == coordination.ChangeLapsed {
 					mu.Lock()
 					lapses = append(lapses, change)
@@ -289,12 +296,15 @@ func TestObserveReportsALapsedStandby(t *testing.T) {
 		mu.Lock()
 		c := lapses[0]
 		mu.Unlock()
-		seen := max(registered.LastSeen, registered.RegisteredAt)
-		if c.At != seen+coordination.DefaultLeaseConfig().RosterLapse().Milliseconds()+1 || c.Offset != -1 || c.Partition != e.tp {
+		seen := registered.LastSeen // its first heartbeat, right after the registration
+		if seen == 0 {
+			t.Fatalf("node-2 wrote no heartbeat after its registration: %+v", registered)
+		}
+		if c.At != seen+hbConfig.RosterLapse().Milliseconds()+1 || c.Offset != -1 || c.Partition != e.tp {
 			t.Fatalf("lapsed at %d, offset %d, partition %s; want at %d (last seen + the lapse + 1 ms), -1, %s",
 				c.At-scStart, c.Offset, c.Partition, seen+90_001-scStart, e.tp)
 		}
-		if entry, ok := c.State.Entry(node2.id); !ok || !entry.LapsedAt(c.At, coordination.DefaultLeaseConfig()) || entry.Offset != registered.Offset {
+		if entry, ok := c.State.Entry(node2.id); !ok || !entry.LapsedAt(c.At, hbConfig) || entry.Offset != registered.Offset {
 			t.Fatalf("the state of the lapse has node-2 as %+v, %t; want its registration, lapsed", entry, ok)
 		}
 		e.runTo(200_000)
@@ -302,7 +312,7 @@ func TestObserveReportsALapsedStandby(t *testing.T) {
 
 		// A second observation starts after the lapse: the state shows it.
 		ctx2, cancel2 := context.WithCancel(context.Background())
-		later := obStart(coordination.Observe(ctx2, e.member("observer-2").transport, []coordination.Role{e.role}, e.options()...), cancel2)
+		later := obStart(coordination.Observe(ctx2, e.member("observer-2").transport, []coordination.Role{e.role}, e.options(hb)...), cancel2)
 		e.runTo(201_000)
 		var got []string
 		for _, line := range later.take() {

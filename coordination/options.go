@@ -30,7 +30,7 @@ type settings struct {
 	heartbeat        time.Duration // 0: no heartbeats (the specification)
 	resignAnchor     bool          // WithResignationAnchor
 	duplicateCheck   bool          // WithDuplicateMemberCheck
-	deposed          *FencingToken // withDeposedToken
+	fenced           *FencingToken // withFencedToken
 	pollInterval     time.Duration
 	renewDeadline    time.Duration // 0: the leadership does not end on its own lease clock
 	clock            Clock
@@ -228,13 +228,13 @@ func WithDuplicateMemberCheck() Option {
 	}
 }
 
-// withDeposedToken tells a campaign that this process saw token fenced
-// (the [Elector] passes it after a fence): a lease that names the member
-// under that token names a deposed member, not an earlier incarnation to
-// fence, so the member competes as a standby.
-func withDeposedToken(token FencingToken) Option {
+// withFencedToken tells a campaign that this process saw a write under
+// token refused as fenced, as a [FenceRecorder] transport would: the
+// [Elector] passes it after a fence, so that it does not fence its
+// successor over a transport that records no fences.
+func withFencedToken(token FencingToken) Option {
 	return func(s *settings) error {
-		s.deposed = &token
+		s.fenced = &token
 		return nil
 	}
 }

@@ -56,7 +56,7 @@ func TestBuildRoleStateRosterInOffsetOrder(t *testing.T) {
 	if got := rosterNames(state); !reflect.DeepEqual(got, []string{"node-1", "node-2", "node-3"}) {
 		t.Fatalf("roster = %v, want offset order node-1, node-2, node-3", got)
 	}
-	want := coordination.RosterEntry{Member: fxMember(t, "node-2"), Offset: 20, RegisteredAt: 2000, LastSeen: 2000}
+	want := coordination.RosterEntry{Member: fxMember(t, "node-2"), Offset: 20, RegisteredAt: 2000} // LastSeen 0: no heartbeat
 	if entry, ok := state.Entry(fxMember(t, "node-2")); !ok || entry != want {
 		t.Errorf("Entry(node-2) = %+v, %t; want %+v", entry, ok, want)
 	}
@@ -434,8 +434,9 @@ func fxHeartbeat(t testing.TB, role coordination.Role, member string, offset, se
 
 // TestBuildRoleStateHeartbeats: a heartbeat moves the member's LastSeen and
 // never its offset (its rank); a heartbeat below the registration belongs
-// to an earlier incarnation; a tombstone of the heartbeat key drops it; the
-// holder is seen at its newest renewal.
+// to an earlier incarnation; a tombstone of the heartbeat key drops it;
+// LastSeen is zero for an entry with no heartbeat (the holder's renewals
+// are no heartbeat: the holder never lapses).
 func TestBuildRoleStateHeartbeats(t *testing.T) {
 	role := fxRole(t, "controller")
 	heartbeatKey := coordination.EncodeKey(coordination.HeartbeatKey(role, fxMember(t, "node-3")))
@@ -456,10 +457,10 @@ func TestBuildRoleStateHeartbeats(t *testing.T) {
 		t.Fatalf("roster = %v: a heartbeat must not move a member", got)
 	}
 	for member, want := range map[string]struct{ offset, seen int64 }{
-		"node-1": {0, 50000}, // the newest renewal of its lease
+		"node-1": {0, 0},     // the holder wrote no heartbeat
 		"node-2": {1, 70000}, // the newest heartbeat
-		"node-3": {3, 3000},  // the heartbeat was deregistered
-		"node-4": {4, 4000},  // the heartbeat came before the registration
+		"node-3": {3, 0},     // the heartbeat was deregistered
+		"node-4": {4, 0},     // the heartbeat came before the registration
 	} {
 		entry, ok := state.Entry(fxMember(t, member))
 		if !ok || entry.Offset != want.offset || entry.LastSeen != want.seen {
@@ -486,8 +487,10 @@ func TestRankAtSkipsLapsedStandbys(t *testing.T) {
 		fxRegistration(t, role, "live", 2, 2000),
 		fxRegistration(t, role, "late", 3, 3000),
 		fxLease(t, role, "holder", 4, 0, 30000), // the holder dies: no renewal
-		fxHeartbeat(t, role, "live", 5, 40000),
-		fxHeartbeat(t, role, "late", 6, 40000),
+		fxHeartbeat(t, role, "dead", 5, 1000),   // each standby heartbeats right after its registration
+		fxHeartbeat(t, role, "live", 6, 40000),
+		fxHeartbeat(t, role, "late", 7, 40000),
+		fxRegistration(t, role, "other-port", 8, 500), // never heartbeats: never lapses
 	)
 	for _, tt := range []struct {
 		member string
@@ -495,13 +498,14 @@ func TestRankAtSkipsLapsedStandbys(t *testing.T) {
 		rank   int
 		ok     bool
 	}{
-		{"dead", 31000, 0, true},   // seen 30 s ago: not lapsed yet
-		{"live", 31000, 1, true},   // behind it
-		{"dead", 31001, 0, false},  // lapsed
-		{"live", 31001, 0, true},   // rank 0 now
-		{"late", 31001, 1, true},   // the live order holds
-		{"holder", 99999, 0, true}, // the lease is the holder's sign of life
-		{"live", 70001, 0, false},  // its heartbeats stopped too
+		{"dead", 31000, 0, true},       // seen 30 s ago: not lapsed yet
+		{"live", 31000, 1, true},       // behind it
+		{"dead", 31001, 0, false},      // lapsed
+		{"live", 31001, 0, true},       // rank 0 now
+		{"late", 31001, 1, true},       // the live order holds
+		{"holder", 99999, 0, true},     // the lease is the holder's sign of life
+		{"live", 70001, 0, false},      // its heartbeats stopped too
+		{"other-port", 70001, 0, true}, // no heartbeat ever: the specification's rank, ahead of nobody lapsed
 	} {
 		rank, ok := state.RankAt(fxMember(t, tt.member), tt.now, config)
 		if rank != tt.rank || ok != tt.ok {
@@ -510,5 +514,12 @@ func TestRankAtSkipsLapsedStandbys(t *testing.T) {
 	}
 	if rank, ok := state.RankOf(fxMember(t, "live")); rank != 1 || !ok {
 		t.Errorf("RankOf(live) = %d, %t; want 1, true: RankOf knows no lapse", rank, ok)
+	}
+	// Without heartbeats in the config nothing lapses: RankAt is RankOf.
+	for _, member := range []string{"dead", "live", "late", "other-port"} {
+		want, _ := state.RankOf(fxMember(t, member))
+		if rank, ok := state.RankAt(fxMember(t, member), 1<<40, fxConfig(t, 30000, 10000, 5000)); rank != want || !ok {
+			t.Errorf("RankAt(%s) without heartbeats = %d, %t; want RankOf's %d, true", member, rank, ok, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
@@ -119,16 +120,44 @@ func TestEvaluateRules(t *testing.T) {
 		{"deadline near MaxInt64, rank 1", fxState(t, three, late, "node-1", math.MaxInt64-10), "node-3", math.MaxInt64 - 1, wait(math.MaxInt64)},
 		{"deadline near MaxInt64, rank 1 at MaxInt64", fxState(t, three, late, "node-1", math.MaxInt64-10), "node-3", math.MaxInt64, challenge},
 		{"registration near MaxInt64, rank 2", fxState(t, three, []int64{math.MaxInt64 - 30, math.MaxInt64 - 20, math.MaxInt64 - 10}, "", 0), "node-3", math.MaxInt64 - 10, wait(math.MaxInt64)},
+		// Without heartbeats (the specification) nothing lapses: an entry
+		// registered long ago keeps its rank, and the wait ends at the
+		// challenge instant.
+		{"no heartbeats: a standby registered long ago challenges by rule 3", fxState(t, three, at, "", 0), "node-1", 10_000_000, challenge},
+		{"no heartbeats: rank 1 behind a live lease waits for its stagger", fxState(t, three, at, "node-1", 30000), "node-3", 20000, wait(35000)},
+	}
+	// Heartbeats (an extension: WithHeartbeatInterval, every 30 s, so a
+	// roster lapse of 90 s): rule 1 and the ranks skip a standby whose
+	// heartbeats stopped; an entry that never heartbeated never lapses.
+	heartbeats, err := config.WithHeartbeatInterval(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbTests := []struct {
+		name   string
+		state  coordination.RoleState
+		member string
+		now    int64
+		want   coordination.Decision
+	}{
 		// Before the lapse of the two ahead of it, the decision of node-3
-		// changes when they lapse (rule 2), 90 s after they were seen.
-		{"registration near MaxInt64, the two ahead lapse first", fxState(t, three, []int64{0, 0, math.MaxInt64 - 10}, "", 0), "node-3", 0, wait(90001)},
-
-		// Rule 1 and 2: the roster lapse (3 heartbeat intervals, 90 s here).
-		{"lapsed rank 0 standby is skipped: rank 1 is rank 0", fxSeen(t, fxState(t, three, at, "node-1", 30000), "node-3", 95000), "node-3", 100000, challenge},
+		// changes when they lapse, 90 s after their heartbeat.
+		{"registration near MaxInt64, the two ahead lapse first", fxSeen(t, fxSeen(t, fxState(t, three, []int64{1, 1, math.MaxInt64 - 10}, "", 0), "node-1", 1), "node-2", 1), "node-3", 0, wait(90002)},
+		{"lapsed rank 0 standby is skipped: rank 1 is rank 0", fxSeen(t, fxSeen(t, fxState(t, three, at, "node-1", 30000), "node-2", 2000), "node-3", 95000), "node-3", 100000, challenge},
 		{"standbys seen by a heartbeat keep their ranks", fxSeen(t, fxSeen(t, fxState(t, three, at, "node-1", 200000), "node-2", 150000), "node-3", 150000), "node-3", 180000, wait(205000)},
-		{"a lapsed standby registers again", fxState(t, three, at, "node-1", 30000), "node-2", 100000, absent},
-		{"a holder never lapses", fxState(t, three, at, "node-1", 30000), "node-1", 99999999, challenge},
-		{"the wait of rank 1 ends when rank 0 lapses", fxState(t, three, []int64{1000, 2000, 3000}, "node-1", 300000), "node-3", 50000, wait(92001)},
+		{"a lapsed standby registers again", fxSeen(t, fxState(t, three, at, "node-1", 30000), "node-2", 2000), "node-2", 100000, absent},
+		{"a standby that never heartbeated never lapses", fxState(t, three, at, "node-1", 30000), "node-2", 100000, challenge},
+		{"a holder never lapses", fxSeen(t, fxState(t, three, at, "node-1", 30000), "node-1", 1000), "node-1", 99999999, challenge},
+		{"the wait of rank 1 ends when rank 0 lapses", fxSeen(t, fxState(t, three, []int64{1000, 2000, 3000}, "node-1", 300000), "node-2", 2000), "node-3", 50000, wait(92001)},
+		{"the wait of rank 1 ignores a rank 0 that cannot lapse", fxState(t, three, []int64{1000, 2000, 3000}, "node-1", 300000), "node-3", 50000, wait(305000)},
+	}
+	for _, test := range hbTests {
+		t.Run("heartbeats/"+test.name, func(t *testing.T) {
+			got := coordination.Evaluate(test.state, fxMember(t, test.member), test.now, heartbeats)
+			if got != test.want {
+				t.Errorf("Evaluate(%s at %d) = %s %d, want %s %d", test.member, test.now, got.Action, got.WaitUntil, test.want.Action, test.want.WaitUntil)
+			}
+		})
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {

@@ -213,3 +213,21 @@ type MintRecorder interface {
 	// Minted reports whether this transport minted token with AcquireEpoch.
 	Minted(token FencingToken) bool
 }
+
+// FenceRecorder is implemented by a transport that remembers the tokens of
+// its own whose writes the cluster refused as fenced. [AcquireLeadership]
+// and [TryAcquire] ask it about a lease that names their own member: a
+// lease under a token that this process saw fenced names a deposed member,
+// whose successor minted and has not written its lease yet. By the
+// specification's restart rule the call would challenge at once, and that
+// challenge would fence the successor, a failback that the no-failback
+// rule forbids; so the call competes as a standby instead, at the rank of
+// its new registration. This is an erratum of the specification (see the
+// package doc, "Extensions and errata"): a transport of only the four
+// [Transport] interfaces gets the specification's answer. [KafkaTransport]
+// and the in-memory transport of package coordinationtest implement it.
+type FenceRecorder interface {
+	// Fenced reports whether this transport minted token and saw a write
+	// under it refused as fenced.
+	Fenced(token FencingToken) bool
+}

@@ -111,7 +111,9 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	}
 	rank, _ := state.RankOf(member)
 	decision := Evaluate(state, member, now, c.settings.lease)
-	if lease := state.Lease; lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) && !c.settings.duplicateCheck {
+	if lease := state.Lease; lease != nil && lease.Member == member && c.sawFenced(lease.Token) {
+		decision = evaluateDeposed(state, member, now, c.settings.lease) // a successor minted: no failback
+	} else if lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) && !c.settings.duplicateCheck {
 		// The specification's restart path: an earlier incarnation, fenced
 		// at once for one epoch.
 		decision = Decision{Action: ActionChallenge}

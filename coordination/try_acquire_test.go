@@ -128,13 +128,34 @@ func TestTryAcquireStopsOnAMissingPermission(t *testing.T) {
 	})
 }
 
-// TestTryAcquireUnderALiveHoldersMemberID: a second process under the
-// holder's member id is told to wait for the deadline, and it leaves the
-// registration that the two share.
+// TestTryAcquireTakesAnEarlierIncarnationsLease: by default a live lease
+// that names the member is an earlier incarnation's, as for
+// AcquireLeadership: the call takes the role at once, for one epoch, and
+// the earlier incarnation is fenced.
+func TestTryAcquireTakesAnEarlierIncarnationsLease(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		old := e.acquireNow(e.member("node-1"))
+		restarted := e.member("node-1")
+		l, err := e.tryAcquire(restarted)
+		if err != nil {
+			t.Fatalf("TryAcquire under a live lease of an earlier incarnation = %v; want the role", err)
+		}
+		if got := restarted.raw.Calls(coordinationtest.OpAcquireEpoch); got != 1 || !l.Token().Supersedes(old.Token()) {
+			t.Fatalf("the restarted member minted %d times, token %s over %s; want one epoch that supersedes", got, l.Token(), old.Token())
+		}
+		e.runTo(10_000) // the earlier incarnation's renewal is fenced
+		scEnded(t, old, coordination.ErrFenced)
+		e.resign(l)
+	})
+}
+
+// TestTryAcquireUnderALiveHoldersMemberID: with WithDuplicateMemberCheck,
+// a second process under the holder's member id is told to wait for the
+// deadline, and it leaves the registration that the two share.
 func TestTryAcquireUnderALiveHoldersMemberID(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		holder := e.acquireNow(e.member("node-1"))
-		_, err := e.tryAcquire(e.member("node-1"))
+		_, err := e.tryAcquire(e.member("node-1"), coordination.WithDuplicateMemberCheck())
 		elTurn(t, err, "node-1", 0, scAt(30_000))
 		if got := e.roster(); got != "node-1" {
 			t.Fatalf("roster = %q, want node-1 still registered", got)

@@ -31,6 +31,7 @@ type Transport struct {
 
 	// Guarded by cluster.mu.
 	minted  map[coordination.Role]coordination.FencingToken
+	fenced  map[coordination.FencingToken]bool // own tokens whose writes the cluster refused
 	cut     bool
 	faults  map[Op][]fault
 	gates   map[Op][]*gate
@@ -43,6 +44,7 @@ var (
 	_ coordination.Transport         = (*Transport)(nil)
 	_ coordination.GuardedWriter     = (*Transport)(nil)
 	_ coordination.PartitionFollower = (*Transport)(nil)
+	_ coordination.FenceRecorder     = (*Transport)(nil)
 )
 
 // Transport opens a new client of the cluster for the member process that
@@ -55,6 +57,7 @@ func (c *Cluster) Transport(member string) *Transport {
 		cluster: c,
 		member:  member,
 		minted:  make(map[coordination.Role]coordination.FencingToken),
+		fenced:  make(map[coordination.FencingToken]bool),
 		faults:  make(map[Op][]fault),
 		gates:   make(map[Op][]*gate),
 		changed: make(chan struct{}),
@@ -99,6 +102,15 @@ func (t *Transport) Minted(token coordination.FencingToken) bool {
 		}
 	}
 	return false
+}
+
+// Fenced reports whether this transport minted token and the cluster
+// refused a write under it because a newer token of its role stands, and
+// implements [coordination.FenceRecorder]. It is safe for concurrent use.
+func (t *Transport) Fenced(token coordination.FencingToken) bool {
+	t.cluster.mu.Lock()
+	defer t.cluster.mu.Unlock()
+	return t.fenced[token]
 }
 
 // DescribeEpoch reports the token that the cluster holds for the role now,
@@ -290,6 +302,9 @@ func (t *Transport) authorizeLocked(op Op, token coordination.FencingToken) erro
 		return t.errorf(op, "token %s: no role has producer id %d: %w", token, token.ProducerID(), coordination.ErrFenced)
 	}
 	if current := t.cluster.producers[role]; token != current {
+		if own, ok := t.minted[role]; ok && own == token {
+			t.fenced[token] = true
+		}
 		return t.errorf(op, "token %s of role %s is not the current token %s: %w", token, role, current, coordination.ErrFenced)
 	}
 	if own, ok := t.minted[role]; !ok || own != token {
