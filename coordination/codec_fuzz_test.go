@@ -273,14 +273,12 @@ func foldModel(role coordination.Role, records []coordination.StateRecord) (coor
 			continue
 		}
 		registration, _ := coordination.DecodeRegistration(k.record.Value)
-		entry := coordination.RosterEntry{Member: member, Offset: k.offset, RegisteredAt: registration.RegisteredAt, LastSeen: registration.RegisteredAt}
-		// A heartbeat counts only after the registration it follows.
+		entry := coordination.RosterEntry{Member: member, Offset: k.offset, RegisteredAt: registration.RegisteredAt}
+		// LastSeen is the newest heartbeat, and counts only after the
+		// registration it follows; zero without one.
 		if h, ok := heartbeats[member]; ok && h.offset > k.offset && !coordination.IsTombstone(h.record.Value) {
 			heartbeat, _ := coordination.DecodeHeartbeat(h.record.Value)
-			entry.LastSeen = max(entry.LastSeen, heartbeat.SeenAt)
-		}
-		if state.Lease != nil && state.Lease.Member == member {
-			entry.LastSeen = max(entry.LastSeen, state.Lease.GrantedAt)
+			entry.LastSeen = heartbeat.SeenAt
 		}
 		state.Roster = append(state.Roster, entry)
 	}
