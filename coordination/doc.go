@@ -54,37 +54,45 @@
 // the node would then preempt the member that replaced it. The cluster would
 // pay for a second failover that it does not need.
 //
-// # Roster liveness: a dead standby's rank lapses
+// # Roster liveness, an option: a dead standby's rank lapses
 //
-// A standby that waits writes nothing else to the log, so without more a
-// SIGKILLed standby would keep its rank for ever, and every failover would
-// wait one stagger for it. A refresh of its registration cannot help: the
-// new record takes a higher offset and moves the member to the tail. So a
-// waiting member writes a [Heartbeat] instead, on a key of its own
-// ([KindHeartbeat]), every [LeaseConfig.HeartbeatInterval] (the lease
-// duration unless [WithHeartbeatInterval] sets another). The registration
-// record never moves, so neither does the rank. The fold takes the newest
-// heartbeat after the registration as the member's
-// [RosterEntry.LastSeen], and [RoleState.RankAt] leaves out every standby
-// unseen for [LeaseConfig.RosterLapse], three heartbeat intervals: the
-// members behind it move up, in their offset order. The holder never
-// lapses; its lease is its sign of life.
+// A standby that waits writes nothing else to the log, so a SIGKILLed
+// standby keeps its rank for ever, and every failover after it waits one
+// stagger for it. Members whose ids change on every restart (a Kubernetes
+// Deployment's pod names) leave such dead registrations ahead of the live
+// standbys, one per restart. A refresh of the registration cannot help: the
+// new record takes a higher offset and moves the member to the tail.
+//
+// [WithHeartbeatInterval] switches heartbeats on (they are off by default,
+// see "Extensions and errata"). A waiting member then writes a [Heartbeat]
+// on a key of its own ([KindHeartbeat]) right after its registration and
+// every interval; the registration record never moves, so neither does the
+// rank. The fold takes the newest heartbeat after the registration as the
+// member's [RosterEntry.LastSeen], and [RoleState.RankAt] and [Evaluate]
+// leave out a standby whose heartbeats stopped for [LeaseConfig.RosterLapse],
+// three heartbeat intervals: the members behind it move up, in their offset
+// order. An entry that never heartbeated never lapses, so a member of
+// another port or of an older release keeps the specification's rank. The
+// holder never lapses; its lease is its sign of life.
 //
 // No failback holds. A member whose own rank lapsed gets
 // [ActionNotRegistered] from [Evaluate] and registers again, so it comes
-// back at the tail, as a recovered member does, and never takes back the
-// place it had. Rank decides only who challenges an expired lease first, so
-// a lapse never deposes a live holder. Two members can disagree about a
-// lapse only when their clocks differ by about two heartbeat intervals, or
-// when a heartbeat of a stalled member lands at the edge of its lapse; both
-// may then challenge as rank 0. InitProducerId is atomic, so one of them
-// holds the newest epoch and the other learns it lost on its first write:
-// a lapse costs an epoch at worst, never a second writer.
+// back at the tail, as a recovered member does. Rank decides only who
+// challenges an expired lease first, so a lapse never deposes a live
+// holder. Two members can disagree about a lapse only when their clocks
+// differ by about two heartbeat intervals, or when a heartbeat of a stalled
+// member lands at the edge of its lapse; both may then challenge as rank 0.
+// InitProducerId is atomic, so a lapse costs an epoch at worst, never a
+// second writer.
 //
-// The heartbeat extends the frozen layout by one kind, with the layout of a
-// registration value. A reader that knows only kinds 0 and 1 skips its
-// records as malformed, and ranks every standby as before; every member of
-// a role must use one heartbeat interval, as they use one stagger.
+// The choice for members with changing ids: keep the ids stable (a
+// StatefulSet's ordinal names, or a name stored on a volume), so that a
+// restart re-registers the same key and leaves nothing behind; or switch
+// heartbeats on, once every reader of the topic decodes kind 2 (this
+// release and later), so that a dead id lapses after three intervals; or
+// keep the specification's topic and accept one stagger per dead
+// registration ahead of the live standbys (a clean exit writes the
+// registration's tombstone; a crash leaves it).
 //
 // # The stagger is an optimisation
 //
@@ -99,10 +107,13 @@
 // # This package pins no Kafka client
 //
 // The core of this package reaches a broker through the small interfaces in
-// [Transport]. An adapter over another client, such as confluent-kafka-go, is
-// a few dozen lines of glue, and it is the same boundary that the columnar
-// group runner draws. [KafkaTransport] is the adapter over franz-go, and
-// only its files, named kafka_*.go, import a Kafka client. Everything
+// [Transport]: a caller can write an adapter over another client, such as
+// confluent-kafka-go, and it is the same boundary that the columnar group
+// runner draws. A correct adapter is more than glue: [KafkaTransport], the
+// adapter over franz-go, caps request versions so that the epoch does not
+// move, routes each role's requests to its transaction coordinator, and
+// bounds every call past its context. Only its files, named kafka_*.go,
+// import a Kafka client. Everything
 // else is here: the record codec, the roster and the rank logic, the
 // challenge timing, the lease clock, the renewal loop, [AcquireLeadership],
 // [DescribeLeadership], [Elector], [TryAcquire], [Observe] and [Gate].
@@ -145,19 +156,111 @@
 // followed by that many bytes of UTF-8. Instants are int64 milliseconds since
 // the Unix epoch.
 //
-//	key                 version int16 | kind int16 (0 registration, 1 lease,
-//	                    2 heartbeat) | role string | member string (empty
-//	                    for a lease key)
+//	key                 version int16 | kind int16 (0 registration, 1 lease;
+//	                    2 heartbeat, an option) | role string | member string
+//	                    (empty for a lease key)
 //	registration value  version int16 | member string | registered_at int64
 //	lease value         version int16 | member string | producer_id int64 |
 //	                    producer_epoch int16 | granted_at int64 | deadline int64
 //	heartbeat value     version int16 | member string | seen_at int64
+//	                    (written only with WithHeartbeatInterval)
 //
 // A tombstone is a null value. The file testdata/vectors.json holds keys,
 // values, malformed inputs and role partitions as hex, for a port to replay
 // byte for byte. A decoder rejects a malformed record with a *[FormatError]
 // and never panics; the fold of the role state skips such a record and says
 // so.
+//
+// # Extensions and errata
+//
+// A program written from the specification alone, with its names, options
+// and defaults, sees exactly the specification's answers: the same
+// [Decision] for every role state and instant, the same epochs minted, the
+// same records written (registrations and leases only). The suite of
+// TestSpec… functions (spec_test.go, over a transport of the four
+// interfaces) guards that in CI. Every extension that would change one of
+// those answers is switched on by a named option, off by default:
+//
+//   - Heartbeats and the roster lapse: [WithHeartbeatInterval] (or
+//     [LeaseConfig.WithHeartbeatInterval]). Why: a dead standby's rank
+//     otherwise holds back every standby behind it by one stagger, for
+//     ever. Why off: it writes a third record kind that a reader of the
+//     specification (another port, an older release, a tool) rejects as a
+//     [FormatError]. Switch it on only after every reader runs this release
+//     or later; in a rolling upgrade, upgrade all first, then switch it on
+//     member by member. Tests: TestLivenessDeadStandbyRankLapses,
+//     TestRankAtSkipsLapsedStandbys, TestEvaluateRules/heartbeats.
+//   - The resignation anchor: [WithResignationAnchor] (or
+//     [LeaseConfig.WithResignationAnchor]). Why: without it, after a
+//     resignation every standby's registration is long past, so they all
+//     challenge at once and the losers use up epochs. Why off: it changes
+//     rule 3 of [Evaluate]. Tests: TestLivenessStaggerHoldsAfterResign,
+//     TestLivenessStaggerRank1TakesOverOneStaggerAfterResign.
+//   - The duplicate-member watch: [WithDuplicateMemberCheck]. Why: two live
+//     processes under one member id fence each other in turn; the watch
+//     returns [ErrDuplicateMember] instead, and asks the coordinator
+//     whether a lease that names the member is superseded. Why off: the
+//     specification fences a lease that names the member at once, for one
+//     epoch; the watch makes a restart wait up to one renew interval plus
+//     one poll. krabka-coord elect and run switch it on. Tests:
+//     TestLeadershipLiveDuplicateMemberIsRefused,
+//     TestLeadershipRestartedHolderTakesItsRoleBackWithTheDuplicateCheck,
+//     TestTryAcquireUnderALiveHoldersMemberID.
+//   - [WithRenewDeadline]: the leadership ends when no renewal was
+//     confirmed within the deadline ([ErrRenewDeadline]). Off by default.
+//   - The transport's lease policy: [KafkaTransport] is built with a lease
+//     policy (its transaction timeout), but the default of every call is
+//     [DefaultLeaseConfig] all the same; pass
+//     WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease
+//     duration that differs from the transport's is logged, so a mixed
+//     policy never passes silently. Test:
+//     TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy.
+//
+// Additions that change no answer of the specification: [Leadership.Write]
+// and [GuardedWriter], [TryAcquire], [Elector], [Observe], [Gate],
+// [KafkaCommandReader], [WithLogger], and the optional transport interfaces
+// ([PartitionFollower], [StableOffsetReporter], [StateTopicChecker],
+// [MintRecorder]); the fields [StateRecord.Timestamp],
+// [RosterEntry.LastSeen] and [RoleState.LeaseClearedAt], which are zero
+// unless an extension fills them (a struct literal with field names, as go
+// vet asks, is unaffected); [KindHeartbeat], which this release decodes so
+// that its readers fold a topic with heartbeats; and the errors
+// [ErrNotAuthorized], [ErrMisconfigured], [ErrProducerLost],
+// [ErrOutcomeUnknown] and [ErrDuplicateMember], for failures the
+// specification does not name.
+//
+// Errata: where the specification is wrong or unsafe, this package departs
+// from it, and says why.
+//
+//   - [FencingToken.Compare]: "the pair stays monotonic" is wrong on a
+//     cluster. Each broker allocates producer ids from a block of its own,
+//     so after the role's coordinator moved a later mint carried a smaller
+//     id (2:0 after 1001:32766). Authority is equality with the
+//     coordinator's pair ([LeadershipStatus.Authoritative]), never an
+//     order; Compare orders tokens of one producer id. Test:
+//     TestKafkaClusterBrokerCrash/CoordinatorCrashShortLease (a 3-node
+//     cluster).
+//   - A lease under a token that this process saw fenced: the
+//     specification's restart rule would challenge at once, but the
+//     successor that fenced the token has minted and not yet written its
+//     lease, so the challenge would fence the successor: a failback, which
+//     the no-failback rule forbids. A transport that implements
+//     [FenceRecorder] (as [KafkaTransport] does) and an [Elector] after a
+//     fence compete as a standby instead. A transport of the four
+//     interfaces gets the specification's answer. Test:
+//     TestLivenessNoFailbackAfterAFence.
+//   - [Leadership.Done] closes, and [Leadership.Err] says why, on two more
+//     ends than a fence and a resignation: a producer lost without a fence
+//     ([ErrProducerLost]) and a permission refused ([ErrNotAuthorized]). No
+//     write under the token can land again in either case; keeping the
+//     handle open would let the holder believe it leads while its lease
+//     runs out. Tests: TestKafkaLeadershipACL (a refused permission),
+//     TestKafkaClusterBrokerCrash (a producer lost).
+//   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
+//     role is a Kafka transactional.id, which the protocol carries as UTF-8:
+//     a Java broker decodes invalid bytes to U+FFFD, so two such roles
+//     would share one epoch, and a port in Java would hash another partition
+//     for them. Test: TestNameBounds.
 //
 // # What this package chose where the contract is silent
 //
@@ -174,17 +277,11 @@
 //   - A transport may implement [PartitionFollower]; a waiting member then
 //     folds only new records, and wakes on each one instead of at the next
 //     poll.
-//   - No failback: a fenced member whose lease still names it does not take
-//     the role back. While the coordinator's pair differs from the lease's
-//     token it competes as any standby, by the rank of its new registration.
-//     A member that restarts while its own lease is live takes the role back
-//     at once only when its transport minted that token ([MintRecorder]);
-//     otherwise it waits one renew interval and one poll, and a renewal seen
-//     meanwhile means that another live process uses its name:
-//     [AcquireLeadership] then returns [ErrDuplicateMember].
-//   - After a resignation the stagger anchors on the lease tombstone's
-//     timestamp ([RoleState.LeaseClearedAt]): rank 0 challenges at once, rank
-//     n after n staggers, so the rank order holds for a handover too.
+//   - No failback after a fence: a member whose transport saw its token
+//     fenced ([FenceRecorder]), or an [Elector] that saw its leadership
+//     fenced, does not take the role back from the lease that still names
+//     it; it competes as any standby, by the rank of its new registration.
+//     See "Extensions and errata".
 //   - A challenge is one bounded mint attempt (the poll interval, at least
 //     500 ms). When it does not land, the member reads the partition again
 //     and decides again: a challenge whose reason is gone is dropped, and a
@@ -228,7 +325,8 @@
 //     deletes its key: a try leaves no standby in the roster that others
 //     would rank behind.
 //   - [Observe] yields a [RoleChange] per record that changes the fold,
-//     and an expiry and a standby's lapse by the observer's clock; it
+//     an expiry by the observer's clock, and, with heartbeats on, a
+//     standby's lapse; it
 //     reads the log only, not the coordinator. Its first values are the state of every role and
 //     [ChangeSynced], once every partition was read.
 //   - [Gate] caches the coordinator's token without a timer, asks again

@@ -51,14 +51,30 @@ func TestChaosShort(t *testing.T) {
 		restartCmd = scripts + "/kafka-stop.sh --kill && " + scripts + "/kafka-start.sh --restart-keep-data"
 	}
 
-	args := []string{"run", "--brokers", strings.Join(cluster.Brokers, ","),
-		"--duration", duration.String(), "--seed", seed, "--faults", faults}
-	if restartCmd != "" {
-		args = append(args, "--broker-restart-cmd", restartCmd, "--broker-restart-every", (duration / 2).String())
-	}
-	r := runChaos(t, args, duration+5*time.Minute)
-	if want := max(3, int(duration/(20*time.Second))); r.LeadershipChanges < want {
-		t.Errorf("%d leadership changes in %s; want at least %d", r.LeadershipChanges, duration, want)
+	// Once with the library's defaults (the specification: no extension
+	// on), and once, for half as long, with heartbeats on.
+	for _, run := range []struct {
+		name      string
+		duration  time.Duration
+		heartbeat time.Duration
+	}{
+		{"defaults", duration, 0},
+		{"heartbeats", max(time.Minute, duration/2), 2 * time.Second},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			args := []string{"run", "--brokers", strings.Join(cluster.Brokers, ","),
+				"--duration", run.duration.String(), "--seed", seed, "--faults", faults}
+			if run.heartbeat > 0 {
+				args = append(args, "--heartbeat", run.heartbeat.String())
+			}
+			if restartCmd != "" {
+				args = append(args, "--broker-restart-cmd", restartCmd, "--broker-restart-every", (run.duration / 2).String())
+			}
+			r := runChaos(t, args, run.duration+5*time.Minute)
+			if want := max(3, int(run.duration/(20*time.Second))); r.LeadershipChanges < want {
+				t.Errorf("%d leadership changes in %s; want at least %d", r.LeadershipChanges, run.duration, want)
+			}
+		})
 	}
 }
 

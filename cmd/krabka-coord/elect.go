@@ -66,14 +66,23 @@ way that no write under the token can recover from (ErrProducerLost). With
 --rejoin it campaigns again instead, at the tail of the roster.
 
 A second live process under the same ROLE and MEMBER is refused (exit 2):
-each would fence the other. A process that finds a standby registration of
-its own MEMBER waits up to one --heartbeat-interval (plus a poll and a
-second) for that standby's heartbeat first: none means a crashed earlier
-run, whose place it takes, at the tail.
+each would fence the other. elect and run switch the library's duplicate-
+member watch on (WithDuplicateMemberCheck), so a restart under the MEMBER
+of a live lease costs one epoch and waits up to one --renew-interval plus
+one --poll-interval (11s with the defaults) for a renewal by another live
+process first, unless the coordinator already holds a newer token than
+that lease's; none means a crashed earlier run, whose role it takes back.
+With --heartbeat-interval, a process that finds a standby registration of
+its own MEMBER also waits up to one interval (plus a poll and a second) for
+that standby's heartbeat: none means a crashed earlier run, whose place it
+takes, at the tail.
 
-While it waits, a standby writes a heartbeat every --heartbeat-interval (by
-default the lease duration); a standby unseen for 3 intervals loses its
-rank, and registers again at the tail if it comes back.
+Heartbeats are off by default, as the specification's topic layout has no
+heartbeat record. --heartbeat-interval D switches them on: a waiting standby
+writes a heartbeat record every D, and a standby unseen for 3 intervals
+loses its rank, and registers again at the tail if it comes back. Switch it
+on only when every reader of the state topic is of this release or later,
+and pass every member of a role (and describe, list, watch) the same D.
 
 With --listen it serves Prometheus metrics on /metrics (is-leader, token,
 leadership changes, rejoins, renewal latency and failures, partition reads)
@@ -284,7 +293,7 @@ func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.St
 			return nil
 		}
 		watch = min(time.Duration(lease.Deadline-lease.GrantedAt)*time.Millisecond/2+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
-	case registered && !entry.LapsedAt(now, h.config):
+	case registered && h.config.HeartbeatInterval() > 0 && !entry.LapsedAt(now, h.config):
 		// A standby writes a heartbeat at least every heartbeat interval
 		// plus one poll interval: the wait reads this process's clock only.
 		watch = h.config.HeartbeatInterval() + h.flags.lease.poll + time.Second
@@ -429,7 +438,9 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 		defer cancel()
 	}
 	options := append(h.g.coordOptions(), h.flags.lease.options(h.config)...)
-	options = append(options, coordination.WithLogger(h.g.logger()))
+	// The CLI switches the duplicate-member watch on: a second live process
+	// under one MEMBER is refused instead of fenced (see the help).
+	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithDuplicateMemberCheck())
 	if h.renewDeadline != nil {
 		options = append(options, h.renewDeadline)
 	}

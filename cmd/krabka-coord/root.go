@@ -367,7 +367,7 @@ type leaseFlags struct {
 	stagger  time.Duration
 	poll     time.Duration
 
-	heartbeat time.Duration // 0: the lease duration
+	heartbeat time.Duration // 0: no heartbeats (the specification's layout)
 }
 
 // add registers the flags with the given defaults.
@@ -376,7 +376,7 @@ func (l *leaseFlags) add(f *pflag.FlagSet, duration, renew, stagger, poll time.D
 	f.DurationVar(&l.renew, "renew-interval", renew, "gap between two renewals of the holder; at least 100ms and at most a third of the lease duration")
 	f.DurationVar(&l.stagger, "challenge-stagger", stagger, "extra wait of each rank of succession past the deadline")
 	f.DurationVar(&l.poll, "poll-interval", poll, "longest gap between two reads of the state topic while a member waits")
-	f.DurationVar(&l.heartbeat, "heartbeat-interval", 0, "gap between two heartbeats of a waiting standby (default: the lease duration); a standby unseen for 3 of them loses its rank, so every member of a role passes the same value")
+	f.DurationVar(&l.heartbeat, "heartbeat-interval", 0, "switch heartbeats on: a waiting standby writes a heartbeat record every interval, and one unseen for 3 of them loses its rank; every member of a role passes the same value (default 0: off, the specification's layout, which readers of older releases and other ports decode)")
 }
 
 // Bounds of the lease flags. A lease is one Kafka transaction timeout,
@@ -406,7 +406,7 @@ func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
 	case l.poll <= 0:
 		return coordination.LeaseConfig{}, usageError("--poll-interval %v: want a duration above zero, such as 1s", l.poll)
 	case l.heartbeat < 0 || (l.heartbeat > 0 && l.heartbeat < minRenewInterval):
-		return coordination.LeaseConfig{}, usageError("--heartbeat-interval %v: want at least %v (the default is the lease duration)", l.heartbeat, minRenewInterval)
+		return coordination.LeaseConfig{}, usageError("--heartbeat-interval %v: want at least %v, or 0 for no heartbeats (the default)", l.heartbeat, minRenewInterval)
 	}
 	config, err := coordination.NewLeaseConfig(l.duration, l.renew, l.stagger)
 	if err != nil {
@@ -416,8 +416,8 @@ func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
 	return withHeartbeat(config, l.heartbeat)
 }
 
-// withHeartbeat sets a heartbeat interval on a lease policy; zero keeps the
-// policy's own (the lease duration).
+// withHeartbeat switches heartbeats on at this interval; zero keeps the
+// policy's own (off, unless the policy has them).
 func withHeartbeat(config coordination.LeaseConfig, heartbeat time.Duration) (coordination.LeaseConfig, error) {
 	if heartbeat == 0 {
 		return config, nil
@@ -439,8 +439,8 @@ func (l *leaseFlags) options(config coordination.LeaseConfig) []coordination.Opt
 // lapsed standby.
 func addRosterLapseFlag(f *pflag.FlagSet, heartbeat *time.Duration) {
 	f.DurationVar(heartbeat, "heartbeat-interval", 0,
-		"the members' heartbeat interval (their --heartbeat-interval, else their --lease-duration): a standby unseen for 3 of them is shown lapsed, without a rank "+
-			"(default: the lease duration of the role's lease record, which is the members' default interval; 30s for a role without a lease, and for watch)")
+		"the members' heartbeat interval (their --heartbeat-interval): a standby whose heartbeats stopped for 3 of them is shown lapsed, without a rank; a standby that writes no heartbeats never lapses "+
+			"(default: the lease duration of the role's lease record; 30s for a role without a lease, and for watch)")
 }
 
 // rosterView is the lease policy by which a command that shows ranks

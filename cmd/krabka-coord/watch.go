@@ -110,7 +110,14 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		printer:  &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
 
 	observeCtx, stopObserving := context.WithCancel(ctx)
-	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(view.HeartbeatInterval()))
+	// A standby that heartbeats lapses by the members' interval; without
+	// --heartbeat-interval the watch takes the default lease duration. A
+	// standby that writes no heartbeats never lapses.
+	heartbeat := view.HeartbeatInterval()
+	if heartbeat <= 0 {
+		heartbeat = coordination.DefaultLeaseDuration
+	}
+	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(heartbeat))
 	seq := coordination.ObserveAll(observeCtx, s.transport, options...)
 	if !all {
 		seq = coordination.Observe(observeCtx, s.transport, roles, options...)

@@ -85,18 +85,11 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 	defer events.Close()
 	logger := slog.New(slog.NewTextHandler(stderr, nil)).With(slog.String("member", id), slog.Int("inc", incarnation))
 	member, err = NewMember(MemberConfig{
-		ID:           id,
-		Incarnation:  incarnation,
-		Roles:        info.Roles,
-		CommandTopic: info.CommandTopic,
-		Options: []coordination.Option{
-			coordination.WithLeaseConfig(lease),
-			coordination.WithTopic(info.StateTopic),
-			coordination.WithPartitions(info.StatePartitions),
-			coordination.WithPollInterval(info.Poll),
-			coordination.WithClock(clock),
-			coordination.WithLogger(logger),
-		},
+		ID:              id,
+		Incarnation:     incarnation,
+		Roles:           info.Roles,
+		CommandTopic:    info.CommandTopic,
+		Options:         memberOptions(info, lease, clock, logger),
 		Clock:           clock,
 		CommandInterval: info.CommandInterval,
 		WriteTimeout:    info.WriteTimeout,
@@ -120,4 +113,23 @@ func WatchStdin(cancel context.CancelFunc) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
+}
+
+// memberOptions are the library options of a member: the run's timings,
+// topic and clock, and heartbeats only when the run switches them on
+// (RunInfo.Heartbeat); every other extension stays at the specification's
+// default (off).
+func memberOptions(info *RunInfo, lease coordination.LeaseConfig, clock coordination.Clock, logger *slog.Logger) []coordination.Option {
+	options := []coordination.Option{
+		coordination.WithLeaseConfig(lease),
+		coordination.WithTopic(info.StateTopic),
+		coordination.WithPartitions(info.StatePartitions),
+		coordination.WithPollInterval(info.Poll),
+		coordination.WithClock(clock),
+		coordination.WithLogger(logger),
+	}
+	if info.Heartbeat > 0 {
+		options = append(options, coordination.WithHeartbeatInterval(info.Heartbeat))
+	}
+	return options
 }

@@ -39,7 +39,11 @@ type RunConfig struct {
 	Seed     int64
 
 	// The timings of a member.
-	Lease, Renew, Stagger, Poll   time.Duration
+	Lease, Renew, Stagger, Poll time.Duration
+	// Heartbeat switches the members' heartbeats on at this interval
+	// (coordination.WithHeartbeatInterval); zero runs the specification's
+	// defaults, without heartbeats.
+	Heartbeat                     time.Duration
 	CommandInterval, WriteTimeout time.Duration
 
 	// Faults lists the fault kinds; MeanGap is the mean gap between two
@@ -191,6 +195,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Renew:           config.Renew,
 		Stagger:         config.Stagger,
 		Poll:            config.Poll,
+		Heartbeat:       config.Heartbeat,
 		CommandInterval: config.CommandInterval,
 		WriteTimeout:    config.WriteTimeout,
 		Faults:          config.Faults,

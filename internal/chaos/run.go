@@ -56,10 +56,13 @@ type RunInfo struct {
 	Members []string `json:"members"`
 
 	// The timings of a member.
-	Lease           time.Duration `json:"lease"`
-	Renew           time.Duration `json:"renew"`
-	Stagger         time.Duration `json:"stagger"`
-	Poll            time.Duration `json:"poll"`
+	Lease   time.Duration `json:"lease"`
+	Renew   time.Duration `json:"renew"`
+	Stagger time.Duration `json:"stagger"`
+	Poll    time.Duration `json:"poll"`
+	// Heartbeat is the members' heartbeat interval, and zero when they run
+	// without heartbeats (the specification's default).
+	Heartbeat       time.Duration `json:"heartbeat,omitempty"`
 	CommandInterval time.Duration `json:"command_interval"`
 	WriteTimeout    time.Duration `json:"write_timeout"`
 

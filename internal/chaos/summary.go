@@ -25,6 +25,11 @@ type Summary struct {
 	Renew    string `json:"renew"`
 	Stagger  string `json:"stagger"`
 
+	// Options names the library extensions that the members switched on:
+	// "heartbeats every <interval>", or "none (the specification's
+	// defaults)".
+	Options string `json:"options"`
+
 	// Nodes and ReplicationFactor describe the cluster: its brokers and
 	// the replication factor of the run's topics.
 	Nodes             int `json:"nodes,omitempty"`
@@ -47,6 +52,7 @@ func NewSummary(info *RunInfo, report *Report) *Summary {
 		Lease:    info.Lease.String(),
 		Renew:    info.Renew.String(),
 		Stagger:  info.Stagger.String(),
+		Options:  runOptions(info),
 		Nodes:    len(info.Nodes),
 
 		ReplicationFactor: info.ReplicationFactor,
@@ -80,6 +86,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"duration", s.Duration},
 		{"members / roles", fmt.Sprintf("%d / %d", s.Members, len(r.Roles))},
 		{"lease / renew / stagger", fmt.Sprintf("%s / %s / %s", s.Lease, s.Renew, s.Stagger)},
+		{"library extensions", s.Options},
 		{"faults", fmt.Sprintf("%d: %s", total, strings.Join(faults, " "))},
 		{"leadership changes", fmt.Sprintf("%d in the command stream (%d lease terms)", r.LeadershipChanges, r.LeaseTerms)},
 		{"per role", strings.Join(roles, "; ")},
@@ -208,4 +215,12 @@ func CheckRun(ctx context.Context, dir string, brokers []string, settle time.Dur
 		return nil, err
 	}
 	return summary, nil
+}
+
+// runOptions names the library extensions of a run's members.
+func runOptions(info *RunInfo) string {
+	if info.Heartbeat > 0 {
+		return "heartbeats every " + info.Heartbeat.String()
+	}
+	return "none (the specification's defaults)"
 }
