@@ -56,6 +56,11 @@ guarded write (Leadership.Write: a transaction under the role's epoch).
   5. no failback: node-1 rejoins, and ranks last;
   6. handover: node-2 resigns, and node-3 takes over at once.
 
+The members run with the options of krabka-coord elect: the library's
+defaults (the specification's), with the duplicate-member watch and the
+resignation anchor switched on, and no heartbeats, so the state topic holds
+registrations and leases only.
+
 At the end demo reads the command topic read_committed and checks that
 every command is there in order, that no command of a deposed leader
 follows its successor's first, and that none was lost. It exits 0 only
@@ -180,7 +185,12 @@ func runDemo(ctx context.Context, g *globals, flags *demoFlags, config coordinat
 		return err
 	}
 	d.role = role
-	d.options = append(flags.lease.options(config), coordination.WithTopic(stateTopic), coordination.WithPartitions(g.partitions))
+	// The demo's members run as krabka-coord elect does: the library's
+	// defaults, with the duplicate-member watch and the resignation anchor
+	// switched on (its help says so); no heartbeats, so the topic holds the
+	// specification's two record kinds.
+	d.options = append(flags.lease.options(config), coordination.WithTopic(stateTopic), coordination.WithPartitions(g.partitions),
+		coordination.WithDuplicateMemberCheck(), coordination.WithResignationAnchor())
 	logger := slog.New(slog.DiscardHandler)
 	if g.verbose {
 		logger = g.logger()

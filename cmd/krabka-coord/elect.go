@@ -77,6 +77,12 @@ its own MEMBER also waits up to one interval (plus a poll and a second) for
 that standby's heartbeat: none means a crashed earlier run, whose place it
 takes, at the tail.
 
+elect and run also switch the resignation anchor on
+(WithResignationAnchor): after a resignation or a step-down the standbys
+challenge in rank order, one --challenge-stagger apart from the
+resignation, so the first standby takes the role at once and the others
+mint nothing.
+
 Heartbeats are off by default, as the specification's topic layout has no
 heartbeat record. --heartbeat-interval D switches them on: a waiting standby
 writes a heartbeat record every D, and a standby unseen for 3 intervals
@@ -438,9 +444,11 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 		defer cancel()
 	}
 	options := append(h.g.coordOptions(), h.flags.lease.options(h.config)...)
-	// The CLI switches the duplicate-member watch on: a second live process
-	// under one MEMBER is refused instead of fenced (see the help).
-	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithDuplicateMemberCheck())
+	// The CLI switches two extensions of the library on (see the help): the
+	// duplicate-member watch, so a second live process under one MEMBER is
+	// refused instead of fenced, and the resignation anchor, so a step-down
+	// hands the role to the first standby. Neither writes another record.
+	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithDuplicateMemberCheck(), coordination.WithResignationAnchor())
 	if h.renewDeadline != nil {
 		options = append(options, h.renewDeadline)
 	}
