@@ -61,6 +61,9 @@ fi
 # module, and the modules of the CLI, the fault harness and the bench.
 packages=github.com/krabka-io/krabka-streams-go/...
 go vet "$packages"
+# The specification's conformance suite first, on its own line of the log: a
+# change that alters an answer the specification promises fails here.
+go test -count=1 -run '^TestSpec' ./coordination
 go test -race -count=1 -timeout 20m "$packages"
 # The deterministic simulation at full size: 10 000 seeds, without the race
 # detector (the -race run above plays 300 of them).
