@@ -3,6 +3,7 @@ package coordination_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ func runKafkaAPISuite(t *testing.T, cluster func(*testing.T) *kafkatest.Cluster)
 		{"ElectorHandsOverOnShutdown", kaElectorHandsOver},
 		{"ObserveSeesTryAcquire", kaObserveSeesTryAcquire},
 		{"DeviceRefusesTheDeposedLeader", kaDeviceRefusesTheDeposedLeader},
+		{"SpecDefaultsWriteTheTwoKinds", kaSpecDefaultsWriteTheTwoKinds},
+		{"SpecRestartCostsOneEpoch", kaSpecRestartCostsOneEpoch},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, cluster(t)) })
 	}
@@ -359,5 +362,98 @@ func TestKafkaRenewDeadlineFake(t *testing.T) {
 	}
 	if ended < last.GrantedAt+renewDeadline.Milliseconds() || ended >= last.Deadline {
 		t.Fatalf("ended at %d ms; want from the grant %d + %v and before the lease deadline %d", ended, last.GrantedAt, renewDeadline, last.Deadline)
+	}
+}
+
+// kaSpecDefaultsWriteTheTwoKinds (issue 17): a holder and a waiting
+// standby with the library's defaults (only the timings, topic and
+// partitions set) for five lease durations write the specification's two
+// record kinds and nothing else, and ReadPartition returns every committed
+// record, each renewal included.
+func kaSpecDefaultsWriteTheTwoKinds(t *testing.T, c *kafkatest.Cluster) {
+	e := kaNewEnv(t, c)
+	ctx := ktContext(t)
+	lease := klConfig(t, 2*time.Second, 500*time.Millisecond, 500*time.Millisecond)
+	options := append(slices.Clone(e.options), coordination.WithLeaseConfig(lease), coordination.WithLogger(slog.New(slog.DiscardHandler)))
+	holderTransport := ktTransport(t, c)
+	holder, err := coordination.AcquireLeadership(ctx, holderTransport, e.role, fxMember(t, "node-1"), options...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	standby := make(chan error, 1)
+	go func() {
+		_, err := coordination.AcquireLeadership(waitCtx, ktTransport(t, c), e.role, fxMember(t, "node-2"), options...)
+		standby <- err
+	}()
+	time.Sleep(5 * lease.Duration())
+	stopWaiting()
+	if err := kaWait(t, standby, "the end of the standby's wait"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the standby's AcquireLeadership = %v; want context.Canceled while the holder renews", err)
+	}
+	if err := holder.Err(); err != nil {
+		t.Fatalf("the holder's leadership ended: %v", err)
+	}
+	records, err := e.auditor.ReadPartition(ctx, holder.Partition())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := make(map[coordination.RecordKind]int)
+	for _, r := range records {
+		key, err := coordination.DecodeKey(r.Key)
+		if err != nil {
+			t.Fatalf("offset %d: %v", r.Offset, err)
+		}
+		if key.Role != e.role {
+			continue
+		}
+		if key.Kind != coordination.KindRegistration && key.Kind != coordination.KindLease {
+			t.Fatalf("offset %d holds a record of kind %s: the defaults write the layout's two kinds only", r.Offset, key.Kind)
+		}
+		kinds[key.Kind]++
+	}
+	// Two registrations (and the standby's tombstone, when its bounded
+	// cleanup landed); a first lease and a renewal every 500 ms for 10 s:
+	// every one of them, not the newest only.
+	if kinds[coordination.KindRegistration] < 2 || kinds[coordination.KindLease] < 10 {
+		t.Fatalf("the partition holds %v; want both registrations and a lease record for each renewal", kinds)
+	}
+	if err := holder.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kaSpecRestartCostsOneEpoch (issue 17): with the defaults, a process that
+// restarts under the member of a live lease takes the role back at once
+// (well within a renew interval), with exactly one new epoch at the
+// coordinator, and that epoch fences the earlier incarnation.
+func kaSpecRestartCostsOneEpoch(t *testing.T, c *kafkatest.Cluster) {
+	e := kaNewEnv(t, c)
+	ctx := ktContext(t)
+	options := append(slices.Clone(e.options), coordination.WithLogger(slog.New(slog.DiscardHandler)))
+	earlier, err := coordination.AcquireLeadership(ctx, ktTransport(t, c), e.role, fxMember(t, "node-1"), options...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	restarted, err := coordination.AcquireLeadership(ctx, ktTransport(t, c), e.role, fxMember(t, "node-1"), options...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= ktLease.RenewInterval() {
+		t.Fatalf("the restart took %v; want a challenge at once, well within the renew interval %v", took, ktLease.RenewInterval())
+	}
+	if restarted.Token().ProducerID() != earlier.Token().ProducerID() || restarted.Token().ProducerEpoch() != earlier.Token().ProducerEpoch()+1 {
+		t.Fatalf("the restart holds %s after %s; want exactly one epoch more", restarted.Token(), earlier.Token())
+	}
+	status, err := coordination.DescribeLeadership(ctx, e.auditor, e.role)
+	if err != nil || !status.Authoritative(restarted.Token()) {
+		t.Fatalf("DescribeLeadership = %v, %v; want the restart's token", status, err)
+	}
+	if err := earlier.Renew(ctx); !errors.Is(err, coordination.ErrFenced) {
+		t.Fatalf("the earlier incarnation's renewal = %v; want ErrFenced", err)
+	}
+	if err := restarted.Resign(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
