@@ -19,10 +19,13 @@ import (
 //	heartbeat value     version int16, member string, seen_at int64
 //
 // A lease key carries the empty member string. Instants are milliseconds
-// since the Unix epoch. The heartbeat (kind 2) extends the layout without
-// changing a byte of the two first kinds: a reader that knows only kinds 0
-// and 1 rejects its key as malformed and, as for any malformed record,
-// skips it and folds the rest.
+// since the Unix epoch. The specification's layout has kinds 0 and 1, and
+// with the defaults this package writes nothing else. The heartbeat (kind
+// 2) is an extension that only [WithHeartbeatInterval] writes; it changes
+// no byte of the two first kinds. A reader that knows only kinds 0 and 1
+// (the specification's, an older release, another port) rejects its key as
+// malformed (DecodeKey: unknown kind), so heartbeats go on only once every
+// reader of the topic decodes kind 2, as this release's [DecodeKey] does.
 const layoutVersion int16 = 0
 
 // RecordKind names the record of [StateTopic] that a key holds. The key
@@ -40,9 +43,11 @@ const (
 	KindLease RecordKind = 1
 
 	// KindHeartbeat marks the record that a waiting standby writes at a
-	// slow interval to show that it is alive (see [Heartbeat]). It has a
-	// key of its own, so a heartbeat never replaces the registration whose
-	// offset gives the member its rank.
+	// slow interval to show that it is alive (see [Heartbeat]), only with
+	// heartbeats on ([WithHeartbeatInterval]): an extension of the
+	// specification's two kinds. It has a key of its own, so a heartbeat
+	// never replaces the registration whose offset gives the member its
+	// rank.
 	KindHeartbeat RecordKind = 2
 )
 
