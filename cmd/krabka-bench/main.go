@@ -39,6 +39,7 @@ func main() {
 	idleWindow := flag.Duration("idle-window", 20*time.Second, "the window an idle standby is measured over; the table reports per minute")
 	warmMax := flag.Duration("warm-max", 5*time.Minute, "the longest warm-up of one broker or cluster before its steady state is measured anyway (and reported as not converged)")
 	tolerance := flag.Float64("tolerance", 0.05, "the warm-up ends when the p50 of every Kafka series (library and floor, handover and write) differs by less than this share between two successive windows")
+	traces := flag.Bool("traces", false, "print the request timeline of the median library and floor sample of each latency figure")
 	flag.Parse()
 	if *brokers == "" {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
@@ -52,7 +53,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance}
+	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance, traces: *traces}
 	if *cluster != "" {
 		r.kc = &bench.Kafka{Brokers: strings.Split(*cluster, ","), Replication: 3}
 		defer r.kc.Cleanup()
@@ -119,6 +120,7 @@ type runner struct {
 	tolerance  float64
 	table      bench.Table
 	steps      []string // the step traces of the latency figures
+	traces     bool     // print the request timeline of the median samples too
 }
 
 func (r *runner) n(base int) int { return max(3, int(float64(base)*r.scale)) }
@@ -304,6 +306,19 @@ func (r *runner) addSteps(figure string, names []string, lib, floor *bench.Serie
 	}
 	lt, ft := summary(bench.Millis(bench.Durations(lib.Steady))).P50, summary(bench.Millis(bench.Durations(floor.Steady))).P50
 	fmt.Fprintf(&b, "| whole figure (p50) | %s | %s | %s |\n", ms(lt), ms(ft), ms(lt-ft))
+	if r.traces {
+		for _, side := range []struct {
+			name string
+			s    *bench.Series
+		}{{"library", lib}, {"floor", floor}} {
+			m := bench.MedianSample(side.s.Steady)
+			fmt.Fprintf(&b, "\n%s, the %s's median sample (%.2f ms), request by request (member, API, ms from the start):\n\n", figure, side.name, float64(m.D)/float64(time.Millisecond))
+			for _, line := range m.Trace {
+				fmt.Fprintf(&b, "    %s\n", line)
+			}
+		}
+		b.WriteString("\n")
+	}
 	r.steps = append(r.steps, b.String())
 }
 

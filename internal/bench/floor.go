@@ -392,7 +392,8 @@ func (w *FloorWrite) Sample(ctx context.Context) (Sample, error) {
 	if err != nil {
 		return Sample{}, fmt.Errorf("floor write: %w", err)
 	}
-	return Sample{D: end.Sub(start), Steps: []time.Duration{steps.added, steps.produced, steps.committed}, Requests: requestCounts(events, start, end)}, nil
+	return Sample{D: end.Sub(start), Steps: []time.Duration{steps.added, steps.produced, steps.committed}, Requests: requestCounts(events, start, end),
+		Trace: timeline(events, start, []string{"writer"})}, nil
 }
 
 // FloorWriteSteps names the steps of a FloorWrite sample.
@@ -503,9 +504,11 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	}
 	end := time.Now()
 	events := h.trace.end()
+	names := make([]string, 2)
+	names[h.holder], names[s] = "holder", "standby"
 	h.holder = s
 	return Sample{D: end.Sub(start), Steps: []time.Duration{tomb.committed, woken, minted, minted + first.added, minted + first.produced, minted + first.committed},
-		Requests: requestCounts(events, start, end)}, nil
+		Requests: requestCounts(events, start, end), Trace: timeline(events, start, names)}, nil
 }
 
 // Close closes the members' clients.

@@ -477,8 +477,10 @@ func (h *LibraryHandover) Sample(ctx context.Context) (Sample, error) {
 		return Sample{}, fmt.Errorf("standby: %w", r.err)
 	}
 	steps := append(handoverSteps(events, h.h, s, start), resigned)
+	names := make([]string, 2)
+	names[h.h], names[s] = "holder", "standby"
 	h.holder, h.h = r.leadership, s
-	return Sample{D: r.at.Sub(start), Steps: steps, Requests: requestCounts(events, start, r.at)}, nil
+	return Sample{D: r.at.Sub(start), Steps: steps, Requests: requestCounts(events, start, r.at), Trace: timeline(events, start, names)}, nil
 }
 
 // Close resigns and closes the transports.
@@ -524,7 +526,7 @@ func (w *LibraryWrite) Sample(ctx context.Context) (Sample, error) {
 		return Sample{}, err
 	}
 	steps, _ := txnSteps(events, 0, start, start)
-	return Sample{D: end.Sub(start), Steps: steps, Requests: requestCounts(events, start, end)}, nil
+	return Sample{D: end.Sub(start), Steps: steps, Requests: requestCounts(events, start, end), Trace: timeline(events, start, []string{"writer"})}, nil
 }
 
 // Close resigns and closes the transport.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -22,6 +23,9 @@ type Sample struct {
 	D        time.Duration
 	Steps    []time.Duration
 	Requests map[int16]int
+	// Trace is the request timeline of the sample, for a reader: one line
+	// per request, member, API and its span in ms from the start.
+	Trace []string
 }
 
 // Series is one figure of a steady-state measurement. RunSteady takes its
@@ -122,15 +126,24 @@ func RunSteady(ctx context.Context, series []*Series, tolerance float64, minWind
 
 // interleave takes count(s) samples of every series, spread evenly over
 // one pass, so that a series of few samples (a handover) and one of many (a
-// write) run side by side from the first sample to the last.
+// write) run side by side from the first sample to the last. The order of
+// the series is shuffled in every round: a sample that follows another one
+// on the same broker finds its threads awake, and a fixed order would favour
+// the series that comes second.
 func interleave(ctx context.Context, series []*Series, count func(*Series) int) ([][]Sample, error) {
 	rounds := 0
 	for _, s := range series {
 		rounds = max(rounds, count(s))
 	}
 	out := make([][]Sample, len(series))
+	order := make([]int, len(series))
+	for i := range order {
+		order[i] = i
+	}
 	for r := range rounds {
-		for i, s := range series {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
+			s := series[i]
 			n := count(s)
 			if (r+1)*n/rounds == r*n/rounds {
 				continue
@@ -230,6 +243,32 @@ func requestCounts(events []traceEvent, from, to time.Time) map[int16]int {
 		}
 	}
 	return counts
+}
+
+// timeline renders the events that ended at or after start as lines of
+// member, API name and span in ms from start.
+func timeline(events []traceEvent, start time.Time, names []string) []string {
+	var lines []string
+	for _, e := range events {
+		if e.end.Before(start) {
+			continue
+		}
+		who := fmt.Sprint(e.member)
+		if e.member < len(names) {
+			who = names[e.member]
+		}
+		lines = append(lines, fmt.Sprintf("%-8s %-20s %7.2f – %7.2f", who, kmsg.NameForKey(e.key), ms(e.start.Sub(start)), ms(e.end.Sub(start))))
+	}
+	return lines
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// MedianSample returns the sample whose duration is the median of samples.
+func MedianSample(samples []Sample) Sample {
+	sorted := slices.Clone(samples)
+	slices.SortFunc(sorted, func(a, b Sample) int { return int(a.D - b.D) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 // firstEnd returns the end of the first request of member with key that
