@@ -40,6 +40,7 @@ func main() {
 	warmMax := flag.Duration("warm-max", 5*time.Minute, "the longest warm-up of one broker or cluster before its steady state is measured anyway (and reported as not converged)")
 	tolerance := flag.Float64("tolerance", 0.05, "the warm-up ends when the p50 of every Kafka series (library and floor, handover and write) differs by less than this share between two successive windows")
 	traces := flag.Bool("traces", false, "print the request timeline of the median library and floor sample of each latency figure")
+	variants := flag.Bool("floor-variants", true, "measure, beside the floor of a handover, a floor whose holder also writes the tombstone of its registration in parallel, as Leadership.Resign does")
 	flag.Parse()
 	if *brokers == "" {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
@@ -53,7 +54,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance, traces: *traces}
+	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance, traces: *traces, variants: *variants}
 	if *cluster != "" {
 		r.kc = &bench.Kafka{Brokers: strings.Split(*cluster, ","), Replication: 3}
 		defer r.kc.Cleanup()
@@ -121,6 +122,7 @@ type runner struct {
 	table      bench.Table
 	steps      []string // the step traces of the latency figures
 	traces     bool     // print the request timeline of the median samples too
+	variants   bool     // measure the floor variants that attribute the library's gap
 }
 
 func (r *runner) n(base int) int { return max(3, int(float64(base)*r.scale)) }
@@ -174,7 +176,7 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 		}
 		hw, hn := max(5, r.n(int(30*p.scale))), r.n(int(200*p.scale))
 		ww, wn := max(20, r.n(int(300*p.scale))), r.n(int(1000*p.scale))
-		var lh, fh, eh, lw, fw, ew *bench.Series
+		var lh, fh, fr, eh, lw, fw, ew *bench.Series
 		if handover {
 			lib, err := p.k.NewLibraryHandover(ctx)
 			if err != nil {
@@ -188,6 +190,14 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 			}
 			fh = &bench.Series{Name: "floor handover", Window: hw, N: hn, Converge: true, Next: floor.Sample}
 			add(fh, floor.Close)
+			if r.variants {
+				reg, err := p.k.NewFloorHandoverWithRegistration(ctx)
+				if err != nil {
+					return fmt.Errorf("floor handover with registration%s: %w", p.suffix, err)
+				}
+				fr = &bench.Series{Name: "floor handover + registration tombstone", Window: hw, N: hn, Next: reg.Sample}
+				add(fr, reg.Close)
+			}
 			if p.e != nil {
 				e, err := p.e.NewHandoverSession(ctx)
 				if err != nil {
@@ -242,6 +252,13 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 		r.table.Add(warm)
 		if handover {
 			r.addLatencyRows("handover after Resign", p.suffix, lh, fh, eh, w, 2)
+			if fr != nil {
+				row := bench.Row{Figure: "  floor with Resign's registration tombstone in parallel" + p.suffix, Unit: "ms",
+					Kafka: summary(bench.Millis(bench.Durations(lh.Steady))), Floor: summary(bench.Millis(bench.Durations(fr.Steady))), Load: w.LoadSteady,
+					Note: "the floor's holder also writes a plain tombstone of its registration to the same partition while its tombstone transaction runs, as Leadership.Resign does; requests per sample: " + bench.RequestsPerSample(fr.Steady)}
+				r.table.Add(row)
+				r.addSteps("handover after Resign, floor with the registration tombstone"+p.suffix, bench.LibraryHandoverSteps, lh, fr)
+			}
 			r.addSteps("handover after Resign"+p.suffix, bench.LibraryHandoverSteps, lh, fh)
 		}
 		if write {

@@ -255,11 +255,15 @@ func (f *floorProducer) transact(ctx context.Context, tp coordination.TopicParti
 // floorBatch encodes one record as a transactional record batch (magic 2,
 // uncompressed), as franz-go's producer and the library's transport do.
 func floorBatch(id int64, epoch int16, seq int32, key, value []byte) []byte {
+	var attributes int16 = 0x10
+	if id < 0 {
+		attributes = 0 // a plain batch, of no producer
+	}
 	now := time.Now().UnixMilli()
 	record := kmsg.Record{Key: key, Value: value}
 	record.Length = int32(len(record.AppendTo(nil)) - 1)
 	batch := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10,
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: attributes,
 		FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: id, ProducerEpoch: epoch, FirstSequence: seq,
 		NumRecords: 1, Records: record.AppendTo(nil),
@@ -297,10 +301,12 @@ func (f *floorProducer) lastStable(ctx context.Context, tp coordination.TopicPar
 	return 0, errors.New("ListOffsets: no partition in the answer")
 }
 
-// fetchPast sends read_committed Fetch requests (sessionless, a long poll
-// of maxWait, one byte at least) for the partition from offset until one
-// returns a last stable offset past offset, and returns when.
-func (f *floorProducer) fetchPast(ctx context.Context, tp coordination.TopicPartition, offset int64, maxWait time.Duration) (time.Time, error) {
+// fetchUntil sends read_committed Fetch requests (sessionless, a long poll
+// of maxWait, one byte at least) for the partition, from offset and then
+// from each last stable offset that an answer gives, as a reader does,
+// until an answer's last stable offset reaches until, and returns when
+// that answer came.
+func (f *floorProducer) fetchUntil(ctx context.Context, tp coordination.TopicPartition, offset, until int64, maxWait time.Duration) (time.Time, error) {
 	topic := f.topics[tp.Topic]
 	for {
 		req := kmsg.NewPtrFetchRequest()
@@ -330,9 +336,10 @@ func (f *floorProducer) fetchPast(ctx context.Context, tp coordination.TopicPart
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 					return time.Time{}, fmt.Errorf("Fetch: %w", err)
 				}
-				if p.LastStableOffset > offset {
+				if p.LastStableOffset >= until {
 					return time.Now(), nil
 				}
+				offset = max(offset, p.LastStableOffset)
 			}
 		}
 		if ctx.Err() != nil {
@@ -413,6 +420,49 @@ type FloorHandover struct {
 	lease   time.Duration
 	holder  int
 	trace   tracer
+	// registration makes the holder write the tombstone of its
+	// registration too, as a plain record in parallel with the tombstone
+	// transaction, as Leadership.Resign does: not the floor, but the cost
+	// of that second record.
+	registration bool
+}
+
+// NewFloorHandoverWithRegistration is NewFloorHandover whose holder also
+// writes the tombstone of its registration, a plain record to the same
+// partition, in parallel with its tombstone transaction, as
+// Leadership.Resign does.
+func (k *Kafka) NewFloorHandoverWithRegistration(ctx context.Context) (*FloorHandover, error) {
+	h, err := k.NewFloorHandover(ctx)
+	if h != nil {
+		h.registration = true
+	}
+	return h, err
+}
+
+// plainProduce writes one record outside any transaction (acks=all).
+func (f *floorProducer) plainProduce(ctx context.Context, tp coordination.TopicPartition, key, value []byte) error {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 10_000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = tp.Topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Partition = int32(tp.Partition)
+	pp.Records = floorBatch(-1, -1, -1, key, value)
+	pt.Partitions = append(pt.Partitions, pp)
+	req.Topics = append(req.Topics, pt)
+	kresp, err := f.client.Broker(int(f.topics[tp.Topic].leaders[tp.Partition])).Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, t := range kresp.(*kmsg.ProduceResponse).Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // NewFloorHandover opens the two members on a fresh state topic, and lets
@@ -470,7 +520,13 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	fetchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { // owned by this sample, which waits for it
-		at, err := standby.fetchPast(fetchCtx, h.tp, lso, 5*time.Second)
+		// The tombstone and its commit marker, and the plain record of the
+		// registration's tombstone when the holder writes it.
+		until := lso + 2
+		if h.registration {
+			until++
+		}
+		at, err := standby.fetchUntil(fetchCtx, h.tp, lso, until, 5*time.Second)
 		fetched <- woke{at, err}
 	}()
 	select {
@@ -482,7 +538,18 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	h.trace.begin()
 	defer h.trace.end()
 	start := time.Now()
+	registered := make(chan error, 1)
+	if h.registration {
+		go func() { // owned by this sample, which waits for it
+			registered <- holder.plainProduce(ctx, h.tp, coordination.EncodeKey(coordination.RegistrationKey(h.role, h.members[h.holder])), nil)
+		}()
+	} else {
+		registered <- nil
+	}
 	tomb, err := holder.transact(ctx, h.tp, key, nil)
+	if rerr := <-registered; err == nil && rerr != nil {
+		err = fmt.Errorf("registration tombstone: %w", rerr)
+	}
 	if err != nil {
 		cancel()
 		<-fetched

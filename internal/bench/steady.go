@@ -68,7 +68,7 @@ type WarmUp struct {
 // p50 of two successive windows differs by less than tolerance (0.05 is
 // 5 %) on every series with Converge, or until maxWarm has passed, and then
 // measures the steady state: N samples of each series. It takes at least
-// minWindows windows.
+// minWindows windows, and two.
 func RunSteady(ctx context.Context, series []*Series, tolerance float64, minWindows int, maxWarm time.Duration, progress func(string)) (WarmUp, error) {
 	var w WarmUp
 	start := time.Now()
@@ -106,7 +106,7 @@ func RunSteady(ctx context.Context, series []*Series, tolerance float64, minWind
 			w.Converged = true
 			break
 		}
-		if time.Since(start) >= maxWarm {
+		if time.Since(start) >= maxWarm && w.Windows >= max(minWindows, 2) {
 			break
 		}
 	}
