@@ -40,7 +40,7 @@ func main() {
 	warmMax := flag.Duration("warm-max", 5*time.Minute, "the longest warm-up of one broker or cluster before its steady state is measured anyway (and reported as not converged)")
 	tolerance := flag.Float64("tolerance", 0.05, "the warm-up ends when the p50 of every Kafka series (library and floor, handover and write) differs by less than this share between two successive windows")
 	traces := flag.Bool("traces", false, "print the request timeline of the median library and floor sample of each latency figure")
-	variants := flag.Bool("floor-variants", true, "measure, beside the floor of a handover, a floor whose holder also writes the tombstone of its registration in parallel, as Leadership.Resign does")
+	variants := flag.Bool("floor-variants", true, "measure, beside the floor of a handover, two floors whose holder also writes the tombstone of its registration: in parallel with its tombstone transaction, as Leadership.Resign does, and after it")
 	flag.Parse()
 	if *brokers == "" {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
@@ -176,7 +176,7 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 		}
 		hw, hn := max(5, r.n(int(30*p.scale))), r.n(int(200*p.scale))
 		ww, wn := max(20, r.n(int(300*p.scale))), r.n(int(1000*p.scale))
-		var lh, fh, fr, eh, lw, fw, ew *bench.Series
+		var lh, fh, fr, fa, eh, lw, fw, ew *bench.Series
 		if handover {
 			lib, err := p.k.NewLibraryHandover(ctx)
 			if err != nil {
@@ -197,6 +197,12 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 				}
 				fr = &bench.Series{Name: "floor handover + registration tombstone", Window: hw, N: hn, Next: reg.Sample}
 				add(fr, reg.Close)
+				after, err := p.k.NewFloorHandoverWithRegistrationAfter(ctx)
+				if err != nil {
+					return fmt.Errorf("floor handover with registration after%s: %w", p.suffix, err)
+				}
+				fa = &bench.Series{Name: "floor handover + registration tombstone after", Window: hw, N: hn, Next: after.Sample}
+				add(fa, after.Close)
 			}
 			if p.e != nil {
 				e, err := p.e.NewHandoverSession(ctx)
@@ -258,6 +264,9 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 					Note: "the floor's holder also writes a plain tombstone of its registration to the same partition while its tombstone transaction runs, as Leadership.Resign does; requests per sample: " + bench.RequestsPerSample(fr.Steady)}
 				r.table.Add(row)
 				r.addSteps("handover after Resign, floor with the registration tombstone"+p.suffix, bench.LibraryHandoverSteps, lh, fr)
+				r.table.Add(bench.Row{Figure: "  floor with the registration tombstone after the lease tombstone" + p.suffix, Unit: "ms",
+					Kafka: summary(bench.Millis(bench.Durations(lh.Steady))), Floor: summary(bench.Millis(bench.Durations(fa.Steady))), Load: w.LoadSteady,
+					Note: "the floor's holder writes the plain tombstone of its registration once its tombstone transaction committed, while the standby takes over (an order Resign could take); requests per sample: " + bench.RequestsPerSample(fa.Steady)})
 			}
 			r.addSteps("handover after Resign"+p.suffix, bench.LibraryHandoverSteps, lh, fh)
 		}

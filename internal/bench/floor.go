@@ -274,12 +274,37 @@ func floorBatch(id int64, epoch int16, seq int32, key, value []byte) []byte {
 	return raw
 }
 
-// lastStable returns the last stable offset of a partition, from its
-// leader.
-func (f *floorProducer) lastStable(ctx context.Context, tp coordination.TopicPartition) (int64, error) {
+// settled returns the end offset of a partition once no transaction is open
+// on it: its last stable offset equals its high watermark, so the markers
+// of the previous commit are written.
+func (f *floorProducer) settled(ctx context.Context, tp coordination.TopicPartition) (int64, error) {
+	for {
+		lso, err := f.listOffset(ctx, tp, 1)
+		if err != nil {
+			return 0, err
+		}
+		hwm, err := f.listOffset(ctx, tp, 0)
+		if err != nil {
+			return 0, err
+		}
+		if lso == hwm {
+			return lso, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// listOffset returns the end offset of a partition from its leader: the
+// last stable offset for isolation 1 (read_committed), the high watermark
+// for 0.
+func (f *floorProducer) listOffset(ctx context.Context, tp coordination.TopicPartition, isolation int8) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	req.IsolationLevel = 1
+	req.IsolationLevel = isolation
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = tp.Topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -421,11 +446,20 @@ type FloorHandover struct {
 	holder  int
 	trace   tracer
 	// registration makes the holder write the tombstone of its
-	// registration too, as a plain record in parallel with the tombstone
-	// transaction, as Leadership.Resign does: not the floor, but the cost
-	// of that second record.
-	registration bool
+	// registration too, as a plain record: not the floor, but the cost of
+	// that second record.
+	registration registrationTombstone
 }
+
+// registrationTombstone says when a floor holder writes the tombstone of its
+// registration.
+type registrationTombstone int
+
+const (
+	noRegistration       registrationTombstone = iota
+	registrationParallel                       // with the tombstone transaction, as Leadership.Resign does
+	registrationAfter                          // once the tombstone transaction committed
+)
 
 // NewFloorHandoverWithRegistration is NewFloorHandover whose holder also
 // writes the tombstone of its registration, a plain record to the same
@@ -434,7 +468,18 @@ type FloorHandover struct {
 func (k *Kafka) NewFloorHandoverWithRegistration(ctx context.Context) (*FloorHandover, error) {
 	h, err := k.NewFloorHandover(ctx)
 	if h != nil {
-		h.registration = true
+		h.registration = registrationParallel
+	}
+	return h, err
+}
+
+// NewFloorHandoverWithRegistrationAfter is NewFloorHandover whose holder
+// writes the tombstone of its registration once its tombstone transaction
+// committed, while the standby takes over.
+func (k *Kafka) NewFloorHandoverWithRegistrationAfter(ctx context.Context) (*FloorHandover, error) {
+	h, err := k.NewFloorHandover(ctx)
+	if h != nil {
+		h.registration = registrationAfter
 	}
 	return h, err
 }
@@ -501,14 +546,14 @@ func (k *Kafka) NewFloorHandover(ctx context.Context) (*FloorHandover, error) {
 // FloorHandoverSteps names the steps of a FloorHandover sample.
 var FloorHandoverSteps = []string{"holder's EndTxn answered", "standby's Fetch returns", "standby's InitProducerId answered", "first lease: AddPartitionsToTxn answered", "first lease: Produce answered", "first lease: EndTxn answered"}
 
-// Sample is one handover of the floor: the standby parks a read_committed
-// Fetch at the last stable offset (untimed, then 20 ms to let the broker
-// park it), and the sample runs from the holder's first request of the
+// Sample is one handover of the floor: once the markers of the previous
+// commit are written, the standby parks a read_committed Fetch at the last
+// stable offset (untimed, then 20 ms to let the broker park it), and the sample runs from the holder's first request of the
 // tombstone transaction to the answer of the standby's first lease EndTxn.
 func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	s := 1 - h.holder
 	holder, standby := h.p[h.holder], h.p[s]
-	lso, err := standby.lastStable(ctx, h.tp)
+	lso, err := standby.settled(ctx, h.tp)
 	if err != nil {
 		return Sample{}, fmt.Errorf("floor handover: ListOffsets: %w", err)
 	}
@@ -523,7 +568,7 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 		// The tombstone and its commit marker, and the plain record of the
 		// registration's tombstone when the holder writes it.
 		until := lso + 2
-		if h.registration {
+		if h.registration == registrationParallel {
 			until++
 		}
 		at, err := standby.fetchUntil(fetchCtx, h.tp, lso, until, 5*time.Second)
@@ -538,22 +583,33 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	h.trace.begin()
 	defer h.trace.end()
 	start := time.Now()
+	// The registration's tombstone, when the holder writes one, ends on
+	// its own; the sample waits for it at its end, untimed, and fails on
+	// its error.
 	registered := make(chan error, 1)
-	if h.registration {
+	pending := false
+	register := func() {
+		pending = true
 		go func() { // owned by this sample, which waits for it
 			registered <- holder.plainProduce(ctx, h.tp, coordination.EncodeKey(coordination.RegistrationKey(h.role, h.members[h.holder])), nil)
 		}()
-	} else {
-		registered <- nil
+	}
+	defer func() {
+		if pending {
+			<-registered
+		}
+	}()
+	if h.registration == registrationParallel {
+		register()
 	}
 	tomb, err := holder.transact(ctx, h.tp, key, nil)
-	if rerr := <-registered; err == nil && rerr != nil {
-		err = fmt.Errorf("registration tombstone: %w", rerr)
-	}
 	if err != nil {
 		cancel()
 		<-fetched
 		return Sample{}, fmt.Errorf("floor handover: tombstone: %w", err)
+	}
+	if h.registration == registrationAfter {
+		register()
 	}
 	w := <-fetched
 	if w.err != nil {
@@ -570,6 +626,12 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 		return Sample{}, fmt.Errorf("floor handover: first lease: %w", err)
 	}
 	end := time.Now()
+	if pending {
+		pending = false
+		if err := <-registered; err != nil {
+			return Sample{}, fmt.Errorf("floor handover: registration tombstone: %w", err)
+		}
+	}
 	events := h.trace.end()
 	names := make([]string, 2)
 	names[h.holder], names[s] = "holder", "standby"
