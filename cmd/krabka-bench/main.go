@@ -255,6 +255,11 @@ func (r *runner) latency(ctx context.Context, handover, write bool) error {
 		warm.Note = fmt.Sprintf("%d windows (handover %d samples, write %d samples each, interleaved); largest change of a Kafka p50 between the last two: %.1f %%; "+
 			"p50 ms per window: %s; load (1 min) %.2f after the cold window, %.2f after the steady state (%.0f s)",
 			w.Windows, hw, ww, 100*w.LastChange, strings.Join(traj, "; "), w.LoadCold, w.LoadSteady, w.Measured.Seconds())
+		for _, s := range series {
+			if len(s.Errors) > 0 {
+				warm.Note += fmt.Sprintf("; %s: %d samples failed and count in no figure (first: %v)", s.Name, len(s.Errors), s.Errors[0])
+			}
+		}
 		r.table.Add(warm)
 		if handover {
 			r.addLatencyRows("handover after Resign", p.suffix, lh, fh, eh, w, 2)

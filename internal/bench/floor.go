@@ -35,8 +35,8 @@ import (
 //     transaction (AddPartitionsToTxn, Produce, EndTxn).
 //
 // A request that the coordinator refuses with CONCURRENT_TRANSACTIONS (the
-// markers of the previous commit are still being written) goes again at
-// once: the least the protocol allows.
+// markers of the previous commit are still being written) goes again on the
+// library's schedule (resendConcurrent).
 
 // floorVersions are the request versions of the floor's clients: franz-go's
 // stable versions with the caps of the library's transactional client.
@@ -130,16 +130,23 @@ func (f *floorProducer) prepare(ctx context.Context, topics ...string) error {
 }
 
 // resendConcurrent sends the request that do sends until the coordinator
-// answers something other than CONCURRENT_TRANSACTIONS, at once, at most
-// 1000 times.
+// answers something other than CONCURRENT_TRANSACTIONS, or for 10 s, on
+// the library's schedule (coordination/kafka_epoch.go,
+// withConcurrentTransactions): three resends at once, then a pause of
+// 250 µs before each. Resending at once without end is not a floor: under
+// load it sends hundreds of requests per transaction and slows the
+// coordinator that it waits for.
 func resendConcurrent(ctx context.Context, do func() error) error {
-	for range 1000 {
+	deadline := time.Now().Add(10 * time.Second)
+	for attempt := 0; ; attempt++ {
 		err := do()
-		if !errors.Is(err, kerr.ConcurrentTransactions) || ctx.Err() != nil {
+		if !errors.Is(err, kerr.ConcurrentTransactions) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
+		if attempt >= 3 {
+			time.Sleep(250 * time.Microsecond)
+		}
 	}
-	return kerr.ConcurrentTransactions
 }
 
 // initProducerID mints the next epoch of the id.

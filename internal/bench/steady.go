@@ -47,7 +47,13 @@ type Series struct {
 	WindowP50 []float64
 	// Steady is the steady state, measured after the warm-up.
 	Steady []Sample
+	// Errors are the samples that failed, which count in no figure.
+	Errors []error
 }
+
+// maxSampleErrors is how many samples of one series may fail before
+// RunSteady gives up.
+const maxSampleErrors = 5
 
 // WarmUp reports how the warm-up of one RunSteady went.
 type WarmUp struct {
@@ -150,7 +156,14 @@ func interleave(ctx context.Context, series []*Series, count func(*Series) int) 
 			}
 			sample, err := s.Next(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", s.Name, err)
+				// A loaded machine fails a sample now and then (a request
+				// past its timeout); more than maxSampleErrors of one series
+				// fail the run.
+				s.Errors = append(s.Errors, err)
+				if len(s.Errors) > maxSampleErrors || ctx.Err() != nil {
+					return nil, fmt.Errorf("%s: %d samples failed, the last: %w", s.Name, len(s.Errors), err)
+				}
+				continue
 			}
 			out[i] = append(out[i], sample)
 		}
