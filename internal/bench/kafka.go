@@ -462,19 +462,19 @@ func (h *LibraryHandover) Sample(ctx context.Context) (Sample, error) {
 	s := 1 - h.h
 	ch := campaign(ctx, h.transports[s], h.role, h.members[s], h.options)
 	if err := waitStandby(ctx, h.transports[h.h], h.role, h.members[s], h.options, -1); err != nil {
-		return Sample{}, err
+		return Sample{}, fmt.Errorf("%w: %w", errSampleState, err)
 	}
 	h.trace.begin()
 	start := time.Now()
 	if err := h.holder.Resign(ctx); err != nil {
 		h.trace.end()
-		return Sample{}, fmt.Errorf("resign: %w", err)
+		return Sample{}, fmt.Errorf("%w: resign: %w", errSampleState, err)
 	}
 	resigned := time.Since(start)
 	r := <-ch
 	events := h.trace.end()
 	if r.err != nil {
-		return Sample{}, fmt.Errorf("standby: %w", r.err)
+		return Sample{}, fmt.Errorf("%w: standby: %w", errSampleState, r.err)
 	}
 	steps := append(handoverSteps(events, h.h, s, start), resigned)
 	names := make([]string, 2)

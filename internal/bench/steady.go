@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -54,6 +55,11 @@ type Series struct {
 // maxSampleErrors is how many samples of one series may fail before
 // RunSteady gives up.
 const maxSampleErrors = 5
+
+// errSampleState marks the failure of a sample that leaves its series in
+// a state the next sample cannot start from, such as a library handover
+// whose standby still campaigns: RunSteady gives up at once.
+var errSampleState = errors.New("the series cannot take another sample")
 
 // WarmUp reports how the warm-up of one RunSteady went.
 type WarmUp struct {
@@ -160,7 +166,7 @@ func interleave(ctx context.Context, series []*Series, count func(*Series) int) 
 				// past its timeout); more than maxSampleErrors of one series
 				// fail the run.
 				s.Errors = append(s.Errors, err)
-				if len(s.Errors) > maxSampleErrors || ctx.Err() != nil {
+				if len(s.Errors) > maxSampleErrors || ctx.Err() != nil || errors.Is(err, errSampleState) {
 					return nil, fmt.Errorf("%s: %d samples failed, the last: %w", s.Name, len(s.Errors), err)
 				}
 				continue
