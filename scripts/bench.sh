@@ -8,7 +8,14 @@
 # It
 #   1. starts the Kafka 4.4 broker of scripts/kafka-start.sh (loopback), or
 #      uses the one that runs; it stops the broker at the end only if it
-#      started it;
+#      started it. KRABKA_BENCH_FRESH=1 stops a broker (and, with
+#      KRABKA_BENCH_CLUSTER=start, a cluster) of these scripts that runs,
+#      and starts it anew, so that the cold rows are those of a freshly
+#      started JVM. The broker honours KRABKA_KAFKA_DIR, KRABKA_KAFKA_PORT,
+#      KRABKA_KAFKA_SASL_PORT and KRABKA_KAFKA_CONTROLLER_PORT
+#      (scripts/kafka-env.sh), the cluster KRABKA_CLUSTER_DIR and
+#      KRABKA_CLUSTER_BASE_PORT (scripts/kafka-cluster.sh): a run on a shared
+#      machine takes a directory and ports of its own;
 #   2. takes the 3-node Kafka cluster of scripts/kafka-cluster.sh from
 #      KRABKA_KAFKA_CLUSTER_BROKERS when it is set; with
 #      KRABKA_BENCH_CLUSTER=start it starts the cluster itself (and stops it
@@ -19,14 +26,19 @@
 #      with a temporary data directory, and, when a Kafka cluster is
 #      measured, a 3-node etcd beside it; it stops them and removes the
 #      directories at the end;
-#   4. runs cmd/krabka-bench, which prints the table: each handover,
-#      failover, write and 16-writer figure on the single broker, then on
-#      the cluster, each beside etcd's;
+#   4. runs cmd/krabka-bench, which prints the table: the handover and the
+#      guarded write in steady state (it warms each broker with windows of
+#      them until the p50 of two successive windows differs by less than
+#      5 %, and reports the cold first window too), each beside its protocol
+#      floor (raw requests over one franz-go client) and etcd's; then each
+#      failover, throughput, idle, fold and roles figure; on the single
+#      broker, then on the cluster;
 #   5. runs the go test benchmarks of the role-state fold and the codec
 #      (no broker needed).
 # Needs: go, java (17+) and mvn for the broker, apt-get for etcd, curl. A full run
-# takes five to seven minutes (most of it the roles group, up to 10 000 roles),
-# and one more to start a cluster.
+# takes ten to twenty minutes (the warm-up of each broker is bounded by
+# -warm-max, 5 minutes by default; the roles group, up to 10 000 roles, takes
+# two to three), and one more to start a cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +49,10 @@ started_kafka=0
 if [ -z "${KRABKA_KAFKA_BROKERS:-}" ]; then
   # shellcheck source=scripts/kafka-env.sh
   source scripts/kafka-env.sh
+  if [ "${KRABKA_BENCH_FRESH:-}" = 1 ] && [ -f "$KRABKA_KAFKA_PIDFILE" ] && kill -0 "$(cat "$KRABKA_KAFKA_PIDFILE")" 2>/dev/null; then
+    log "KRABKA_BENCH_FRESH=1: stopping the broker in $KRABKA_KAFKA_DIR, to start it anew"
+    scripts/kafka-stop.sh >&2
+  fi
   if ! { [ -f "$KRABKA_KAFKA_PIDFILE" ] && kill -0 "$(cat "$KRABKA_KAFKA_PIDFILE")" 2>/dev/null; }; then
     started_kafka=1 # no broker of these scripts runs: stop the one we start
   fi
@@ -49,6 +65,10 @@ log "Kafka at $KRABKA_KAFKA_BROKERS"
 # --- the 3-node Kafka cluster ---------------------------------------------------
 started_cluster=0
 if [ -z "${KRABKA_KAFKA_CLUSTER_BROKERS:-}" ] && [ "${KRABKA_BENCH_CLUSTER:-}" = start ]; then
+  if [ "${KRABKA_BENCH_FRESH:-}" = 1 ] && scripts/kafka-cluster.sh status 2>/dev/null | grep -q 'state=running'; then
+    log "KRABKA_BENCH_FRESH=1: stopping the cluster in ${KRABKA_CLUSTER_DIR:-/tmp/krabka-cluster}, to start it anew"
+    scripts/kafka-cluster.sh stop >&2
+  fi
   if ! scripts/kafka-cluster.sh status 2>/dev/null | grep -q 'state=running'; then
     started_cluster=1
   fi
@@ -187,6 +207,9 @@ busiest() {
 }
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/^Mem:/{print $2}') GiB RAM"
 echo "load at the start: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); the busiest processes over 1 s: $(busiest)"
+if [ -n "${KRABKA_KAFKA_PIDFILE:-}" ] && [ -f "$KRABKA_KAFKA_PIDFILE" ]; then
+  echo "the single broker's JVM has run for $(ps -o etimes= -p "$(cat "$KRABKA_KAFKA_PIDFILE")" | tr -d ' ') s (started by this run: $([ "$started_kafka" = 1 ] && echo yes || echo no))"
+fi
 echo "versions: $(go version | awk '{print $3}'), franz-go $(go list -m -f '{{.Version}}' github.com/twmb/franz-go), Kafka ${KRABKA_KAFKA_VERSION:-4.4.0}, etcd $(etcd --version | head -1 | awk '{print $3}') (client $(go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3))"
 echo
 

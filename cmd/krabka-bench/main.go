@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -36,6 +37,10 @@ func main() {
 	only := flag.String("only", "", "comma-separated figure groups to run: handover,failover,write,throughput,idle,fold,roles (default all)")
 	scale := flag.Float64("scale", 1, "multiplies the sample counts and windows; 0.2 is a smoke test")
 	idleWindow := flag.Duration("idle-window", 20*time.Second, "the window an idle standby is measured over; the table reports per minute")
+	warmMax := flag.Duration("warm-max", 5*time.Minute, "the longest warm-up of one broker or cluster before its steady state is measured anyway (and reported as not converged)")
+	tolerance := flag.Float64("tolerance", 0.05, "the warm-up ends when the p50 of every Kafka series (library and floor, handover and write) differs by less than this share between two successive windows")
+	traces := flag.Bool("traces", false, "print the request timeline of the median library and floor sample of each latency figure")
+	variants := flag.Bool("floor-variants", true, "measure, beside the floor of a handover, two floors whose holder also writes the tombstone of its registration: in parallel with its tombstone transaction, as Leadership.Resign does, and after it")
 	flag.Parse()
 	if *brokers == "" {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
@@ -49,7 +54,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow}
+	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance, traces: *traces, variants: *variants}
 	if *cluster != "" {
 		r.kc = &bench.Kafka{Brokers: strings.Split(*cluster, ","), Replication: 3}
 		defer r.kc.Cleanup()
@@ -61,9 +66,10 @@ func main() {
 		name string
 		run  func(context.Context) error
 	}{
-		{"handover", r.handover},
+		{"latency", func(ctx context.Context) error {
+			return r.latency(ctx, picked(*only, "handover"), picked(*only, "write"))
+		}},
 		{"failover", r.failover},
-		{"write", r.write},
 		{"throughput", r.throughput},
 		{"idle", r.idle},
 		{"fold", r.fold},
@@ -71,7 +77,7 @@ func main() {
 	}
 	start := time.Now()
 	for _, g := range groups {
-		if *only != "" && !strings.Contains(","+*only+",", ","+g.name+",") {
+		if g.name == "latency" && !picked(*only, "handover") && !picked(*only, "write") || g.name != "latency" && !picked(*only, g.name) {
 			continue
 		}
 		t0 := time.Now()
@@ -85,6 +91,16 @@ func main() {
 	fmt.Printf("krabka-bench: Kafka %s, etcd %s, 3-node Kafka %s, 3-node etcd %s, GOMAXPROCS %d, %.0f s\n\n",
 		*brokers, orNone(*etcd), orNone(*cluster), orNone(*etcdCluster), runtime.GOMAXPROCS(0), time.Since(start).Seconds())
 	r.table.Print(os.Stdout)
+	for _, s := range r.steps {
+		fmt.Println()
+		fmt.Print(s)
+	}
+}
+
+// picked reports whether the -only list picks the group (an empty list
+// picks every group).
+func picked(only, group string) bool {
+	return only == "" || strings.Contains(","+only+",", ","+group+",")
 }
 
 func orNone(s string) string {
@@ -101,7 +117,12 @@ type runner struct {
 	ec         *bench.Etcd  // the 3-node etcd, nil for none
 	scale      float64
 	idleWindow time.Duration
+	warmMax    time.Duration
+	tolerance  float64
 	table      bench.Table
+	steps      []string // the step traces of the latency figures
+	traces     bool     // print the request timeline of the median samples too
+	variants   bool     // measure the floor variants that attribute the library's gap
 }
 
 func (r *runner) n(base int) int { return max(3, int(float64(base)*r.scale)) }
@@ -135,26 +156,208 @@ func (r *runner) pairs() []onCluster {
 	return pairs
 }
 
-func (r *runner) handover(ctx context.Context) error {
+// latency measures the handover and the guarded write, each figure next
+// to its protocol floor and to etcd, on each pair in turn, in steady state:
+// RunSteady warms the broker with windows of every series until the p50 of
+// two successive windows differs by less than the tolerance, then measures.
+// The rows give the cold first window too.
+func (r *runner) latency(ctx context.Context, handover, write bool) error {
 	for _, p := range r.pairs() {
-		h, resign, err := p.k.KafkaHandover(ctx, r.n(int(200*p.scale)), 5)
-		if err != nil {
-			return fmt.Errorf("kafka%s: %w", p.suffix, err)
-		}
-		row := bench.Row{Figure: "handover after Resign" + p.suffix, Unit: "ms", Kafka: summary(bench.Millis(h)), Target: "p50 ≤ 1× etcd"}
-		if p.e != nil {
-			eh, err := p.e.EtcdHandover(ctx, r.n(int(100*p.scale)), 5)
-			if err != nil {
-				return fmt.Errorf("etcd%s: %w", p.suffix, err)
+		var series []*bench.Series
+		var closers []func()
+		defer func() {
+			for _, c := range closers {
+				c()
 			}
-			row.Etcd = summary(bench.Millis(eh))
-			row.Met = bench.Met(row.Kafka.P50 <= row.Etcd.P50)
+		}()
+		add := func(s *bench.Series, close func()) {
+			series = append(series, s)
+			closers = append(closers, close)
 		}
-		r.table.Add(row)
-		r.table.Add(bench.Row{Figure: "  of which Resign returns" + p.suffix, Unit: "ms", Kafka: summary(bench.Millis(resign)),
-			Note: "the holder's two tombstones: the lease tombstone in a transaction, then the registration tombstone"})
+		hw, hn := max(5, r.n(int(30*p.scale))), r.n(int(200*p.scale))
+		ww, wn := max(20, r.n(int(300*p.scale))), r.n(int(1000*p.scale))
+		var lh, fh, fr, fa, eh, lw, fw, ew *bench.Series
+		if handover {
+			lib, err := p.k.NewLibraryHandover(ctx)
+			if err != nil {
+				return fmt.Errorf("library handover%s: %w", p.suffix, err)
+			}
+			lh = &bench.Series{Name: "library handover", Window: hw, N: hn, Converge: true, Next: lib.Sample}
+			add(lh, lib.Close)
+			floor, err := p.k.NewFloorHandover(ctx)
+			if err != nil {
+				return fmt.Errorf("floor handover%s: %w", p.suffix, err)
+			}
+			fh = &bench.Series{Name: "floor handover", Window: hw, N: hn, Converge: true, Next: floor.Sample}
+			add(fh, floor.Close)
+			if r.variants {
+				reg, err := p.k.NewFloorHandoverWithRegistration(ctx)
+				if err != nil {
+					return fmt.Errorf("floor handover with registration%s: %w", p.suffix, err)
+				}
+				fr = &bench.Series{Name: "floor handover + registration tombstone", Window: hw, N: hn, Next: reg.Sample}
+				add(fr, reg.Close)
+				after, err := p.k.NewFloorHandoverWithRegistrationAfter(ctx)
+				if err != nil {
+					return fmt.Errorf("floor handover with registration after%s: %w", p.suffix, err)
+				}
+				fa = &bench.Series{Name: "floor handover + registration tombstone after", Window: hw, N: hn, Next: after.Sample}
+				add(fa, after.Close)
+			}
+			if p.e != nil {
+				e, err := p.e.NewHandoverSession(ctx)
+				if err != nil {
+					return fmt.Errorf("etcd handover%s: %w", p.suffix, err)
+				}
+				eh = &bench.Series{Name: "etcd handover", Window: hw, N: hn, Next: e.Sample}
+				add(eh, e.Close)
+			}
+		}
+		if write {
+			lib, err := p.k.NewLibraryWrite(ctx)
+			if err != nil {
+				return fmt.Errorf("library write%s: %w", p.suffix, err)
+			}
+			lw = &bench.Series{Name: "library write", Window: ww, N: wn, Converge: true, Next: lib.Sample}
+			add(lw, lib.Close)
+			floor, err := p.k.NewFloorWrite(ctx)
+			if err != nil {
+				return fmt.Errorf("floor write%s: %w", p.suffix, err)
+			}
+			fw = &bench.Series{Name: "floor write", Window: ww, N: wn, Converge: true, Next: floor.Sample}
+			add(fw, floor.Close)
+			if p.e != nil {
+				e, err := p.e.NewWriteSession(ctx)
+				if err != nil {
+					return fmt.Errorf("etcd write%s: %w", p.suffix, err)
+				}
+				ew = &bench.Series{Name: "etcd write", Window: ww, N: wn, Next: e.Sample}
+				add(ew, e.Close)
+			}
+		}
+		where := "single broker"
+		if p.suffix != "" {
+			where = "3-node cluster"
+		}
+		progress := func(line string) { fmt.Fprintf(os.Stderr, "krabka-bench: %s: %s\n", where, line) }
+		w, err := bench.RunSteady(ctx, series, r.tolerance, 3, r.warmMax, progress)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		warm := bench.Row{Figure: "warm-up before the steady state" + p.suffix, Unit: "s", Kafka: single(w.Took.Seconds()), Load: w.LoadCold,
+			Target: fmt.Sprintf("2 windows within %.0f %%", 100*r.tolerance), Met: bench.Met(w.Converged)}
+		var traj []string
+		for _, s := range series {
+			if s.Converge {
+				traj = append(traj, fmt.Sprintf("%s %s", s.Name, joinFloats(s.WindowP50)))
+			}
+		}
+		warm.Note = fmt.Sprintf("%d windows (handover %d samples, write %d samples each, interleaved); largest change of a Kafka p50 between the last two: %.1f %%; "+
+			"p50 ms per window: %s; load (1 min) %.2f after the cold window, %.2f after the steady state (%.0f s)",
+			w.Windows, hw, ww, 100*w.LastChange, strings.Join(traj, "; "), w.LoadCold, w.LoadSteady, w.Measured.Seconds())
+		for _, s := range series {
+			if len(s.Errors) > 0 {
+				warm.Note += fmt.Sprintf("; %s: %d samples failed and count in no figure (first: %v)", s.Name, len(s.Errors), s.Errors[0])
+			}
+		}
+		r.table.Add(warm)
+		if handover {
+			r.addLatencyRows("handover after Resign", p.suffix, lh, fh, eh, w, 2)
+			if fr != nil {
+				row := bench.Row{Figure: "  floor with Resign's registration tombstone in parallel" + p.suffix, Unit: "ms",
+					Kafka: summary(bench.Millis(bench.Durations(lh.Steady))), Floor: summary(bench.Millis(bench.Durations(fr.Steady))), Load: w.LoadSteady,
+					Note: "the floor's holder also writes a plain tombstone of its registration to the same partition while its tombstone transaction runs, as Leadership.Resign does; requests per sample: " + bench.RequestsPerSample(fr.Steady)}
+				r.table.Add(row)
+				r.addSteps("handover after Resign, floor with the registration tombstone"+p.suffix, bench.LibraryHandoverSteps, lh, fr)
+				r.table.Add(bench.Row{Figure: "  floor with the registration tombstone after the lease tombstone" + p.suffix, Unit: "ms",
+					Kafka: summary(bench.Millis(bench.Durations(lh.Steady))), Floor: summary(bench.Millis(bench.Durations(fa.Steady))), Load: w.LoadSteady,
+					Note: "the floor's holder writes the plain tombstone of its registration once its tombstone transaction committed, while the standby takes over (an order Resign could take); requests per sample: " + bench.RequestsPerSample(fa.Steady)})
+			}
+			r.addSteps("handover after Resign"+p.suffix, bench.LibraryHandoverSteps, lh, fh)
+		}
+		if write {
+			r.addLatencyRows("guarded write, 1 command", p.suffix, lw, fw, ew, w, 2.5)
+			r.addSteps("guarded write"+p.suffix, bench.FloorWriteSteps, lw, fw)
+		}
 	}
 	return nil
+}
+
+func joinFloats(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, fmt.Sprintf("%.3g", x))
+	}
+	return strings.Join(parts, " ")
+}
+
+// addLatencyRows adds the cold and the steady rows of one figure. The
+// steady row's target is the issue's: library/floor ≤ 1.15, and on the
+// single broker Kafka/etcd ≤ etcdBound.
+func (r *runner) addLatencyRows(figure, suffix string, lib, floor, etcd *bench.Series, w bench.WarmUp, etcdBound float64) {
+	summ := func(s *bench.Series, samples func(*bench.Series) []bench.Sample) *bench.Summary {
+		if s == nil {
+			return nil
+		}
+		return summary(bench.Millis(bench.Durations(samples(s))))
+	}
+	cold := func(s *bench.Series) []bench.Sample { return s.Cold }
+	steady := func(s *bench.Series) []bench.Sample { return s.Steady }
+	r.table.Add(bench.Row{Figure: figure + ", cold (1st window)" + suffix, Unit: "ms", Kafka: summ(lib, cold), Floor: summ(floor, cold), Etcd: summ(etcd, cold), Load: w.LoadCold})
+	row := bench.Row{Figure: figure + ", steady state" + suffix, Unit: "ms", Kafka: summ(lib, steady), Floor: summ(floor, steady), Etcd: summ(etcd, steady), Load: w.LoadSteady}
+	ratio := row.Kafka.P50 / row.Floor.P50
+	met := ratio <= 1.15
+	row.Target = "library/floor ≤ 1.15"
+	if suffix == "" {
+		row.Target += fmt.Sprintf(", ≤ %g× etcd", etcdBound)
+		if row.Etcd != nil {
+			met = met && row.Kafka.P50 <= etcdBound*row.Etcd.P50
+		}
+	}
+	row.Met = bench.Met(met)
+	row.Note = fmt.Sprintf("requests per sample, library: %s; floor: %s", bench.RequestsPerSample(lib.Steady), bench.RequestsPerSample(floor.Steady))
+	r.table.Add(row)
+}
+
+// addSteps records the median instant of each step of a figure, for the
+// library and its floor, printed after the table.
+func (r *runner) addSteps(figure string, names []string, lib, floor *bench.Series) {
+	l, f := bench.StepMedians(lib.Steady), bench.StepMedians(floor.Steady)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, steady state: median instant of each step, ms from the start\n\n| step | library | floor | library − floor |\n|---|---|---|---|\n", figure)
+	for i, name := range names {
+		lv, fv := math.NaN(), math.NaN()
+		if i < len(l) {
+			lv = l[i]
+		}
+		if i < len(f) {
+			fv = f[i]
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, ms(lv), ms(fv), ms(lv-fv))
+	}
+	lt, ft := summary(bench.Millis(bench.Durations(lib.Steady))).P50, summary(bench.Millis(bench.Durations(floor.Steady))).P50
+	fmt.Fprintf(&b, "| whole figure (p50) | %s | %s | %s |\n", ms(lt), ms(ft), ms(lt-ft))
+	if r.traces {
+		for _, side := range []struct {
+			name string
+			s    *bench.Series
+		}{{"library", lib}, {"floor", floor}} {
+			m := bench.MedianSample(side.s.Steady)
+			fmt.Fprintf(&b, "\n%s, the %s's median sample (%.2f ms), request by request (member, API, ms from the start):\n\n", figure, side.name, float64(m.D)/float64(time.Millisecond))
+			for _, line := range m.Trace {
+				fmt.Fprintf(&b, "    %s\n", line)
+			}
+		}
+		b.WriteString("\n")
+	}
+	r.steps = append(r.steps, b.String())
+}
+
+func ms(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func (r *runner) failover(ctx context.Context) error {
@@ -187,29 +390,6 @@ func (r *runner) failover(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) write(ctx context.Context) error {
-	for _, p := range r.pairs() {
-		w, err := p.k.KafkaWriteLatency(ctx, r.n(int(1000*p.scale)), 20)
-		if err != nil {
-			return fmt.Errorf("kafka%s: %w", p.suffix, err)
-		}
-		row := bench.Row{Figure: "guarded write, 1 command" + p.suffix, Unit: "ms", Kafka: summary(bench.Millis(w)), Target: "p50 ≤ 3× etcd"}
-		if p.suffix == "" {
-			row.Note = "Kafka: Leadership.Write, back to back; etcd: Txn(If leader key's CreateRevision = the election's).Then(Put)"
-		}
-		if p.e != nil {
-			ew, err := p.e.EtcdWriteLatency(ctx, r.n(int(1000*p.scale)), 20)
-			if err != nil {
-				return fmt.Errorf("etcd%s: %w", p.suffix, err)
-			}
-			row.Etcd = summary(bench.Millis(ew))
-			row.Met = bench.Met(row.Kafka.P50 <= 3*row.Etcd.P50)
-		}
-		r.table.Add(row)
-	}
-	return nil
-}
-
 func (r *runner) throughput(ctx context.Context) error {
 	window := time.Duration(float64(time.Second) * max(r.scale, 0.5))
 	windows := r.n(5)
@@ -235,15 +415,19 @@ func (r *runner) throughput(ctx context.Context) error {
 			return fmt.Errorf("kafka 16 writers%s: %w", p.suffix, err)
 		}
 		perTxn = append(perTxn, fmt.Sprintf("%.1f", calls))
+		bound := 2.0
+		if p.suffix != "" {
+			bound = 1 // the target on the cluster
+		}
 		row := bench.Row{Figure: "commands/s, 16 writers, 1 command per call" + p.suffix, Unit: "cmd/s", Kafka: summary(concurrent), HigherIsBetter: true,
-			Target: "p50 ≥ 2× etcd"}
+			Target: fmt.Sprintf("p50 ≥ %g× etcd", bound), Load: bench.LoadAverage()}
 		if p.e != nil {
 			ec, err := p.e.EtcdThroughput(ctx, 16, 1, windows, window)
 			if err != nil {
 				return fmt.Errorf("etcd 16 writers%s: %w", p.suffix, err)
 			}
 			row.Etcd = summary(ec)
-			row.Met = bench.Met(row.Kafka.P50 >= 2*row.Etcd.P50)
+			row.Met = bench.Met(row.Kafka.P50 >= bound*row.Etcd.P50)
 		}
 		r.table.Add(row)
 	}

@@ -72,53 +72,6 @@ func waitCandidates(ctx context.Context, client *clientv3.Client, prefix string,
 	}
 }
 
-// EtcdHandover measures from the start of Election.Resign to the return of
-// the standby's Campaign. Two clients take turns.
-func (e *Etcd) EtcdHandover(ctx context.Context, rounds, warmup int) ([]time.Duration, error) {
-	prefix := "/krabka-bench/handover-" + Suffix() + "/"
-	var elections [2]*concurrency.Election
-	var clients [2]*clientv3.Client
-	for i := range elections {
-		c, err := e.Client()
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		s, err := concurrency.NewSession(c, concurrency.WithTTL(10))
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		clients[i], elections[i] = c, concurrency.NewElection(s, prefix)
-	}
-	if err := elections[0].Campaign(ctx, "a"); err != nil {
-		return nil, err
-	}
-	h := 0
-	var samples []time.Duration
-	for i := range rounds + warmup {
-		s := 1 - h
-		ch := etcdCampaign(ctx, elections[s], fmt.Sprint(s))
-		if err := waitCandidates(ctx, clients[h], prefix, 2); err != nil {
-			return nil, err
-		}
-		start := time.Now()
-		if err := elections[h].Resign(ctx); err != nil {
-			return nil, err
-		}
-		r := <-ch
-		if r.err != nil {
-			return nil, r.err
-		}
-		if i >= warmup {
-			samples = append(samples, r.at.Sub(start))
-		}
-		h = s
-	}
-	_ = elections[h].Resign(ctx)
-	return samples, nil
-}
-
 // keepAliveClock records the arrival of every keep-alive response of a
 // lease. The lease expires TTL after the server took the last one.
 type keepAliveClock struct {
@@ -305,27 +258,6 @@ func guardedPut(ctx context.Context, c *clientv3.Client, election *concurrency.E
 	return nil
 }
 
-// EtcdWriteLatency measures one guarded put of one command.
-func (e *Etcd) EtcdWriteLatency(ctx context.Context, n, warmup int) ([]time.Duration, error) {
-	c, _, election, done, err := e.etcdLeader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	key := "/krabka-bench/cmd-" + Suffix()
-	var samples []time.Duration
-	for i := range n + warmup {
-		start := time.Now()
-		if err := guardedPut(ctx, c, election, []clientv3.Op{clientv3.OpPut(key, string(Command))}); err != nil {
-			return nil, err
-		}
-		if i >= warmup {
-			samples = append(samples, time.Since(start))
-		}
-	}
-	return samples, nil
-}
-
 // EtcdMaxTxnOps is etcd's default --max-txn-ops: the most puts one guarded
 // transaction carries.
 const EtcdMaxTxnOps = 128
@@ -356,3 +288,97 @@ func (e *Etcd) EtcdThroughput(ctx context.Context, writers, batch, windows int, 
 		return guardedPut(ctx, c, election, opsFor[w])
 	})
 }
+
+// EtcdHandoverSession is EtcdHandover sample by sample: two clients take
+// turns on one election.
+type EtcdHandoverSession struct {
+	prefix    string
+	clients   [2]*clientv3.Client
+	sessions  [2]*concurrency.Session
+	elections [2]*concurrency.Election
+	h         int
+}
+
+// NewHandoverSession opens the two clients and lets the first one win.
+func (e *Etcd) NewHandoverSession(ctx context.Context) (*EtcdHandoverSession, error) {
+	s := &EtcdHandoverSession{prefix: "/krabka-bench/handover-" + Suffix() + "/"}
+	for i := range s.elections {
+		c, err := e.Client()
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.clients[i] = c
+		if s.sessions[i], err = concurrency.NewSession(c, concurrency.WithTTL(10)); err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.elections[i] = concurrency.NewElection(s.sessions[i], s.prefix)
+	}
+	if err := s.elections[0].Campaign(ctx, "0"); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Sample takes one handover: from the start of Resign to the return of the
+// standby's Campaign, once the standby watches (untimed, etcdSettle).
+func (s *EtcdHandoverSession) Sample(ctx context.Context) (Sample, error) {
+	standby := 1 - s.h
+	ch := etcdCampaign(ctx, s.elections[standby], fmt.Sprint(standby))
+	if err := waitCandidates(ctx, s.clients[s.h], s.prefix, 2); err != nil {
+		return Sample{}, err
+	}
+	start := time.Now()
+	if err := s.elections[s.h].Resign(ctx); err != nil {
+		return Sample{}, err
+	}
+	r := <-ch
+	if r.err != nil {
+		return Sample{}, r.err
+	}
+	s.h = standby
+	return Sample{D: r.at.Sub(start)}, nil
+}
+
+// Close ends the sessions and closes the clients.
+func (s *EtcdHandoverSession) Close() {
+	for i := range s.clients {
+		if s.sessions[i] != nil {
+			s.sessions[i].Close()
+		}
+		if s.clients[i] != nil {
+			s.clients[i].Close()
+		}
+	}
+}
+
+// EtcdWriteSession is EtcdWriteLatency sample by sample.
+type EtcdWriteSession struct {
+	c        *clientv3.Client
+	election *concurrency.Election
+	done     func()
+	key      string
+}
+
+// NewWriteSession campaigns once for the writer.
+func (e *Etcd) NewWriteSession(ctx context.Context) (*EtcdWriteSession, error) {
+	c, _, election, done, err := e.etcdLeader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &EtcdWriteSession{c: c, election: election, done: done, key: "/krabka-bench/cmd-" + Suffix()}, nil
+}
+
+// Sample takes one guarded put of one command.
+func (s *EtcdWriteSession) Sample(ctx context.Context) (Sample, error) {
+	start := time.Now()
+	if err := guardedPut(ctx, s.c, s.election, []clientv3.Op{clientv3.OpPut(s.key, string(Command))}); err != nil {
+		return Sample{}, err
+	}
+	return Sample{D: time.Since(start)}, nil
+}
+
+// Close resigns and closes the client.
+func (s *EtcdWriteSession) Close() { s.done() }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,54 +208,6 @@ func waitStandby(ctx context.Context, t coordination.StateReader, role coordinat
 	}
 }
 
-// KafkaHandover measures the handover after a resignation: from the start
-// of Leadership.Resign to the return of the standby's AcquireLeadership.
-// Two members take turns. It also returns how long Resign itself took.
-func (k *Kafka) KafkaHandover(ctx context.Context, rounds, warmup int) (handover, resign []time.Duration, err error) {
-	lease, _ := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
-	_, options, err := k.StateTopic(ctx, "krabka-bench-handover", lease)
-	if err != nil {
-		return nil, nil, err
-	}
-	role := mustRole("bench-handover")
-	members := [2]coordination.MemberID{mustMember("a"), mustMember("b")}
-	var transports [2]*coordination.KafkaTransport
-	for i := range transports {
-		if transports[i], err = k.Member(lease); err != nil {
-			return nil, nil, err
-		}
-		defer transports[i].Close()
-	}
-	holder, err := coordination.AcquireLeadership(ctx, transports[0], role, members[0], options...)
-	if err != nil {
-		return nil, nil, err
-	}
-	h := 0
-	for i := range rounds + warmup {
-		s := 1 - h
-		ch := campaign(ctx, transports[s], role, members[s], options)
-		if err := waitStandby(ctx, transports[h], role, members[s], options, -1); err != nil {
-			return nil, nil, err
-		}
-		start := time.Now()
-		if err := holder.Resign(ctx); err != nil {
-			return nil, nil, fmt.Errorf("resign: %w", err)
-		}
-		resigned := time.Since(start)
-		r := <-ch
-		if r.err != nil {
-			return nil, nil, fmt.Errorf("standby: %w", r.err)
-		}
-		if i >= warmup {
-			handover = append(handover, r.at.Sub(start))
-			resign = append(resign, resigned)
-		}
-		holder, h = r.leadership, s
-	}
-	_ = holder.Resign(ctx)
-	return handover, resign, nil
-}
-
 // KafkaFailover measures the failover after a crash: the holder's process
 // stops (its transport closes, so it renews no more and writes no
 // tombstone) right after a renewal, and the standby of rank 0 takes the
@@ -377,27 +330,6 @@ func (k *Kafka) holdRole(ctx context.Context, prefix string, extra ...kgo.Opt) (
 // Command is the payload of one benchmark command: 100 bytes.
 var Command = make([]byte, 100)
 
-// KafkaWriteLatency measures Leadership.Write of one command.
-func (k *Kafka) KafkaWriteLatency(ctx context.Context, n, warmup int) ([]time.Duration, error) {
-	l, t, data, err := k.holdRole(ctx, "write")
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	defer l.Resign(context.Background())
-	var samples []time.Duration
-	for i := range n + warmup {
-		start := time.Now()
-		if err := l.Write(ctx, coordination.GuardedRecord{Topic: data, Key: []byte("device-1"), Value: Command}); err != nil {
-			return nil, err
-		}
-		if i >= warmup {
-			samples = append(samples, time.Since(start))
-		}
-	}
-	return samples, nil
-}
-
 // KafkaThroughput measures commands per second over windows: writers
 // goroutines, each calling Leadership.Write with batch commands per call.
 // It also returns the calls of Leadership.Write per transaction (EndTxn
@@ -481,4 +413,124 @@ func throughput(ctx context.Context, writers, batch, windows int, window time.Du
 		return nil, firstErr
 	}
 	return rates, nil
+}
+
+// LibraryHandover is the handover of the library, sample by sample: two
+// members, each with its own transport, take turns on one role; a sample
+// runs from the start of the holder's Leadership.Resign to the return of
+// the standby's AcquireLeadership. Its steps are those of
+// FloorHandoverSteps, read from a trace of the members' requests, and then
+// the return of Resign.
+type LibraryHandover struct {
+	transports [2]*coordination.KafkaTransport
+	members    [2]coordination.MemberID
+	role       coordination.Role
+	options    []coordination.Option
+	holder     *coordination.Leadership
+	h          int
+	trace      tracer
+}
+
+// NewLibraryHandover opens the two members on a fresh state topic, and lets
+// the first one take the role.
+func (k *Kafka) NewLibraryHandover(ctx context.Context) (*LibraryHandover, error) {
+	lease, _ := coordination.NewLeaseConfig(10*time.Second, 3*time.Second, time.Second)
+	_, options, err := k.StateTopic(ctx, "krabka-bench-handover", lease)
+	if err != nil {
+		return nil, err
+	}
+	h := &LibraryHandover{role: mustRole("bench-handover"), members: [2]coordination.MemberID{mustMember("a"), mustMember("b")}, options: options}
+	for i := range h.transports {
+		if h.transports[i], err = k.Member(lease, h.trace.hook(i)); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if h.holder, err = coordination.AcquireLeadership(ctx, h.transports[0], h.role, h.members[0], options...); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// LibraryHandoverSteps names the steps of a LibraryHandover sample.
+var LibraryHandoverSteps = append(slices.Clone(FloorHandoverSteps), "the holder's Resign returns")
+
+// Sample takes one handover: the standby campaigns, and once it waits
+// (untimed), the holder resigns.
+func (h *LibraryHandover) Sample(ctx context.Context) (Sample, error) {
+	s := 1 - h.h
+	ch := campaign(ctx, h.transports[s], h.role, h.members[s], h.options)
+	if err := waitStandby(ctx, h.transports[h.h], h.role, h.members[s], h.options, -1); err != nil {
+		return Sample{}, fmt.Errorf("%w: %w", errSampleState, err)
+	}
+	h.trace.begin()
+	start := time.Now()
+	if err := h.holder.Resign(ctx); err != nil {
+		h.trace.end()
+		return Sample{}, fmt.Errorf("%w: resign: %w", errSampleState, err)
+	}
+	resigned := time.Since(start)
+	r := <-ch
+	events := h.trace.end()
+	if r.err != nil {
+		return Sample{}, fmt.Errorf("%w: standby: %w", errSampleState, r.err)
+	}
+	steps := append(handoverSteps(events, h.h, s, start), resigned)
+	names := make([]string, 2)
+	names[h.h], names[s] = "holder", "standby"
+	h.holder, h.h = r.leadership, s
+	return Sample{D: r.at.Sub(start), Steps: steps, Requests: requestCounts(events, start, r.at), Trace: timeline(events, start, names)}, nil
+}
+
+// Close resigns and closes the transports.
+func (h *LibraryHandover) Close() {
+	if h.holder != nil {
+		_ = h.holder.Resign(context.Background())
+	}
+	for _, t := range h.transports {
+		if t != nil {
+			t.Close()
+		}
+	}
+}
+
+// LibraryWrite is Leadership.Write of one command, sample by sample, by
+// the holder of a role on a fresh state topic, to a fresh data topic. Its
+// steps are those of FloorWriteSteps, read from a trace of its requests.
+type LibraryWrite struct {
+	l     *coordination.Leadership
+	t     *coordination.KafkaTransport
+	data  string
+	trace tracer
+}
+
+// NewLibraryWrite acquires the role of the writer.
+func (k *Kafka) NewLibraryWrite(ctx context.Context) (*LibraryWrite, error) {
+	w := &LibraryWrite{}
+	var err error
+	if w.l, w.t, w.data, err = k.holdRole(ctx, "write", w.trace.hook(0)); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Sample takes one guarded write.
+func (w *LibraryWrite) Sample(ctx context.Context) (Sample, error) {
+	w.trace.begin()
+	start := time.Now()
+	err := w.l.Write(ctx, coordination.GuardedRecord{Topic: w.data, Key: []byte("device-1"), Value: Command})
+	end := time.Now()
+	events := w.trace.end()
+	if err != nil {
+		return Sample{}, err
+	}
+	steps, _ := txnSteps(events, 0, start, start)
+	return Sample{D: end.Sub(start), Steps: steps, Requests: requestCounts(events, start, end), Trace: timeline(events, start, []string{"writer"})}, nil
+}
+
+// Close resigns and closes the transport.
+func (w *LibraryWrite) Close() {
+	_ = w.l.Resign(context.Background())
+	w.t.Close()
 }

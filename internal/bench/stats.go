@@ -54,7 +54,11 @@ type Row struct {
 	Figure string
 	Unit   string
 	Kafka  *Summary // nil: not measured
+	Floor  *Summary // nil: no protocol floor measured
 	Etcd   *Summary // nil: no etcd counterpart
+	// Load is the machine's 1-minute load average when the figure was
+	// taken; 0 for not recorded.
+	Load float64
 	// HigherIsBetter flips the reading of the ratio for a rate.
 	HigherIsBetter bool
 	Target         string // empty: no target
@@ -67,15 +71,21 @@ type Table struct {
 	Rows []Row
 }
 
-// Add appends a row.
-func (t *Table) Add(row Row) { t.Rows = append(t.Rows, row) }
+// Add appends a row. A row without a load gets the machine's load average
+// of the moment: it is added right after its measurement.
+func (t *Table) Add(row Row) {
+	if row.Load == 0 {
+		row.Load = LoadAverage()
+	}
+	t.Rows = append(t.Rows, row)
+}
 
 // Met returns a pointer to the outcome of a target, for a Row.
 func Met(ok bool) *bool { return &ok }
 
 // Print writes the table as Markdown, which reads as plain text too.
 func (t *Table) Print(w io.Writer) {
-	header := []string{"figure", "unit", "n", "Kafka p50", "p90", "p99", "max", "etcd p50", "p90", "p99", "max", "Kafka/etcd p50", "target", "met"}
+	header := []string{"figure", "unit", "n", "Kafka p50", "p90", "p99", "max", "floor p50", "library/floor", "etcd p50", "p90", "p99", "max", "Kafka/etcd p50", "load", "target", "met"}
 	var lines [][]string
 	for _, r := range t.Rows {
 		line := []string{r.Figure, r.Unit}
@@ -84,6 +94,11 @@ func (t *Table) Print(w io.Writer) {
 		} else {
 			line = append(line, "", "-", "-", "-", "-")
 		}
+		if r.Floor != nil && r.Kafka != nil && r.Floor.P50 > 0 {
+			line = append(line, num(r.Floor.P50), fmt.Sprintf("%.2f×", r.Kafka.P50/r.Floor.P50))
+		} else {
+			line = append(line, "-", "-")
+		}
 		if r.Etcd != nil {
 			line = append(line, num(r.Etcd.P50), num(r.Etcd.P90), num(r.Etcd.P99), num(r.Etcd.Max))
 		} else {
@@ -91,6 +106,11 @@ func (t *Table) Print(w io.Writer) {
 		}
 		if r.Kafka != nil && r.Etcd != nil && r.Etcd.P50 > 0 && !math.IsNaN(r.Kafka.P50) {
 			line = append(line, fmt.Sprintf("%.2f×", r.Kafka.P50/r.Etcd.P50))
+		} else {
+			line = append(line, "-")
+		}
+		if r.Load > 0 {
+			line = append(line, fmt.Sprintf("%.2f", r.Load))
 		} else {
 			line = append(line, "-")
 		}
