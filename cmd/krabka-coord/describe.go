@@ -259,6 +259,17 @@ func buildDescribe(role coordination.Role, partition coordination.TopicPartition
 	return result
 }
 
+// lastSeen is the newest sign of life of a roster entry in the log: the
+// holder's newest renewal, a standby's newest heartbeat (with heartbeats
+// on), or its registration.
+func lastSeen(state coordination.RoleState, e coordination.RosterEntry) int64 {
+	seen := max(e.LastSeen, e.RegisteredAt)
+	if state.Lease != nil && state.Lease.Member == e.Member {
+		seen = max(seen, state.Lease.GrantedAt)
+	}
+	return seen
+}
+
 // rankOrder lists the roster in rank order: the holder first, then the
 // live standbys from rank 0, then the lapsed ones (no rank) under the
 // roster lapse of view.
@@ -267,7 +278,7 @@ func rankOrder(state coordination.RoleState, nowMillis int64, view coordination.
 	holder, hasHolder := state.Holder()
 	roster := make([]rosterJSON, 0, len(state.Roster))
 	entry := func(e coordination.RosterEntry) rosterJSON {
-		return rosterJSON{Member: e.Member.String(), Offset: e.Offset, RegisteredAt: newTimeJSON(e.RegisteredAt), LastSeen: newTimeJSON(e.LastSeen)}
+		return rosterJSON{Member: e.Member.String(), Offset: e.Offset, RegisteredAt: newTimeJSON(e.RegisteredAt), LastSeen: newTimeJSON(lastSeen(state, e))}
 	}
 	for _, e := range state.Roster {
 		if hasHolder && e.Member == holder {

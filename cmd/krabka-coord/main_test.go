@@ -276,6 +276,13 @@ func stateOf(t *testing.T, role coordination.Role, records ...coordination.State
 	return state
 }
 
+// heartbeatRecord is the log record of one heartbeat.
+func heartbeatRecord(role coordination.Role, member string, offset, seenAt int64) coordination.StateRecord {
+	m, _ := coordination.NewMemberID(member)
+	return coordination.StateRecord{Offset: offset, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, m)),
+		Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: m, SeenAt: seenAt})}
+}
+
 func registration(role coordination.Role, member string, offset, at int64) coordination.StateRecord {
 	id, _ := coordination.NewMemberID(member)
 	return coordination.StateRecord{Offset: offset,
@@ -394,6 +401,7 @@ func TestDescribeRosterLiveness(t *testing.T) {
 		leaseRecord(role, "node-1", t7, 3, 100_000, 130_000),
 		coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, node3)),
 			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: node3, SeenAt: 93_000})},
+		heartbeatRecord(role, "dead", 5, 2000), // its one heartbeat, right after its registration
 	)
 	view, err := rosterView(30 * time.Second) // lapse 90 s
 	if err != nil {
@@ -454,6 +462,7 @@ func TestDescribeRosterLapseFollowsTheLease(t *testing.T) {
 		leaseRecord(role, "node-2", t7, 3, 100_000, 106_000),
 		coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, node3)),
 			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: node3, SeenAt: 95_000})},
+		heartbeatRecord(role, "node-1", 5, 2000), // its one heartbeat, right after its registration
 	)
 	auto, err := rosterView(0)
 	if err != nil {
@@ -467,7 +476,7 @@ func TestDescribeRosterLapseFollowsTheLease(t *testing.T) {
 		}
 		return strings.Join(got, " ")
 	}
-	// node-1 was last seen at its registration, 98 s ago: past 3 × 6 s.
+	// node-1's last heartbeat was 98 s ago: past 3 × 6 s.
 	if got, want := ranks(auto), "node-2:false node-3:false node-1:true"; got != want {
 		t.Fatalf("roster by the lease's own duration = %s; want %s", got, want)
 	}

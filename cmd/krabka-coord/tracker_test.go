@@ -56,7 +56,7 @@ func startFeed(t *testing.T, role coordination.Role, view coordination.LeaseConf
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &eventFeed{t: t, log: &logReader{records: records}, clock: coordination.NewManualClock(startMillis), cancel: cancel, done: make(chan struct{})}
 	options := []coordination.Option{coordination.WithClock(f.clock), coordination.WithPollInterval(10 * time.Millisecond),
-		coordination.WithHeartbeatInterval(view.HeartbeatInterval())}
+		coordination.WithHeartbeatInterval(watchHeartbeat(view))}
 	go func() {
 		defer close(f.done)
 		for change, err := range coordination.Observe(ctx, f.log, []coordination.Role{role}, options...) {
@@ -146,8 +146,8 @@ func TestWatchEventsRestoredAndReacquired(t *testing.T) {
 	})
 }
 
-// watch reports a standby whose rank lapsed (no heartbeat for 3
-// intervals) once, never the holder, and again only after a new silence;
+// watch reports a standby that heartbeated and whose rank lapsed (no
+// heartbeat for 3 intervals) once, never the holder, and again only after a new silence;
 // a standby lapsed when watch starts is in the state line, not an event.
 func TestWatchEventsLapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -162,6 +162,8 @@ func TestWatchEventsLapsed(t *testing.T) {
 			registration(role, "dead", 1, 1000),
 			registration(role, "old", 2, 500),
 			leaseRecord(role, "holder", t1, 3, 1000, 30000),
+			heartbeatRecord(role, "dead", 4, 1000), // each heartbeated once, right after it registered
+			heartbeatRecord(role, "old", 5, 500),
 		)
 		defer feed.stop()
 		if events := feed.take(); len(events) != 0 {
@@ -185,7 +187,7 @@ func TestWatchEventsLapsed(t *testing.T) {
 			t.Fatalf("reported twice: %+v", events)
 		}
 		member, _ := coordination.NewMemberID("dead")
-		feed.log.add(coordination.StateRecord{Offset: 4, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, member)),
+		feed.log.add(coordination.StateRecord{Offset: 6, Key: coordination.EncodeKey(coordination.HeartbeatKey(role, member)),
 			Value: coordination.EncodeHeartbeat(coordination.Heartbeat{Member: member, SeenAt: 21000})})
 		if events := feed.at(21000); len(events) != 0 {
 			t.Fatalf("a heartbeat made events: %+v", events)

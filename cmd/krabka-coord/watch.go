@@ -110,14 +110,7 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		printer:  &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
 
 	observeCtx, stopObserving := context.WithCancel(ctx)
-	// A standby that heartbeats lapses by the members' interval; without
-	// --heartbeat-interval the watch takes the default lease duration. A
-	// standby that writes no heartbeats never lapses.
-	heartbeat := view.HeartbeatInterval()
-	if heartbeat <= 0 {
-		heartbeat = coordination.DefaultLeaseDuration
-	}
-	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(heartbeat))
+	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(watchHeartbeat(view)))
 	seq := coordination.ObserveAll(observeCtx, s.transport, options...)
 	if !all {
 		seq = coordination.Observe(observeCtx, s.transport, roles, options...)
@@ -374,4 +367,15 @@ func formatEvent(event roleEvent) string {
 		member = "-"
 	}
 	return fmt.Sprintf("%s  %-12s  %-10s  %s\n", formatClock(time.UnixMilli(event.At.Millis)), event.Kind, member, event.Message)
+}
+
+// watchHeartbeat is the heartbeat interval by which watch tells a lapsed
+// standby: the members' (--heartbeat-interval), and the default lease
+// duration without one. A standby that writes no heartbeats never lapses,
+// whatever the interval.
+func watchHeartbeat(view coordination.LeaseConfig) time.Duration {
+	if heartbeat := view.HeartbeatInterval(); heartbeat > 0 {
+		return heartbeat
+	}
+	return coordination.DefaultLeaseDuration
 }
