@@ -609,7 +609,7 @@ func (c *campaign) abandon(ctx context.Context, cause error) error {
 	// A duplicate member shares its registration key with the live
 	// process, so a tombstone would take that process off the roster.
 	if c.registered && !errors.Is(cause, ErrDuplicateMember) {
-		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(c.settings))
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
 		defer cancel()
 		if err := c.transport.Append(cleanup, c.partition, EncodeKey(RegistrationKey(c.role, c.member)), nil); err != nil {
 			c.logger.Warn("coordination: deregistration after a cancelled wait failed", slog.Any("error", err))
@@ -623,11 +623,8 @@ func (c *campaign) abandon(ctx context.Context, cause error) error {
 	return cause
 }
 
-// cleanupTimeout bounds a write that the package makes after the caller's
+// cleanupBound bounds a write that the package makes after the caller's
 // context ended: a resignation's tombstones, a deregistration. With the
 // transport's own bound on a write in flight (250 ms for [KafkaTransport])
 // such a call returns within a second of its context.
-func cleanupTimeout(*settings) time.Duration { return cleanupBound }
-
-// cleanupBound is the value of cleanupTimeout.
 const cleanupBound = 600 * time.Millisecond

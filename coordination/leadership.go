@@ -326,7 +326,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(l.settings))
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
 		defer cancel()
 	}
 	if err := l.lock(ctx, "resign"); err != nil {

@@ -60,11 +60,6 @@ type globals struct {
 	dial func(ctx context.Context, network, host string) (net.Conn, error)
 }
 
-func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
-	root, _ := newRoot(stdout, stderr, getenv)
-	return root
-}
-
 // newRoot builds the command tree, and returns the globals that its flags
 // set.
 func newRoot(stdout, stderr io.Writer, getenv func(string) string) (*cobra.Command, *globals) {
