@@ -88,16 +88,34 @@ var ErrDuplicateMember = errors.New("another live process uses this member id")
 
 // NameError reports a role or member name that [NewRole] or
 // [NewMemberID] refuses. Find it with [errors.As]; the CLI and other
-// callers read its fields instead of parsing the message.
+// callers compare its Fault instead of parsing the message.
 type NameError struct {
 	// Kind is "role" or "member id".
 	Kind string
 	// Name is the refused name, as the caller gave it.
 	Name string
-	// Reason says what is wrong, such as "empty" or "300 bytes, the
-	// maximum is 249".
+	// Fault says what is wrong, for a caller to compare: [NameEmpty],
+	// [NameTooLong] or [NameNotUTF8].
+	Fault NameFault
+	// Reason says what is wrong in words, such as "empty" or "300 bytes,
+	// the maximum is 249".
 	Reason string
 }
+
+// NameFault is what is wrong with a name that [NewRole] or [NewMemberID]
+// refuses: the comparable part of a [NameError].
+type NameFault int
+
+const (
+	// NameEmpty is an empty name.
+	NameEmpty NameFault = iota + 1
+	// NameTooLong is a name longer than [MaxRoleLen] or [MaxMemberIDLen]
+	// bytes.
+	NameTooLong
+	// NameNotUTF8 is a name that is not UTF-8 (an erratum of the
+	// specification: see the package doc, "Extensions and errata").
+	NameNotUTF8
+)
 
 // Error writes "coordination: invalid <kind> <name>: <reason>", with the
 // name quoted as Go quotes a string; a name longer than 64 bytes is left

@@ -33,6 +33,8 @@ type Role struct {
 // an implementation in another language (or Kafka's own murmur2 in Java)
 // could not hash it the same way. Any UTF-8 text within
 // the bound is a role, because Kafka accepts any transactional.id.
+//
+// The error is a *[NameError]; its Fault tells the three refusals apart.
 func NewRole(name string) (Role, error) {
 	if err := checkName("role", name, MaxRoleLen); err != nil {
 		return Role{}, err
@@ -78,11 +80,11 @@ func (m MemberID) IsZero() bool { return m.name == "" }
 func checkName(what, name string, limit int) error {
 	switch {
 	case name == "":
-		return &NameError{Kind: what, Reason: "empty"}
+		return &NameError{Kind: what, Fault: NameEmpty, Reason: "empty"}
 	case len(name) > limit:
-		return &NameError{Kind: what, Name: name, Reason: fmt.Sprintf("%d bytes, the maximum is %d", len(name), limit)}
+		return &NameError{Kind: what, Name: name, Fault: NameTooLong, Reason: fmt.Sprintf("%d bytes, the maximum is %d", len(name), limit)}
 	case !utf8.ValidString(name):
-		return &NameError{Kind: what, Name: name, Reason: "not UTF-8"}
+		return &NameError{Kind: what, Name: name, Fault: NameNotUTF8, Reason: "not UTF-8"}
 	}
 	return nil
 }

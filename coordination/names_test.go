@@ -1,6 +1,7 @@
 package coordination_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -76,5 +77,25 @@ func TestZeroNames(t *testing.T) {
 	}
 	if fxMember(t, "node-1") == fxMember(t, "node-2") {
 		t.Errorf("two members of different names are equal under ==")
+	}
+}
+
+// TestNameErrorFault: a caller tells the three refusals apart by the
+// NameError's Fault, without reading the message.
+func TestNameErrorFault(t *testing.T) {
+	for name, want := range map[string]coordination.NameFault{
+		"":                       coordination.NameEmpty,
+		strings.Repeat("r", 250): coordination.NameTooLong,
+		"role-\xff":              coordination.NameNotUTF8,
+	} {
+		for _, build := range []func(string) error{
+			func(s string) error { _, err := coordination.NewRole(s); return err },
+			func(s string) error { _, err := coordination.NewMemberID(s); return err },
+		} {
+			var nameErr *coordination.NameError
+			if err := build(name); !errors.As(err, &nameErr) || nameErr.Fault != want {
+				t.Errorf("the error for %q = %v; want a *NameError with Fault %d", name, err, want)
+			}
+		}
 	}
 }
