@@ -133,7 +133,7 @@ func kafkaCause(err error) string {
 	if errors.As(err, &ke) {
 		return ke.Message
 	}
-	return oneLine(strings.TrimPrefix(err.Error(), "coordination: "))
+	return oneLine(errText(err))
 }
 
 // memberDenial picks the ACL that a refusal of a member's campaign names:

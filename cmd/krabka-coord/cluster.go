@@ -154,7 +154,7 @@ func (c *cluster) unreachable(err error) error {
 func (c *cluster) transport(lease coordination.LeaseConfig) (*coordination.KafkaTransport, error) {
 	transport, err := coordination.NewKafkaTransportWithOptions(lease, c.opts, c.brokers...)
 	if err != nil {
-		return nil, usageError("%s", strings.TrimPrefix(err.Error(), "coordination: "))
+		return nil, usageError("%s", errText(err))
 	}
 	return transport, nil
 }

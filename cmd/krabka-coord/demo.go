@@ -276,7 +276,7 @@ func (d *demo) setup(ctx context.Context) error {
 		replication = -1
 	}
 	if err := setupTransport.CreateStateTopic(ctx, replication, 1, d.options...); err != nil {
-		return clusterError("create the state topic: %s", strings.TrimPrefix(err.Error(), "coordination: "))
+		return clusterError("create the state topic: %s", errText(err))
 	}
 	client, err := kgo.NewClient(d.clientOpts()...)
 	if err != nil {

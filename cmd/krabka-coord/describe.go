@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -198,13 +197,13 @@ func describeRole(ctx context.Context, s *session, role coordination.Role, view 
 		var format *coordination.FormatError
 		switch {
 		case errors.As(err, &format):
-			warnings = append(warnings, "skipped a record that does not decode: "+strings.TrimPrefix(err.Error(), "coordination: "))
+			warnings = append(warnings, "skipped a record that does not decode: "+errText(err))
 		case isDenied(err):
 			return describeJSON{}, s.deniedError("read "+partition.String(), topicACL(opRead, g.topic), err)
 		case interruptedBy(ctx):
 			return describeJSON{}, interruptedError("while reading " + partition.String())
 		default:
-			return describeJSON{}, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			return describeJSON{}, clusterError("read %s: %s", partition, oneLine(errText(err)))
 		}
 	}
 	var status coordination.LeadershipStatus

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -247,7 +246,7 @@ func (h *holder) preflight(ctx context.Context) error {
 	case isDenied(err):
 		return h.session.deniedError("read "+h.partition.String(), topicACL(opRead, h.g.topic), err)
 	case err != nil:
-		return clusterError("read %s: %s", h.partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+		return clusterError("read %s: %s", h.partition, oneLine(errText(err)))
 	}
 	h.metrics.partitionRead(nil)
 	err = retryTransient(ctx, func(ctx context.Context) error {
@@ -468,9 +467,9 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 		return nil, h.session.deniedError(fmt.Sprintf("member %s campaigns for role %s", h.shownMember(), h.shownRole()), need, err)
 	case errors.Is(err, coordination.ErrMisconfigured):
 		return nil, clusterError("the cluster refuses the configuration of role %s: %s (a lease above the brokers' transaction.max.timeout.ms, 15m by default, is refused: pass a shorter --lease-duration)",
-			h.shownRole(), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			h.shownRole(), oneLine(errText(err)))
 	default:
-		return nil, failure("%s", oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+		return nil, failure("%s", oneLine(errText(err)))
 	}
 	h.metrics.acquired(leadership.Token())
 	lease := leadership.Lease()
@@ -502,9 +501,9 @@ func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Sig
 	}
 	h.metrics.ended("resigned")
 	if err != nil {
-		h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token()), Message: "resignation not confirmed: " + oneLine(strings.TrimPrefix(err.Error(), "coordination: "))},
+		h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token()), Message: "resignation not confirmed: " + oneLine(errText(err))},
 			fmt.Sprintf("krabka-coord: warning: member %s stopped leading role %s, but the cluster did not confirm its resignation within %v (%s); the standbys take over at the lease deadline, %s",
-				h.shownMember(), h.shownRole(), resignTimeout, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")), formatMillis(leadership.Lease().Deadline)), true)
+				h.shownMember(), h.shownRole(), resignTimeout, oneLine(errText(err)), formatMillis(leadership.Lease().Deadline)), true)
 		return nil
 	}
 	h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token())},
@@ -529,7 +528,7 @@ func (h *holder) stepDown(leadership *coordination.Leadership, by string) error 
 	h.metrics.rejoined("step_down")
 	note := "the first standby, if any, takes over now"
 	if err != nil {
-		note = fmt.Sprintf("the cluster did not confirm the resignation (%s), so the standbys take over at the lease deadline", oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+		note = fmt.Sprintf("the cluster did not confirm the resignation (%s), so the standbys take over at the lease deadline", oneLine(errText(err)))
 	}
 	h.report(holderEvent{Event: "stepped_down", Token: newTokenJSON(leadership.Token()), Message: by},
 		fmt.Sprintf("stepped down: member %s gave up role %s (token %s) on %s; %s; it campaigns again at the tail of the roster", h.shownMember(), h.shownRole(), leadership.Token(), by, note), false)
@@ -634,7 +633,7 @@ func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error 
 		// The tombstone did not land (the broker is unreachable, say):
 		// the registration stays until its heartbeats stop counting.
 		left = fmt.Sprintf("its registration could not be removed (%s), so it stays in the roster until it lapses (three heartbeat intervals)",
-			oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+			oneLine(errText(err)))
 	}
 	var current *tokenJSON
 	if status, err := coordination.DescribeLeadership(ctx, h.transport, h.role); err == nil && status.Held {
@@ -647,7 +646,7 @@ func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error 
 		return h.session.deniedError(fmt.Sprintf("member %s lost role %s", h.shownMember(), h.shownRole()), need, cause)
 	case errors.Is(cause, coordination.ErrProducerLost):
 		return fencedError("lost: member %s lost role %s under token %s: the producer of its epoch is lost (%s), so no write under the token can land; %s; run it again to compete (or run with --rejoin)",
-			h.shownMember(), h.shownRole(), leadership.Token(), oneLine(strings.TrimPrefix(cause.Error(), "coordination: ")), left)
+			h.shownMember(), h.shownRole(), leadership.Token(), oneLine(errText(cause)), left)
 	case !errors.Is(cause, coordination.ErrFenced):
 		return failure("member %s lost role %s: %s", h.shownMember(), h.shownRole(), oneLine(fmt.Sprint(cause)))
 	}

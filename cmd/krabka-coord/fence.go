@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -113,7 +112,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		if isDenied(err) {
 			return result, s.deniedError("read "+partition.String(), topicACL(opRead, g.topic), err)
 		}
-		return result, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+		return result, clusterError("read %s: %s", partition, oneLine(errText(err)))
 	}
 	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
 		return result, usageError("role %s has never been taken and has no members: check the name, or pass --force to mint its first epoch", showName(role.String()))
@@ -134,7 +133,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		if isDenied(err) {
 			return result, s.deniedError("mint a new epoch of role "+showName(role.String())+" (InitProducerId)", roleACL(opWrite, role), err)
 		}
-		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), oneLine(errText(err)))
 	}
 	result.NewToken = newTokenJSON(token)
 	if release && state.Lease != nil {
@@ -146,7 +145,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 				hint = fmt.Sprintf("; %s lacks %s: grant it with: %s", g.principal(), need, need.grantCommand(g.principal(), s.brokers[0]))
 			}
 			fmt.Fprintf(g.stderr, "krabka-coord: warning: the epoch is minted, but the lease was not cleared (%s); the standbys take over at its deadline%s\n",
-				oneLine(strings.TrimPrefix(err.Error(), "coordination: ")), hint)
+				oneLine(errText(err)), hint)
 			return result, nil
 		}
 		result.LeaseReleased = true
@@ -158,7 +157,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		if _, registered := state.Entry(holder); registered {
 			if err := transport.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, holder)), nil); err != nil {
 				fmt.Fprintf(g.stderr, "krabka-coord: warning: the lease is cleared, but %s is still registered (%s); the standbys take over once it leaves\n",
-					showName(holder.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+					showName(holder.String()), oneLine(errText(err)))
 			} else {
 				result.HolderRemoved = true
 			}

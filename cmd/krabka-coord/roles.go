@@ -49,7 +49,7 @@ func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
 			if isDenied(result.err) {
 				return nil, s.deniedError("read "+partition.String(), topicACL(opRead, s.g.topic), result.err)
 			}
-			return nil, clusterError("read %s: %s", partition, oneLine(strings.TrimPrefix(result.err.Error(), "coordination: ")))
+			return nil, clusterError("read %s: %s", partition, oneLine(errText(result.err)))
 		}
 		for _, record := range result.records {
 			key, err := coordination.DecodeKey(record.Key)
@@ -103,7 +103,7 @@ func (s *session) epochError(role coordination.Role, err error) error {
 	if isDenied(err) {
 		return s.deniedError("describe the epoch of role "+showName(role.String())+" (DescribeTransactions)", roleACL(opDescribe, role), err)
 	}
-	return clusterError("describe the epoch of role %s at the transaction coordinator: %s", showName(role.String()), oneLine(strings.TrimPrefix(err.Error(), "coordination: ")))
+	return clusterError("describe the epoch of role %s at the transaction coordinator: %s", showName(role.String()), oneLine(errText(err)))
 }
 
 // neverSeen is the error of a role that has no epoch, no lease and no

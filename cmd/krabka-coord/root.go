@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -209,18 +210,28 @@ func quoteName(name string) string {
 }
 
 // nameProblem says what is wrong with a name and what to do; example is a
-// good name of the kind.
+// good name of the kind. It compares the NameError's Fault, not the text.
 func nameProblem(err error, limit int, example string) string {
-	text := err.Error()
-	switch {
-	case strings.HasSuffix(text, "empty"):
-		return "empty; pass a non-empty name such as " + example
-	case strings.Contains(text, "the maximum is"):
-		return fmt.Sprintf("longer than %d bytes; pass a shorter name", limit)
-	case strings.Contains(text, "not UTF-8"):
-		return "not valid UTF-8; pass the name in UTF-8"
+	var nameErr *coordination.NameError
+	if errors.As(err, &nameErr) {
+		switch nameErr.Fault {
+		case coordination.NameEmpty:
+			return "empty; pass a non-empty name such as " + example
+		case coordination.NameTooLong:
+			return fmt.Sprintf("longer than %d bytes; pass a shorter name", limit)
+		case coordination.NameNotUTF8:
+			return "not valid UTF-8; pass the name in UTF-8"
+		}
 	}
-	return strings.TrimPrefix(text, "coordination: ")
+	return errText(err)
+}
+
+// errText is the message of an error of the library for the CLI's own
+// messages: without the "coordination: " prefix, which the CLI's own
+// prefix replaces. Every message of the CLI that quotes a library error
+// goes through it.
+func errText(err error) string {
+	return strings.TrimPrefix(err.Error(), "coordination: ")
 }
 
 // coordOptions are the options of the library that the global flags set.
@@ -405,7 +416,7 @@ func (l *leaseFlags) config() (coordination.LeaseConfig, error) {
 	}
 	config, err := coordination.NewLeaseConfig(l.duration, l.renew, l.stagger)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), "coordination: ")
+		msg := errText(err)
 		return config, usageError("--lease-duration %v, --renew-interval %v, --challenge-stagger %v: %s", l.duration, l.renew, l.stagger, msg)
 	}
 	return withHeartbeat(config, l.heartbeat)
@@ -419,7 +430,7 @@ func withHeartbeat(config coordination.LeaseConfig, heartbeat time.Duration) (co
 	}
 	config, err := config.WithHeartbeatInterval(heartbeat)
 	if err != nil {
-		return config, usageError("--heartbeat-interval %v: %s", heartbeat, strings.TrimPrefix(err.Error(), "coordination: "))
+		return config, usageError("--heartbeat-interval %v: %s", heartbeat, errText(err))
 	}
 	return config, nil
 }

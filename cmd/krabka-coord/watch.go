@@ -249,7 +249,7 @@ func (w *watcher) readText(o observed) string {
 	if o.change.Partition != (coordination.TopicPartition{}) {
 		step = "read " + o.change.Partition.String()
 	}
-	cause := strings.TrimPrefix(o.err.Error(), "coordination: ")
+	cause := errText(o.err)
 	cause = strings.TrimPrefix(cause, "observe "+o.change.Partition.String()+": ")
 	return step + ": " + oneLine(cause)
 }
