@@ -169,6 +169,8 @@ type campaign struct {
 
 	heartbeatDue int64 // the instant of the next heartbeat, in ms
 	heartbeated  bool  // a heartbeat of this member was written
+
+	mintTimeouts int // mint attempts in a row that ran out of their bound
 }
 
 // openTransactionSweep bounds how long a challenger waits for an open
@@ -439,11 +441,13 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && attempt.Err() != nil {
+				c.mintTimeouts++ // the next attempt waits twice as long
 				return nil, wrapf(err, nil, "mint the epoch of role %s: the attempt gave up after %v; the member reads the partition again before it tries again", c.role, bound)
 			}
 			return nil, wrapf(err, nil, "mint the epoch of role %s", c.role)
 		}
 		c.minted = &token
+		c.mintTimeouts = 0
 	}
 	token := *c.minted
 	lease := c.settings.lease.Grant(c.member, token, c.settings.clock.NowMillis())
@@ -458,9 +462,16 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 
 // mintAttemptBound bounds one InitProducerId attempt of a challenge: the
 // poll interval, and at least minMintAttempt so that a cold client on a
-// loaded machine can finish a healthy mint.
+// loaded machine can finish a healthy mint, doubled for each attempt in a
+// row that ran out of it, up to the lease duration: a cluster whose mints
+// are slow still serves one, and a challenge never waits longer than a
+// lease for a mint whose reason may be gone.
 func (c *campaign) mintAttemptBound() time.Duration {
-	return max(c.settings.pollInterval, minMintAttempt)
+	bound := max(c.settings.pollInterval, minMintAttempt)
+	for range min(c.mintTimeouts, 16) {
+		bound *= 2
+	}
+	return max(min(bound, c.settings.lease.duration), minMintAttempt)
 }
 
 // minMintAttempt is the floor of mintAttemptBound.

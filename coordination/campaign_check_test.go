@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
@@ -179,4 +180,44 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// slowMint is a transport of the four interfaces whose InitProducerId takes
+// delay, and honours its context.
+type slowMint struct {
+	*specTransport
+	delay    time.Duration
+	attempts int
+}
+
+func (s *slowMint) AcquireEpoch(ctx context.Context, role coordination.Role) (coordination.FencingToken, error) {
+	s.attempts++
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return coordination.NoEpoch, ctx.Err()
+	}
+	return s.specTransport.AcquireEpoch(ctx, role)
+}
+
+// TestCampaignMintAttemptBoundGrows: a challenge's mint attempt is bounded
+// (one poll interval, at least 500 ms), and the bound doubles after each
+// attempt that ran out, so a cluster whose InitProducerId takes 1.2 s still
+// serves the role, on the second attempt, with one epoch.
+func TestCampaignMintAttemptBoundGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster := newSpecCluster()
+		role := fxRole(t, "controller")
+		transport := &slowMint{specTransport: cluster.client(), delay: 1200 * time.Millisecond}
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancel()
+		l, err := coordination.AcquireLeadership(ctx, transport, role, fxMember(t, "node-1"), coordination.WithLogger(discardLogger()))
+		if err != nil {
+			t.Fatalf("AcquireLeadership over a 1.2 s InitProducerId = %v; want the role", err)
+		}
+		if transport.attempts != 2 || cluster.mintCount(role) != 1 {
+			t.Fatalf("%d attempts, %d epochs; want 2 attempts (1 s, then 2 s) and one epoch", transport.attempts, cluster.mintCount(role))
+		}
+		l.Resign(context.Background())
+	})
 }

@@ -80,7 +80,7 @@ func DescribeRoleState(ctx context.Context, reader StateReader, role Role, optio
 	if reader == nil {
 		return RoleState{}, errors.New("coordination: DescribeRoleState: nil StateReader")
 	}
-	s, err := newSettings(options)
+	s, err := placementSettings(options)
 	if err != nil {
 		return RoleState{}, err
 	}

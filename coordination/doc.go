@@ -13,7 +13,7 @@
 // The leadership epoch is the producer epoch that Kafka's transaction
 // coordinator mints for the transactional id of a role. That one decision
 // supplies every property this package promises: the quorum mints the value,
-// the value only grows, a new mint fences every older producer of the role,
+// a new mint fences every older producer of the role,
 // and the broker refuses a fenced producer's writes without asking any clock.
 //
 // The lease adds no safety of its own. It is a liveness and anti-flap
@@ -88,8 +88,11 @@
 // The choice for members with changing ids: keep the ids stable (a
 // StatefulSet's ordinal names, or a name stored on a volume), so that a
 // restart re-registers the same key and leaves nothing behind; or switch
-// heartbeats on, once every reader of the topic decodes kind 2 (this
-// release and later), so that a dead id lapses after three intervals; or
+// heartbeats on, once every reader of the topic decodes kind 2 (a Go reader
+// of a release whose package doc names [KindHeartbeat]; a port, such as
+// krabka-client-rs or krabka-streams-java, only once its DecodeKey accepts
+// kind 2, which this repository cannot check), so that a dead id lapses
+// after three intervals; or
 // keep the specification's topic and accept one stagger per dead
 // registration ahead of the live standbys (a clean exit writes the
 // registration's tombstone; a crash leaves it).
@@ -207,7 +210,13 @@
 //     TestLeadershipRestartedHolderTakesItsRoleBackWithTheDuplicateCheck,
 //     TestTryAcquireUnderALiveHoldersMemberID.
 //   - [WithRenewDeadline]: the leadership ends when no renewal was
-//     confirmed within the deadline ([ErrRenewDeadline]). Off by default.
+//     confirmed within the deadline ([ErrRenewDeadline]). Why: work that
+//     cannot carry the token to its target (a call to a device that reads
+//     none) must stop before a standby may take over, by the holder's own
+//     clock (client-go's renew deadline). Why off: the specification ends a
+//     leadership on a fence or a resignation only. Tests:
+//     TestRenewDeadline* (renew_deadline_test.go),
+//     TestKafkaClusterRenewDeadline.
 //   - The transport's lease policy: [KafkaTransport] is built with a lease
 //     policy (its transaction timeout), but the default of every call is
 //     [DefaultLeaseConfig] all the same; pass
@@ -228,6 +237,31 @@
 // [ErrNotAuthorized], [ErrMisconfigured], [ErrProducerLost],
 // [ErrOutcomeUnknown] and [ErrDuplicateMember], for failures the
 // specification does not name.
+//
+// Two departures are always on, because an option could not serve them:
+//
+//   - [DecodeKey] decodes kind 2 ([KindHeartbeat]); the specification's
+//     DecodeKey rejects it as an unknown kind, and so [BuildRoleState]
+//     folds a heartbeat instead of reporting it. Why: heartbeats can be
+//     switched on only after every reader decodes them, so a reader must
+//     decode them before any writer writes them; a decoder takes no option.
+//     A topic written with the defaults holds no such record, so a reader
+//     of it sees no difference. Test: TestBuildRoleStateHeartbeats.
+//   - A challenge is a bounded mint attempt: the poll interval, at least
+//     500 ms, doubled after each attempt in a row that ran out, up to the
+//     lease duration. When it does not land, the member reads the partition
+//     again and decides again: a challenge whose reason is gone is
+//     dropped, and a late mint never deposes a leader that the member did
+//     not see fail (issue 9). The specification bounds the call by its
+//     context only; over a transport whose InitProducerId ignores its
+//     context and mints late, an attempt that ran out may have used up an
+//     epoch. Tests: TestLivenessLateChallengeIsAbandoned,
+//     TestCampaignMintAttemptBoundGrows.
+//
+// Records of kind 0 that the specification's Registration describes ("it
+// writes a tombstone on the same key when it leaves"): [Leadership.Resign]
+// and an [AcquireLeadership] whose context ends before it wins both write
+// the member's registration tombstone.
 //
 // Errata: where the specification is wrong or unsafe, this package departs
 // from it, and says why.
@@ -282,10 +316,6 @@
 //     fenced, does not take the role back from the lease that still names
 //     it; it competes as any standby, by the rank of its new registration.
 //     See "Extensions and errata".
-//   - A challenge is one bounded mint attempt (the poll interval, at least
-//     500 ms). When it does not land, the member reads the partition again
-//     and decides again: a challenge whose reason is gone is dropped, and a
-//     late mint never deposes a leader that the member did not see fail.
 //   - Every call returns within its context plus a small bound: a write whose
 //     transaction is in flight when the context ends waits 250 ms more, then
 //     returns an error that wraps [ErrOutcomeUnknown]; the transaction ends

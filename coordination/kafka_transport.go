@@ -161,11 +161,13 @@ var (
 // transaction timeout of every role, so it must not exceed the broker's
 // transaction.max.timeout.ms (15 minutes by default).
 //
-// The lease policy is also the default of every [AcquireLeadership] over
-// this transport: a call with no timing option takes it, so the transaction
-// timeout and the lease agree. A call whose options give another lease
-// duration is logged, because a transaction timeout longer than the lease
-// lets a stalled holder hide its partition longer than a lease.
+// The lease policy is not the default of the calls over this transport:
+// they take [DefaultLeaseConfig], the specification's default, unless an
+// option says otherwise. Pass WithLeaseConfig(transport.LeaseConfig()) so
+// that the transaction timeout and the lease agree. A call whose lease
+// duration differs from the transport's is logged, because a transaction
+// timeout longer than the lease lets a stalled holder hide its partition
+// longer than a lease.
 //
 // The call opens no connection; the first request does. It returns an error
 // for the zero LeaseConfig and for an empty broker list. Use
@@ -288,8 +290,9 @@ func leaseVersions(plain *kgo.Client) *kversion.Versions {
 }
 
 // LeaseConfig returns the lease policy the transport was built with: its
-// duration is the transaction timeout of every role, and [AcquireLeadership]
-// takes the policy as its default.
+// duration is the transaction timeout of every role. Pass it to
+// [WithLeaseConfig] to run a call with it; the calls' default is
+// [DefaultLeaseConfig].
 func (t *KafkaTransport) LeaseConfig() LeaseConfig { return t.lease }
 
 // useStateTopic checks a partition of the state topic and remembers its

@@ -43,6 +43,22 @@ type settings struct {
 // ([DefaultLeaseConfig], [StateTopic], [DefaultPartitions],
 // [DefaultPollInterval], [SystemClock]) and checks the result.
 func newSettings(options []Option) (*settings, error) {
+	return buildSettings(options, true)
+}
+
+// placementSettings applies the options as newSettings does, for a call
+// that only places and reads a role (RoleTopicPartition,
+// DescribeRoleState): only WithTopic and WithPartitions change its answer,
+// so a lease policy that the options leave inconsistent (a lease duration
+// below the default renew interval, say) is no error there; each option's
+// own range still is.
+func placementSettings(options []Option) (*settings, error) {
+	return buildSettings(options, false)
+}
+
+// buildSettings is newSettings; checkLease says whether the lease timings
+// must form a policy.
+func buildSettings(options []Option, checkLease bool) (*settings, error) {
 	defaults := DefaultLeaseConfig()
 	s := &settings{
 		topic:            StateTopic,
@@ -63,6 +79,10 @@ func newSettings(options []Option) (*settings, error) {
 		}
 	}
 	lease, err := NewLeaseConfig(s.leaseDuration, s.renewInterval, s.challengeStagger)
+	if err != nil && !checkLease {
+		s.lease = defaults
+		return s, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (set by WithLeaseConfig, WithLeaseDuration, WithRenewInterval, WithChallengeStagger)", err)
 	}
@@ -121,9 +141,9 @@ func WithChallengeStagger(stagger time.Duration) Option {
 	}
 }
 
-// WithClock reads the time from another clock than [SystemClock]. A test
-// passes [NewManualClock] and drives every wait by hand. It rejects a nil
-// clock.
+// WithClock reads the time from another clock than [SystemClock]; the
+// default is SystemClock. A test passes [NewManualClock] and drives every
+// wait by hand. It rejects a nil clock.
 func WithClock(clock Clock) Option {
 	return func(s *settings) error {
 		if clock == nil {
@@ -308,7 +328,8 @@ func WithRenewInterval(interval time.Duration) Option {
 	}
 }
 
-// WithTopic reads and writes another topic than [StateTopic]. It rejects a
+// WithTopic reads and writes another topic than [StateTopic]; the default
+// is StateTopic. It rejects a
 // name that Kafka rejects: empty, "." or "..", longer than 249 bytes, or
 // with a character outside [a-zA-Z0-9._-].
 func WithTopic(topic string) Option {
@@ -344,7 +365,7 @@ func checkTopic(topic string) error {
 // holds every record of the role. Only [WithTopic] and [WithPartitions]
 // change the answer. It returns an error for an invalid option.
 func RoleTopicPartition(role Role, options ...Option) (TopicPartition, error) {
-	s, err := newSettings(options)
+	s, err := placementSettings(options)
 	if err != nil {
 		return TopicPartition{}, err
 	}

@@ -1,6 +1,7 @@
 package coordination_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
 )
 
 func TestRoleTopicPartition(t *testing.T) {
@@ -61,8 +63,8 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 		{coordination.WithPartitions(-3), "WithPartitions"},
 		{coordination.WithLeaseDuration(0), "WithLeaseDuration"},
 		{coordination.WithLeaseDuration(-time.Second), "WithLeaseDuration"},
-		{coordination.WithLeaseDuration(5 * time.Second), "WithLeaseDuration"}, // below the default renew interval
-		{coordination.WithLeaseDuration(500 * time.Microsecond), "WithLeaseDuration"},
+		{coordination.WithLeaseDuration(5 * time.Second), "WithLeaseDuration"},        // below the default renew interval: a policy error
+		{coordination.WithLeaseDuration(500 * time.Microsecond), "WithLeaseDuration"}, // likewise
 		{coordination.WithRenewInterval(0), "WithRenewInterval"},
 		{coordination.WithRenewInterval(40 * time.Second), "WithRenewInterval"}, // above the default duration
 		{coordination.WithRenewInterval(30 * time.Second), "WithRenewInterval"}, // equal to it
@@ -82,15 +84,30 @@ func TestInvalidOptionsNameTheOption(t *testing.T) {
 		{coordination.WithLeaseConfig(coordination.LeaseConfig{}), "WithLeaseConfig"},
 	}
 	role := fxRole(t, "controller")
+	transport := coordinationtest.NewCluster().Transport("node-1")
 	for _, test := range tests {
-		got, err := coordination.RoleTopicPartition(role, test.option)
-		if err == nil {
-			t.Errorf("an invalid %s gave %v and no error", test.names, got)
-			continue
-		}
-		if !strings.Contains(err.Error(), test.names) {
+		// AcquireLeadership refuses each, before it writes anything.
+		if _, err := coordination.AcquireLeadership(context.Background(), transport, role, fxMember(t, "node-1"), test.option); err == nil {
+			t.Errorf("AcquireLeadership with an invalid %s gave no error", test.names)
+		} else if !strings.Contains(err.Error(), test.names) {
 			t.Errorf("error %q does not name %s", err, test.names)
 		}
+	}
+	// RoleTopicPartition refuses an option out of its own range; a lease
+	// policy that does not hold together is no error there, because only
+	// WithTopic and WithPartitions change its answer.
+	for _, option := range []coordination.Option{coordination.WithPartitions(0), coordination.WithTopic(""), coordination.WithClock(nil), coordination.WithLeaseDuration(0)} {
+		if got, err := coordination.RoleTopicPartition(role, option); err == nil {
+			t.Errorf("RoleTopicPartition with an option out of range gave %v and no error", got)
+		}
+	}
+	for _, option := range []coordination.Option{coordination.WithLeaseDuration(5 * time.Second), coordination.WithRenewInterval(40 * time.Second)} {
+		if got, err := coordination.RoleTopicPartition(role, option); err != nil || got.Partition != 12 {
+			t.Errorf("RoleTopicPartition with a lease policy it does not use = %v, %v; want __coordination_state-12", got, err)
+		}
+	}
+	if transport.Calls(coordinationtest.OpAppend) != 0 {
+		t.Errorf("an AcquireLeadership with an invalid option wrote a record")
 	}
 	if _, err := coordination.RoleTopicPartition(role, nil); err == nil {
 		t.Error("a nil Option gave no error")

@@ -57,9 +57,10 @@ guarded write (Leadership.Write: a transaction under the role's epoch).
   6. handover: node-2 resigns, and node-3 takes over at once.
 
 The members run with the options of krabka-coord elect: the library's
-defaults (the specification's), with the duplicate-member watch and the
-resignation anchor switched on, and no heartbeats, so the state topic holds
-registrations and leases only.
+default options (the specification's) with the demo's short timings (the
+flags below), the duplicate-member watch and the resignation anchor
+switched on, and no heartbeats, so the state topic holds registrations and
+leases only.
 
 At the end demo reads the command topic read_committed and checks that
 every command is there in order, that no command of a deposed leader

@@ -66,11 +66,11 @@ way that no write under the token can recover from (ErrProducerLost). With
 
 A second live process under the same ROLE and MEMBER is refused (exit 2):
 each would fence the other. elect and run switch the library's duplicate-
-member watch on (WithDuplicateMemberCheck), so a restart under the MEMBER
-of a live lease costs one epoch and waits up to one --renew-interval plus
-one --poll-interval (11s with the defaults) for a renewal by another live
-process first, unless the coordinator already holds a newer token than
-that lease's; none means a crashed earlier run, whose role it takes back.
+member watch on (WithDuplicateMemberCheck). A restart under the MEMBER of
+a live lease waits, before it writes anything, up to one --renew-interval
+plus one --poll-interval and a second (12s with the defaults, never past
+the lease's deadline) for a renewal by another live process; none means a
+crashed earlier run, whose role it then takes back at once, for one epoch.
 With --heartbeat-interval, a process that finds a standby registration of
 its own MEMBER also waits up to one interval (plus a poll and a second) for
 that standby's heartbeat: none means a crashed earlier run, whose place it
@@ -143,6 +143,11 @@ transaction.max.timeout.ms.`,
 
 // holder takes a role for elect and run.
 type holder struct {
+	// leaseWatched is set when refuseLiveHolder watched a live lease of
+	// this member and saw no renewal: the next acquisition needs no
+	// duplicate watch of its own (it would wait as long again).
+	leaseWatched bool
+
 	g         *globals
 	flags     *holdFlags
 	role      coordination.Role
@@ -297,7 +302,12 @@ func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.St
 		if now >= lease.Deadline {
 			return nil
 		}
-		watch = min(time.Duration(lease.Deadline-lease.GrantedAt)*time.Millisecond/2+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
+		// A live holder renews at least every renew interval, and a poll
+		// later this process sees it: the library's duplicate watch waits
+		// as long (WithDuplicateMemberCheck).
+		watch = min(h.config.RenewInterval()+h.flags.lease.poll+time.Second, time.Until(time.UnixMilli(lease.Deadline)))
+		h.report(holderEvent{Event: "checking_duplicate"}, fmt.Sprintf("krabka-coord: the live lease of role %s names member %s: waiting up to %v for a renewal, to tell another live process under this member id from a crashed earlier run",
+			h.shownRole(), h.shownMember(), watch), true)
 	case registered && h.config.HeartbeatInterval() > 0 && !entry.LapsedAt(now, h.config):
 		// A standby writes a heartbeat at least every heartbeat interval
 		// plus one poll interval: the wait reads this process's clock only.
@@ -342,6 +352,7 @@ func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.St
 			if interruptedBy(ctx) {
 				return interruptedError("before member " + h.shownMember() + " registered")
 			}
+			h.leaseWatched = lease != nil && lease.Member == h.member
 			return nil
 		case <-changed:
 		}
@@ -447,7 +458,15 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	// duplicate-member watch, so a second live process under one MEMBER is
 	// refused instead of fenced, and the resignation anchor, so a step-down
 	// hands the role to the first standby. Neither writes another record.
-	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithDuplicateMemberCheck(), coordination.WithResignationAnchor())
+	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithResignationAnchor())
+	if h.leaseWatched {
+		// refuseLiveHolder watched the lease that names this member and saw
+		// no renewal: the campaign takes the role back at once, for one
+		// epoch, as the specification's restart rule says.
+		h.leaseWatched = false
+	} else {
+		options = append(options, coordination.WithDuplicateMemberCheck())
+	}
 	if h.renewDeadline != nil {
 		options = append(options, h.renewDeadline)
 	}
