@@ -3,6 +3,7 @@ package coordination
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -42,6 +43,54 @@ const brokerRecoveryAllowance = 2 * time.Second
 // request triggers a refresh, so this bounds how long a client keeps
 // sending to a dead broker's partitions after the controller moved them.
 const metadataMinAge = 500 * time.Millisecond
+
+// The waits of the transport's clients after a broker fault. franz-go's
+// defaults suit a client that may wait: a request without a timeout of
+// its own (FindCoordinator, Metadata, AddPartitionsToTxn, EndTxn,
+// InitProducerId, ListOffsets) waits 10 s for an answer
+// (RequestTimeoutOverhead), and a request that failed goes again after
+// 250 ms, doubling up to 5 s (RetryBackoffFn). A broker that is stopped
+// (SIGSTOP, a hung JVM) or cut off by a silent network still accepts a
+// connection in the kernel's backlog and never answers, so every request
+// sent to it held a member for the whole 10 s, longer than the renew
+// interval of a 6 s lease; and a member whose requests failed a few times
+// while a broker was dead waited up to 5 s after the cluster had moved the
+// broker's partitions. Both cost a leadership change that the cluster did
+// not need.
+//
+// So the transport bounds a request without a timeout of its own by the
+// renew interval (between requestTimeoutFloor and franz-go's 10 s): an
+// answer that comes later than a renew interval is of no use to a holder,
+// whose renewal is then due again. A Produce and a Fetch keep their
+// server-side timeouts, plus this overhead. A retry waits
+// retryBackoffFirst, doubling up to retryBackoffMax, with franz-go's jitter
+// of ±20 %. An option of the caller overrides either.
+const (
+	requestTimeoutFloor = time.Second
+	requestTimeoutCeil  = 10 * time.Second
+	retryBackoffFirst   = 50 * time.Millisecond
+	retryBackoffMax     = 500 * time.Millisecond
+)
+
+// requestTimeoutOverhead returns the RequestTimeoutOverhead of the
+// transport's clients for a lease policy: its renew interval, clamped to
+// [requestTimeoutFloor, requestTimeoutCeil].
+func requestTimeoutOverhead(lease LeaseConfig) time.Duration {
+	return min(max(lease.RenewInterval(), requestTimeoutFloor), requestTimeoutCeil)
+}
+
+// retryBackoff is the RetryBackoffFn of the transport's clients: the pause
+// before the retry that follows fails failures, retryBackoffFirst doubling
+// up to retryBackoffMax, times a jitter in [0.8, 1.2). It is safe for
+// concurrent use.
+func retryBackoff(fails int) time.Duration {
+	backoff := retryBackoffFirst
+	for i := 1; i < fails && backoff < retryBackoffMax; i++ {
+		backoff *= 2
+	}
+	backoff = min(backoff, retryBackoffMax)
+	return time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+}
 
 // defaultSessionTimeout is Kafka's default broker.session.timeout.ms.
 const defaultSessionTimeout = 9 * time.Second

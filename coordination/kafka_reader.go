@@ -92,17 +92,22 @@ const (
 	// before the loop gives it up: the broker is silent, or the network
 	// dropped the connection without a reset. The loop then looks the
 	// leader up again, and fetches again after a backoff.
-	readerFetchGrace = 3 * time.Second
+	// 1.5 s: a live leader answers within its max wait and a few
+	// milliseconds, and a stopped (SIGSTOP) or cut-off leader held the
+	// fetch of a waiting member for a whole 3 s more when it was 3 s.
+	readerFetchGrace = 1500 * time.Millisecond
 
 	// readerMetadataTimeout bounds one Metadata request of the reader.
 	// franz-go sends the next one to another broker, so one silent broker
 	// delays the lookup by this much at most.
-	readerMetadataTimeout = 3 * time.Second
+	readerMetadataTimeout = 1500 * time.Millisecond
 
 	// readerMaxBackoff bounds the pause before a partition whose fetch or
 	// lookup failed is tried again; the pause doubles from 100 ms on each
-	// failure in a row.
-	readerMaxBackoff = 2 * time.Second
+	// failure in a row. At 2 s, a reader that had failed against a dead
+	// leader for a few seconds learned of the new leader up to 2 s after
+	// the controller named it.
+	readerMaxBackoff = 500 * time.Millisecond
 
 	readerMaxBytes          = 50 << 20
 	readerPartitionMaxBytes = 1 << 20

@@ -183,8 +183,12 @@ func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, e
 //
 // Pass connection settings only. The transport sets, before the options, a
 // metadata minimum age of 500 ms (franz-go's default is 5 s), so that a
-// client learns the new leaders soon after a broker fault; an option may
-// override it. The transport sets, after the options,
+// client learns the new leaders soon after a broker fault, a request
+// timeout overhead of the lease's renew interval (clamped to 1-10 s;
+// franz-go's default is 10 s), so that a request to a hung broker gives up
+// before the next renewal is due, and a retry backoff of 50 ms doubling to
+// 500 ms (franz-go's: 250 ms doubling to 5 s); an option may override
+// each. The transport sets, after the options,
 // what its correctness rests on: the seed brokers, acks=all, no linger, a
 // partitioner that keeps the caller's partition, and for the transactional
 // clients the transactional id, the transaction timeout, and the version cap
@@ -205,7 +209,11 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 	}
 	// The caller's options come after the transport's defaults, so that
 	// they override them.
-	base := append([]kgo.Opt{kgo.MetadataMinAge(metadataMinAge)}, clientOptions...)
+	base := append([]kgo.Opt{
+		kgo.MetadataMinAge(metadataMinAge),
+		kgo.RequestTimeoutOverhead(requestTimeoutOverhead(lease)),
+		kgo.RetryBackoffFn(retryBackoff),
+	}, clientOptions...)
 	base = append(base, kgo.SeedBrokers(brokers...))
 
 	plain, err := kgo.NewClient(append(slices.Clone(base),

@@ -63,6 +63,15 @@
 #   KRABKA_CLUSTER_STOP_TIMEOUT   seconds to wait for a SIGTERM'ed node (default 30)
 #   KRABKA_CLUSTER_ISR_TIMEOUT    seconds wait-isr waits (default 120)
 #   KRABKA_KAFKA_LOG_LEVEL    root log level of the nodes (default INFO)
+#   KRABKA_CLUSTER_SESSION_TIMEOUT_MS  broker.session.timeout.ms of a NEW cluster (default:
+#                             unset, Kafka's 9000). Set, it also sets
+#                             broker.heartbeat.interval.ms to a third of it (at most 2000),
+#                             so that a live broker still beats three times per session.
+#                             A cluster that exists keeps the value it was created with
+#                             (cluster.env records it; `env` prints it as a comment).
+# At each launch of a node its previous node.log is appended to node-N/all.log, which
+# is never rotated: all.log then node.log hold every launch, and the fault harness reads
+# the controller's view of every fault from them.
 set -euo pipefail
 
 # shellcheck source=scripts/kafka-env.sh
@@ -76,6 +85,7 @@ STOP_TIMEOUT="${KRABKA_CLUSTER_STOP_TIMEOUT:-30}"
 ISR_TIMEOUT="${KRABKA_CLUSTER_ISR_TIMEOUT:-120}"
 MARKER="$CLUSTER_DIR/.krabka-cluster"
 NODES=(1 2 3)
+SESSION_TIMEOUT_MS="${KRABKA_CLUSTER_SESSION_TIMEOUT_MS:-}"
 
 log() { printf '[krabka-cluster] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -88,6 +98,7 @@ if [[ -f "$CLUSTER_DIR/cluster.env" ]]; then
   source "$CLUSTER_DIR/cluster.env"
 fi
 [[ "$BASE_PORT" =~ ^[0-9]+$ ]] || die "KRABKA_CLUSTER_BASE_PORT=$BASE_PORT is not a port number"
+[[ -z "$SESSION_TIMEOUT_MS" || "$SESSION_TIMEOUT_MS" =~ ^[0-9]+$ ]] || die "KRABKA_CLUSTER_SESSION_TIMEOUT_MS=$SESSION_TIMEOUT_MS is not a number of milliseconds"
 
 broker_port() { echo $((BASE_PORT + $1 - 1)); }
 controller_port() { echo $((BASE_PORT + $1 + 2)); }
@@ -138,6 +149,14 @@ java_tool() {
   java -Xms32m -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
     -Dlog4j2.configurationFile="$CLUSTER_DIR/log4j2-tools.properties" \
     -cp "$KRABKA_KAFKA_LIBS/*" "$cls" "$@" </dev/null
+}
+
+# session_settings: the failure-detection lines of server.properties (none by default).
+session_settings() {
+  [[ -n "$SESSION_TIMEOUT_MS" ]] || return 0
+  local hb=$((SESSION_TIMEOUT_MS / 3))
+  ((hb > 2000)) && hb=2000
+  printf 'broker.session.timeout.ms=%s\nbroker.heartbeat.interval.ms=%s\n' "$SESSION_TIMEOUT_MS" "$hb"
 }
 
 write_config() {
@@ -199,7 +218,9 @@ group.initial.rebalance.delay.ms=0
 # Failure detection: Kafka's defaults, deliberately NOT set here
 # (broker.session.timeout.ms=9000, broker.heartbeat.interval.ms=2000,
 # replica.lag.time.max.ms=30000, controller.quorum.fetch.timeout.ms=2000,
-# controller.quorum.election.timeout.ms=1000, transaction timeouts).
+# controller.quorum.election.timeout.ms=1000, transaction timeouts),
+# unless KRABKA_CLUSTER_SESSION_TIMEOUT_MS was set at creation:
+$(session_settings)
 
 # Housekeeping only (no effect on failure detection): faster log cleaning for the
 # compacted state topic of short tests.
@@ -214,7 +235,7 @@ format_storage() {
   while [[ $cluster_id == -* ]]; do
     cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
   done
-  printf 'BASE_PORT=%s\nCLUSTER_ID=%s\n' "$BASE_PORT" "$cluster_id" >"$CLUSTER_DIR/cluster.env"
+  printf 'BASE_PORT=%s\nCLUSTER_ID=%s\nSESSION_TIMEOUT_MS=%s\n' "$BASE_PORT" "$cluster_id" "$SESSION_TIMEOUT_MS" >"$CLUSTER_DIR/cluster.env"
   log "formatting 3 storage dirs (cluster id $cluster_id)"
   local pids=()
   for n in "${NODES[@]}"; do
@@ -241,7 +262,8 @@ launch() { # N
     fi
   done
   l="$(node_log "$n")"
-  [[ -f $l ]] && mv -f "$l" "$l.prev"
+  # The log of the last launch joins all.log, which keeps every launch.
+  [[ -f $l ]] && cat "$l" >>"$(node_dir "$n")/all.log" && mv -f "$l" "$l.prev"
   log "starting node $n: PLAINTEXT 127.0.0.1:$(broker_port "$n"), CONTROLLER 127.0.0.1:$(controller_port "$n")"
   # shellcheck disable=SC2086
   nohup java $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \

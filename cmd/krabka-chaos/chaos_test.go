@@ -125,13 +125,18 @@ func TestChaosCluster(t *testing.T) {
 	// (--mixed), so that a few minutes hold every kind: the figures of
 	// each kind alone come from the longer runs of docs/safety.md.
 	args := []string{"run", "--brokers", strings.Join(cluster.Brokers, ","),
-		"--cluster-cmd", script, "--faults", "all", "--mixed",
+		"--cluster-cmd", script, "--mixed",
+		// Every kind but the broker restart (of the single broker) and the
+		// cut of the members' path to one node, which the longer runs of
+		// docs/safety.md measure: five cluster faults do not fit in three
+		// minutes, and this keeps the plan of seed 8.
+		"--faults", "pause,kill,cut,skew,coordinator-kill,state-leader-kill,controller-stop,rolling-restart",
 		"--lease", "6s", "--renew", "2s",
 		"--duration", duration.String(), "--seed", seed,
 		"--cluster-fault-every", (duration / 5).String()}
 	r := runChaos(t, args, duration+10*time.Minute)
 	for _, kind := range chaos.AllFaults {
-		if kind == chaos.FaultBrokerRestart {
+		if kind == chaos.FaultBrokerRestart || kind == chaos.FaultBrokerCut {
 			continue
 		}
 		if r.FaultsByKind[kind] == 0 {
@@ -140,8 +145,9 @@ func TestChaosCluster(t *testing.T) {
 	}
 	for _, im := range r.Impacts {
 		if chaos.IsBrokerFault(im.Kind) {
-			t.Logf("fault %d %s of %s: %d leadership changes, longest gap without an ack %s",
-				im.Fault, im.Kind, im.Target, im.Changes, time.Duration(im.LongestGapMillis)*time.Millisecond)
+			t.Logf("fault %d %s of %s: %d leadership changes, %d epochs, longest gap without an ack %s, Kafka's detection %s",
+				im.Fault, im.Kind, im.Target, im.Changes, im.Epochs, time.Duration(im.LongestGapMillis)*time.Millisecond,
+				time.Duration(im.DetectMillis)*time.Millisecond)
 		}
 	}
 	t.Logf("changes without a fault: %d; largest call past its context: %s",
@@ -223,6 +229,15 @@ func runChaos(t *testing.T, args []string, timeout time.Duration) *chaos.Report 
 	}
 	if r.Acknowledged == 0 {
 		t.Error("no command was acknowledged")
+	}
+	// The independent checker: the history of every call linearizes
+	// against the model of a fenced command log (Porcupine). A search that
+	// ran out of time is no verdict, and fails too.
+	if l := r.Linearizability; l.Result != chaos.LinearOK {
+		t.Errorf("linearizability check: %s over %d operations: %v", l.Result, l.Ops, l.Detail)
+	} else {
+		t.Logf("linearizability check: ok over %d operations (%d writes of unknown outcome) in %s",
+			l.Ops, l.Unknown, time.Duration(l.Millis)*time.Millisecond)
 	}
 	faults, err := chaos.ReadFaults(filepath.Join(dir, "nemesis.log"), 0)
 	if err != nil {

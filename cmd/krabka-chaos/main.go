@@ -98,6 +98,8 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	brokers := fs.String("brokers", os.Getenv("KRABKA_KAFKA_BROKERS"), "bootstrap brokers host:port, comma-separated: one broker, or the brokers of a cluster (default $KRABKA_KAFKA_BROKERS); each member reaches each broker through a proxy of its own")
 	replication := fs.Int("replication-factor", 0, "replication factor of the run's topics (0: the cluster's default.replication.factor)")
 	clusterCmd := fs.String("cluster-cmd", "", "the cluster command of a multi-broker cluster, scripts/kafka-cluster.sh (kill N, restart N, pause N, resume N); enables the cluster faults "+strings.Join(chaos.ClusterFaults, ","))
+	clusterDir := fs.String("cluster-dir", "", "run directory of the cluster of --cluster-cmd, whose node logs tell when Kafka noticed each fault (default $KRABKA_CLUSTER_DIR, or /tmp/krabka-cluster)")
+	clusterHold := fs.Duration("cluster-hold", 0, "longest hold of a cluster fault (node down, controller stopped, node cut), drawn from [hold/2, hold]; 0 draws it from [lease/2, 2 x lease]")
 	clusterEvery := fs.Duration("cluster-fault-every", 45*time.Second, "one cluster fault in each window of this length; the kinds take turns")
 	mixed := fs.Bool("mixed", false, "let the member faults overlap the cluster faults (by default a cluster fault runs alone, so that the leadership changes in its window are its own)")
 	members := fs.Int("members", 5, "member processes")
@@ -143,6 +145,12 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			*clusterCmd = abs
 		}
 	}
+	if *clusterCmd != "" && *clusterDir == "" {
+		*clusterDir = os.Getenv("KRABKA_CLUSTER_DIR")
+		if *clusterDir == "" {
+			*clusterDir = "/tmp/krabka-cluster"
+		}
+	}
 	if *meanGap == 0 {
 		*meanGap = *lease * 17 / 10
 	}
@@ -167,7 +175,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		CommandInterval: *interval, WriteTimeout: *writeTimeout,
 		Faults: kinds, MeanGap: *meanGap, MaxSkew: *maxSkew,
 		BrokerRestartEvery: *restartEvery, BrokerRestartCmd: *restartCmd,
-		ReplicationFactor: *replication, ClusterCmd: *clusterCmd, ClusterFaultEvery: *clusterEvery, MixedFaults: *mixed,
+		ReplicationFactor: *replication, ClusterCmd: *clusterCmd, ClusterFaultEvery: *clusterEvery, ClusterHold: *clusterHold, ClusterDir: *clusterDir, MixedFaults: *mixed,
 		Slack: *slack, Dir: dir, Executable: exe, Progress: stderr,
 	})
 	if err != nil {

@@ -82,6 +82,10 @@ type CheckConfig struct {
 	// StartMillis is the host time at which the fault phase began; a
 	// leadership change before it is not counted against a fault.
 	StartMillis int64
+
+	// LinearizabilityTimeout bounds the search of the linearizability
+	// check; 0 takes two minutes.
+	LinearizabilityTimeout time.Duration
 }
 
 // FailoverBound returns lease + stagger × (members-1) + slack: the longest a
@@ -113,6 +117,14 @@ type CheckInput struct {
 
 	// Calls holds the call logs of every member.
 	Calls []Call
+
+	// KafkaEvents holds what the nodes' logs tell of the faults: the
+	// fences of brokers and the changes of the active controller.
+	KafkaEvents []KafkaEvent
+
+	// History holds the history logs of every member, which the
+	// linearizability check reads ([CheckLinearizable]).
+	History []HistoryEntry
 
 	// Config holds the timings of the run.
 	Config CheckConfig
@@ -312,10 +324,19 @@ type Report struct {
 	// EndCauses counts the leaderships that ended in the fault phase (an
 	// ended or a fenced event of a member), by the cause its error names.
 	EndCauses []EndCause `json:"end_causes"`
+
+	// Linearizability is the verdict of the independent checker
+	// ([CheckLinearizable]) on the same run.
+	Linearizability Linearizability `json:"linearizability"`
 }
 
-// OK reports whether the run kept every safety property and lost nothing.
-func (r *Report) OK() bool { return len(r.Violations) == 0 && len(r.Lost) == 0 }
+// OK reports whether the run kept every safety property and lost nothing,
+// by both checkers: no violation, no lost command, and a history that
+// linearizes (or no history to check). A search that timed out is no
+// verdict, and fails the run too.
+func (r *Report) OK() bool {
+	return len(r.Violations) == 0 && len(r.Lost) == 0 && r.Linearizability.OK()
+}
 
 // located is a decoded command with its place in the log.
 type located struct {
@@ -356,6 +377,11 @@ func Check(in CheckInput) *Report {
 	measureCalls(in, r)
 	measureEnds(in, r)
 	sortViolations(r.Violations)
+	timeout := in.Config.LinearizabilityTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	r.Linearizability = CheckLinearizable(LinearizabilityInput{Roles: in.Roles, Commands: in.Commands, History: in.History, Timeout: timeout})
 	return r
 }
 

@@ -23,7 +23,11 @@
 //     nemesis log, and verifies per role that leadership terms never
 //     interleave, that every acknowledged command is present exactly once,
 //     that no command the broker refused is present, and how long each
-//     failover took after a fault of the leader.
+//     failover took after a fault of the leader. Beside it,
+//     [CheckLinearizable] checks the history of every acquisition and
+//     guarded write (members/<id>.history) and the final read with
+//     Porcupine (github.com/anishathalye/porcupine) against a model of a
+//     fenced command log; a run passes only when both pass.
 //
 // The files of a run live in one directory: see [RunInfo] for the layout.
 package chaos

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
 // Change is one leadership change of a role: a term that began after the
@@ -53,6 +55,35 @@ type FaultImpact struct {
 	// LongestGapMillis is the longest time between two acknowledged
 	// commands of one role that overlaps the window.
 	LongestGapMillis int64 `json:"longest_gap_ms"`
+
+	// GapFromMillis and GapToMillis place the longest gap: the instants of
+	// the acknowledgements around it, relative to the start of the fault
+	// (GapFromMillis may be negative: the last acknowledgement before the
+	// fault). Both are 0 when no gap overlaps the window.
+	GapFromMillis int64 `json:"gap_from_ms"`
+	GapToMillis   int64 `json:"gap_to_ms"`
+
+	// EndedMillis is the first end of a leadership in the window (an
+	// ended or a fenced event), and AcquiredMillis the first acquisition,
+	// relative to the start of the fault; -1 when there is none.
+	EndedMillis    int64 `json:"ended_ms"`
+	AcquiredMillis int64 `json:"acquired_ms"`
+
+	// Epochs is the most producer epochs that one role used up in the
+	// window: the epoch of its last term begun in the window less the
+	// epoch of its term before the fault (a mint that won nothing counts
+	// too), or, across a change of producer id, the terms begun in it.
+	Epochs int `json:"epochs"`
+
+	// Unknown counts the guarded writes of unknown outcome in the window.
+	Unknown int `json:"unknown"`
+
+	// DetectMillis is how long after the start of the fault Kafka noticed
+	// it, from the nodes' logs ([KafkaEvent]): the fence of the node that
+	// was killed or cut, or a new active controller after a stop; -1 when
+	// the logs show nothing (a rolling restart is graceful; a cut of the
+	// members' path to a node is invisible to Kafka; no logs were read).
+	DetectMillis int64 `json:"detect_ms"`
 }
 
 // KindImpact summarises the faults of one kind.
@@ -76,6 +107,20 @@ type KindImpact struct {
 	// gap without an acknowledged command of one fault.
 	GapP50Millis int64 `json:"gap_p50_ms"`
 	GapMaxMillis int64 `json:"gap_max_ms"`
+
+	// EpochsP50 and EpochsMax are the median and the largest
+	// [FaultImpact].Epochs, and Unknown the sum of the writes of unknown
+	// outcome.
+	EpochsP50 int `json:"epochs_p50"`
+	EpochsMax int `json:"epochs_max"`
+	Unknown   int `json:"unknown"`
+
+	// Detected counts the faults whose detection by Kafka the logs show,
+	// and DetectP50Millis and DetectMaxMillis are the median and the
+	// largest [FaultImpact].DetectMillis among them.
+	Detected        int   `json:"detected"`
+	DetectP50Millis int64 `json:"detect_p50_ms"`
+	DetectMaxMillis int64 `json:"detect_max_ms"`
 }
 
 // measureImpact attributes the leadership changes of the fault phase to
@@ -177,7 +222,10 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			for k, w := range windows {
 				if b > w.from && a < w.to {
 					inWindow = true
-					impacts[k].LongestGapMillis = max(impacts[k].LongestGapMillis, b-a)
+					if b-a > impacts[k].LongestGapMillis {
+						impacts[k].LongestGapMillis = b - a
+						impacts[k].GapFromMillis, impacts[k].GapToMillis = a-w.from, b-w.from
+					}
 				}
 			}
 			if !inWindow {
@@ -186,11 +234,35 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			r.LongestGapMillis = max(r.LongestGapMillis, b-a)
 		}
 	}
+	for i, w := range windows {
+		impacts[i].DetectMillis = detectionMillis(w.f, in.KafkaEvents)
+		impacts[i].EndedMillis, impacts[i].AcquiredMillis = -1, -1
+		for _, ev := range in.Events {
+			if ev.WallMillis < w.from || ev.WallMillis > w.to {
+				continue
+			}
+			at := ev.WallMillis - w.from
+			switch ev.Kind {
+			case EventWriteError:
+				impacts[i].Unknown++
+			case EventEnded, EventFenced:
+				if impacts[i].EndedMillis < 0 || at < impacts[i].EndedMillis {
+					impacts[i].EndedMillis = at
+				}
+			case EventAcquired:
+				if impacts[i].AcquiredMillis < 0 || at < impacts[i].AcquiredMillis {
+					impacts[i].AcquiredMillis = at
+				}
+			}
+		}
+		for _, role := range in.Roles {
+			impacts[i].Epochs = max(impacts[i].Epochs, epochsUsed(starts[role], w.f.StartMillis, w.from, w.to))
+		}
+	}
 	r.Impacts = impacts
 
 	for _, kind := range AllFaults {
-		var changes []int64
-		var gaps []int64
+		var changes, gaps, epochs, detects []int64
 		k := KindImpact{Kind: kind}
 		for _, im := range impacts {
 			if im.Kind != kind {
@@ -201,16 +273,62 @@ func measureImpact(in CheckInput, streams map[string][]located, r *Report) {
 			k.Handovers += im.Handovers
 			changes = append(changes, int64(im.RoleChanges))
 			gaps = append(gaps, im.LongestGapMillis)
+			epochs = append(epochs, int64(im.Epochs))
+			k.Unknown += im.Unknown
+			if im.DetectMillis >= 0 {
+				detects = append(detects, im.DetectMillis)
+			}
 		}
 		if k.Faults == 0 {
 			continue
 		}
 		slices.Sort(changes)
 		slices.Sort(gaps)
+		slices.Sort(epochs)
+		k.EpochsP50, k.EpochsMax = int(percentile(epochs, 50)), int(epochs[len(epochs)-1])
+		if len(detects) > 0 {
+			slices.Sort(detects)
+			k.Detected, k.DetectP50Millis, k.DetectMaxMillis = len(detects), percentile(detects, 50), detects[len(detects)-1]
+		}
 		k.ChangesP50, k.ChangesMax = int(percentile(changes, 50)), int(changes[len(changes)-1])
 		k.GapP50Millis, k.GapMaxMillis = percentile(gaps, 50), gaps[len(gaps)-1]
 		r.ByKind = append(r.ByKind, k)
 	}
+}
+
+// epochsUsed returns the producer epochs that one role used up in
+// [from, to]: starts maps each token to the instant its term began. The
+// term before the fault is the last one begun before at.
+func epochsUsed(starts map[string]int64, at, from, to int64) int {
+	var before coordination.FencingToken
+	haveBefore, beforeAt := false, int64(0)
+	var within []coordination.FencingToken
+	for text, began := range starts {
+		tok, err := coordination.ParseFencingToken(text)
+		if err != nil {
+			continue
+		}
+		switch {
+		case began < at && (!haveBefore || began > beforeAt):
+			before, beforeAt, haveBefore = tok, began, true
+		case began >= from && began <= to:
+			within = append(within, tok)
+		}
+	}
+	if len(within) == 0 {
+		return 0
+	}
+	if !haveBefore {
+		return len(within)
+	}
+	top := before.ProducerEpoch()
+	for _, tok := range within {
+		if tok.ProducerID() != before.ProducerID() {
+			return len(within)
+		}
+		top = max(top, tok.ProducerEpoch())
+	}
+	return int(top - before.ProducerEpoch())
 }
 
 // KindImpactOf returns the summary of one fault kind, and false when the

@@ -245,6 +245,15 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 	if err != nil {
 		return in, err
 	}
-	in.Acks, in.Events, in.Faults, in.Calls = logs.acks, logs.events, logs.faults, logs.calls
+	in.Acks, in.Events, in.Faults, in.Calls, in.History = logs.acks, logs.events, logs.faults, logs.calls, logs.history
+	if info.ClusterDir != "" {
+		ids := make([]int32, len(info.Nodes))
+		for i, n := range info.Nodes {
+			ids[i] = n.ID
+		}
+		if in.KafkaEvents, err = ReadKafkaEvents(info.ClusterDir, ids); err != nil {
+			return in, err
+		}
+	}
 	return in, nil
 }

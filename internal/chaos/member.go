@@ -47,14 +47,17 @@ type MemberConfig struct {
 
 	// Acks receives one line per acknowledged command, and Events one line
 	// per event. Both are required. Calls, if not nil, receives one [Call]
-	// line per exported call of package coordination.
-	Acks, Events, Calls *LineLog
+	// line per exported call of package coordination, and History, if not
+	// nil, one [HistoryEntry] at the invocation and one at the return of
+	// every acquisition and guarded write.
+	Acks, Events, Calls, History *LineLog
 }
 
 // Member competes for the roles of a run and writes commands while it leads.
 type Member struct {
-	config MemberConfig
-	seq    atomic.Int64
+	config  MemberConfig
+	seq     atomic.Int64
+	history *historian
 }
 
 // NewMember checks the config and builds a member.
@@ -80,7 +83,11 @@ func NewMember(config MemberConfig) (*Member, error) {
 	if config.RetryInterval <= 0 {
 		config.RetryInterval = 250 * time.Millisecond
 	}
-	return &Member{config: config}, nil
+	m := &Member{config: config}
+	if config.History != nil {
+		m.history = &historian{log: config.History, member: config.ID, incarnation: config.Incarnation}
+	}
+	return m, nil
 }
 
 // Run competes for every role over the transport until ctx ends. It runs
@@ -110,10 +117,16 @@ func (m *Member) compete(ctx context.Context, transport coordination.Transport, 
 	}
 	for ctx.Err() == nil {
 		var leadership *coordination.Leadership
+		n := m.history.invoke(OpAcquire, role.String(), 0, "")
 		err := m.Timed(ctx, CallAcquire, role.String(), func(ctx context.Context) (err error) {
 			leadership, err = coordination.AcquireLeadership(ctx, transport, role, member, m.config.Options...)
 			return err
 		})
+		if err != nil {
+			m.history.done(OpAcquire, n, role.String(), 0, "", ResultFailed)
+		} else {
+			m.history.done(OpAcquire, n, role.String(), 0, leadership.Token().String(), ResultOK)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -165,6 +178,7 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			panic(err) // a struct of strings and integers always encodes
 		}
 		write, cancel := context.WithTimeout(ctx, m.config.WriteTimeout)
+		n := m.history.invoke(OpWrite, role, cmd.Seq, token)
 		err = m.Timed(write, CallWrite, role, func(ctx context.Context) error {
 			return leadership.Write(ctx, coordination.GuardedRecord{
 				Topic:     m.config.CommandTopic,
@@ -174,6 +188,7 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			})
 		})
 		cancel()
+		m.history.done(OpWrite, n, role, cmd.Seq, token, writeResult(err))
 		switch {
 		case err == nil:
 			if err := m.config.Acks.Append(Ack{Command: cmd, AckMillis: time.Now().UnixMilli()}); err != nil {

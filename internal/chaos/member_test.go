@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +45,11 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs = append(logs, acks, events)
+		history, err := OpenLineLog(filepath.Join(dir, id+".history"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, acks, events, history)
 		member, err := NewMember(MemberConfig{
 			ID: id, Incarnation: 1, Roles: roles, CommandTopic: commandTopic,
 			Options: []coordination.Option{
@@ -57,6 +62,7 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 			RetryInterval:   20 * time.Millisecond,
 			Acks:            acks,
 			Events:          events,
+			History:         history,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -123,20 +129,38 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		history, err := ReadLines[HistoryEntry](filepath.Join(dir, id+".history"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		in.Acks = append(in.Acks, acks...)
 		in.Events = append(in.Events, events...)
+		in.History = append(in.History, history...)
 	}
 	r := Check(in)
 	if !r.OK() {
-		t.Fatalf("Check: violations %v, lost %v", r.Violations, r.Lost)
+		t.Fatalf("Check: violations %v, lost %v, linearizability %+v", r.Violations, r.Lost, r.Linearizability)
+	}
+	// Both checkers read the run: the Porcupine check saw every write.
+	if r.Linearizability.Result != LinearOK || r.Linearizability.Ops < r.Acknowledged {
+		t.Errorf("linearizability %+v; want ok over at least the %d acknowledged writes", r.Linearizability, r.Acknowledged)
+	}
+	// The same history against a read that lost one acknowledged record
+	// does not linearize: the check is not vacuous on a real history.
+	lossy := map[string][]CommandRecord{}
+	for role, records := range in.Commands {
+		lossy[role] = slices.Delete(slices.Clone(records), len(records)/2, len(records)/2+1)
+	}
+	if got := CheckLinearizable(LinearizabilityInput{Roles: roles, Commands: lossy, History: in.History, Timeout: time.Minute}); got.Result != LinearIllegal {
+		t.Errorf("linearizability of the run with a record taken out of each role = %+v; want illegal", got)
 	}
 	// Each leader is cut for two leases, so the roles change hands; the
 	// failover figures depend on the scheduler, and are only logged.
 	if r.LeadershipChanges < 2 || r.Acknowledged == 0 {
 		t.Errorf("Check: %d leadership changes, %d acks; want at least 2 and 1", r.LeadershipChanges, r.Acknowledged)
 	}
-	t.Logf("%d commands, %d acked, %d changes, %d refused, %d unknown (%d present), failovers %+v",
-		r.Commands, r.Acknowledged, r.LeadershipChanges, r.Refused, r.Unknown, r.UnknownPresent, r.FailoverStats)
+	t.Logf("%d commands, %d acked, %d changes, %d refused, %d unknown (%d present), failovers %+v, linearizability %+v",
+		r.Commands, r.Acknowledged, r.LeadershipChanges, r.Refused, r.Unknown, r.UnknownPresent, r.FailoverStats, r.Linearizability)
 }
 
 func TestNewMemberRejectsAnIncompleteConfig(t *testing.T) {

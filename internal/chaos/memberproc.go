@@ -83,6 +83,11 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		return err
 	}
 	defer events.Close()
+	history, err := OpenLineLog(info.MemberPath(id, "history"), nil)
+	if err != nil {
+		return err
+	}
+	defer history.Close()
 	logger := slog.New(slog.NewTextHandler(stderr, nil)).With(slog.String("member", id), slog.Int("inc", incarnation))
 	member, err = NewMember(MemberConfig{
 		ID:              id,
@@ -97,6 +102,7 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		Acks:            acks,
 		Events:          events,
 		Calls:           calls,
+		History:         history,
 	})
 	if err != nil {
 		return err

@@ -64,6 +64,15 @@ type ClusterActions interface {
 	AwaitRecovered(ctx context.Context) error
 }
 
+// BrokerCutter is what the nemesis needs of its [Actions] for a
+// [FaultBrokerCut]; the orchestrator implements it over the proxies of its
+// members.
+type BrokerCutter interface {
+	// CutBroker cuts every member off the node, and HealBroker ends the cut.
+	CutBroker(node int32, mode CutMode) error
+	HealBroker(node int32) error
+}
+
 // clusterFaultBound bounds one cluster fault, its recovery included.
 const clusterFaultBound = 6 * time.Minute
 
@@ -280,7 +289,7 @@ func (n *Nemesis) clusterFault(ctx context.Context, step Step) Fault {
 	var target int32 = -1
 	var err error
 	switch step.Kind {
-	case FaultCoordinatorKill:
+	case FaultCoordinatorKill, FaultBrokerCut:
 		role := n.Roles[min(max(step.LeaderOf, 0), len(n.Roles)-1)]
 		target, err = n.Cluster.TxnCoordinator(probe, role)
 	case FaultStateLeaderKill:
@@ -331,6 +340,21 @@ func (n *Nemesis) clusterFault(ctx context.Context, step Step) Fault {
 		}
 		hold()
 		if err := n.Cluster.ResumeNode(ctx, target); err != nil {
+			f.Error = joinText(f.Error, "heal: "+err.Error())
+		}
+	case FaultBrokerCut:
+		cutter, ok := n.Actions.(BrokerCutter)
+		if !ok {
+			f.Error = joinText(f.Error, "the actions cannot cut a broker")
+			break
+		}
+		f.Mode = string(CutStall)
+		if err := cutter.CutBroker(target, CutStall); err != nil {
+			f.Error = joinText(f.Error, err.Error())
+			break
+		}
+		hold()
+		if err := cutter.HealBroker(target); err != nil {
 			f.Error = joinText(f.Error, "heal: "+err.Error())
 		}
 	case FaultRollingRestart:

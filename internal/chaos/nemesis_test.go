@@ -140,14 +140,15 @@ func TestNemesisPlaysAndHealsEveryFault(t *testing.T) {
 	defer log.Close()
 	n := &Nemesis{
 		Steps: []Step{
-			{Index: 0, At: 0, Kind: FaultPause, LeaderOf: 0, Hold: 30 * time.Millisecond},
-			{Index: 1, At: 5 * time.Millisecond, Kind: FaultKill, LeaderOf: 0, Hold: 10 * time.Millisecond}, // m2 is busy: m3
-			{Index: 2, At: 10 * time.Millisecond, Kind: FaultCut, LeaderOf: -1, Member: 0, Mode: CutStall, Hold: time.Hour},
-			{Index: 3, At: 20 * time.Millisecond, Kind: FaultBrokerRestart, LeaderOf: -1},
+			// Steps 50 ms apart, so that a loaded machine keeps their order.
+			{Index: 0, At: 0, Kind: FaultPause, LeaderOf: 0, Hold: 300 * time.Millisecond},
+			{Index: 1, At: 50 * time.Millisecond, Kind: FaultKill, LeaderOf: 0, Hold: 100 * time.Millisecond}, // m2 is busy: m3
+			{Index: 2, At: 100 * time.Millisecond, Kind: FaultCut, LeaderOf: -1, Member: 0, Mode: CutStall, Hold: time.Hour},
+			{Index: 3, At: 200 * time.Millisecond, Kind: FaultBrokerRestart, LeaderOf: -1},
 		},
 		Members: []string{"m1", "m2", "m3"}, Roles: []string{"controller"}, Actions: actions, Log: log, MaxDown: 3,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	faults := n.Run(ctx, time.Now())
 	if len(faults) != 4 {

@@ -109,6 +109,24 @@ func (n *MemberNetwork) Cut(mode CutMode) {
 	}
 }
 
+// CutBroker cuts the proxy of one broker only (see [Proxy.Cut]): the
+// member still reaches the others. It reports false for a broker it has no
+// proxy of.
+func (n *MemberNetwork) CutBroker(broker string, mode CutMode) bool {
+	proxy, ok := n.proxies[broker]
+	if ok {
+		proxy.Cut(mode)
+	}
+	return ok
+}
+
+// HealBroker heals the proxy of one broker.
+func (n *MemberNetwork) HealBroker(broker string) {
+	if proxy, ok := n.proxies[broker]; ok {
+		proxy.Heal()
+	}
+}
+
 // Heal heals every proxy of the member.
 func (n *MemberNetwork) Heal() {
 	for _, proxy := range n.proxies {

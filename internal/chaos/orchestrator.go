@@ -60,6 +60,11 @@ type RunConfig struct {
 	// ClusterFaultEvery the window of one cluster fault.
 	ClusterCmd        string
 	ClusterFaultEvery time.Duration
+	ClusterHold       time.Duration // see [PlanConfig].ClusterHold
+
+	// ClusterDir is the run directory of that cluster (KRABKA_CLUSTER_DIR),
+	// whose node logs the checker reads; see [RunInfo].ClusterDir.
+	ClusterDir string
 
 	// MixedFaults lets the member faults overlap the cluster faults (see
 	// [Nemesis].Mixed).
@@ -146,7 +151,10 @@ type leaderView struct {
 	token  coordination.FencingToken
 }
 
-var _ Actions = (*Orchestrator)(nil)
+var (
+	_ Actions      = (*Orchestrator)(nil)
+	_ BrokerCutter = (*Orchestrator)(nil)
+)
 
 // Orchestrate runs the whole fault phase of a run: it creates the topics,
 // starts a proxy and a process for each member, waits until every role has
@@ -201,6 +209,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Faults:          config.Faults,
 		MaxSkew:         config.MaxSkew,
 		Slack:           config.Slack,
+		ClusterDir:      config.ClusterDir,
 		Dir:             config.Dir,
 	}
 	for i := range config.Members {
@@ -210,7 +219,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Seed: config.Seed, Duration: config.Duration, Members: config.Members, Roles: config.Roles,
 		Faults: config.Faults, Lease: config.Lease, MeanGap: config.MeanGap, MaxSkew: config.MaxSkew,
 		BrokerRestartEvery: config.BrokerRestartEvery,
-		ClusterFaultEvery:  config.ClusterFaultEvery, Nodes: len(nodes),
+		ClusterFaultEvery:  config.ClusterFaultEvery, Nodes: len(nodes), ClusterHold: config.ClusterHold,
 	})
 	if err != nil {
 		return nil, err
@@ -517,6 +526,43 @@ func (o *Orchestrator) Restart(member string) error { return o.start(member) }
 func (o *Orchestrator) Cut(member string, mode CutMode) error {
 	o.proxies[member].Cut(mode)
 	return nil
+}
+
+// CutBroker cuts every member's proxy of the node.
+func (o *Orchestrator) CutBroker(node int32, mode CutMode) error {
+	addr, err := o.nodeAddr(node)
+	if err != nil {
+		return err
+	}
+	for member, network := range o.proxies {
+		if !network.CutBroker(addr, mode) {
+			return fmt.Errorf("member %s has no proxy of node %d (%s)", member, node, addr)
+		}
+	}
+	return nil
+}
+
+// HealBroker heals every member's proxy of the node; a member cut as a
+// whole at the time stays cut (the nemesis never mixes the two unless
+// told to).
+func (o *Orchestrator) HealBroker(node int32) error {
+	addr, err := o.nodeAddr(node)
+	if err != nil {
+		return err
+	}
+	for _, network := range o.proxies {
+		network.HealBroker(addr)
+	}
+	return nil
+}
+
+func (o *Orchestrator) nodeAddr(node int32) (string, error) {
+	for _, n := range o.info.Nodes {
+		if n.ID == node {
+			return n.Addr, nil
+		}
+	}
+	return "", fmt.Errorf("no node %d in %v", node, o.info.Nodes)
 }
 
 // Heal heals the member's proxies.

@@ -41,6 +41,13 @@ type PlanConfig struct {
 	// holds every kind. Nodes is the number of nodes of the cluster.
 	ClusterFaultEvery time.Duration
 	Nodes             int
+
+	// ClusterHold, when above zero, is the longest hold of a cluster fault
+	// (the downtime of a killed node, the stop of the controller, the cut of
+	// a node), drawn from [ClusterHold/2, ClusterHold]; zero draws it from
+	// [Lease/2, 2 x Lease]. A long lease (the default timings) then need not
+	// mean minutes of downtime per fault.
+	ClusterHold time.Duration
 }
 
 // Step is one fault of a schedule.
@@ -80,7 +87,7 @@ func (s Step) Rule(roles []string) string {
 	switch s.Kind {
 	case FaultBrokerRestart, FaultControllerStop, FaultRollingRestart:
 		return ""
-	case FaultCoordinatorKill:
+	case FaultCoordinatorKill, FaultBrokerCut:
 		if s.LeaderOf >= 0 && s.LeaderOf < len(roles) {
 			return "transaction coordinator of " + roles[s.LeaderOf]
 		}
@@ -111,6 +118,12 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x6b7261626b61)) // "krabka"
 	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
 	scale := func(lo, hi float64) time.Duration { return time.Duration(between(lo, hi) * float64(c.Lease)) }
+	clusterHold := func() time.Duration {
+		if c.ClusterHold > 0 {
+			return time.Duration(between(0.5, 1) * float64(c.ClusterHold))
+		}
+		return scale(0.5, 2)
+	}
 
 	var member []string
 	for _, kind := range MemberFaults {
@@ -176,12 +189,15 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 			switch s.Kind {
 			case FaultCoordinatorKill:
 				s.LeaderOf = rng.IntN(c.Roles)
-				s.Hold = scale(0.5, 2)
+				s.Hold = clusterHold()
+			case FaultBrokerCut:
+				s.LeaderOf = rng.IntN(c.Roles)
+				s.Hold = clusterHold()
 			case FaultStateLeaderKill:
 				s.LeaderOf = 0
-				s.Hold = scale(0.5, 2)
+				s.Hold = clusterHold()
 			case FaultControllerStop:
-				s.Hold = scale(0.5, 2)
+				s.Hold = clusterHold()
 			case FaultRollingRestart:
 				s.Node = rng.IntN(max(c.Nodes, 1))
 			}

@@ -194,17 +194,26 @@ const (
 	// a controlled shutdown), and waits for the replicas to be back in sync
 	// before the next node.
 	FaultRollingRestart = "rolling-restart"
+
+	// FaultBrokerCut cuts every member off one node, the transaction
+	// coordinator of a role, for the hold (its proxy of that node stalls,
+	// as a silent network does), and heals the cut. The harness cannot cut
+	// the nodes off each other (they talk on loopback without a proxy), so
+	// Kafka itself sees no fault: the node keeps its partitions and its
+	// coordinators, and the members must wait for the heal for what only
+	// that node serves.
+	FaultBrokerCut = "broker-cut"
 )
 
 // AllFaults lists every fault kind, in the order of the summary table.
 var AllFaults = []string{FaultPause, FaultKill, FaultCut, FaultSkew, FaultBrokerRestart,
-	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart}
+	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart, FaultBrokerCut}
 
 // MemberFaults lists the faults of a member process, and ClusterFaults the
 // faults of a node of a multi-broker cluster.
 var (
 	MemberFaults  = []string{FaultPause, FaultKill, FaultCut, FaultSkew}
-	ClusterFaults = []string{FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart}
+	ClusterFaults = []string{FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart, FaultBrokerCut}
 )
 
 // IsBrokerFault reports whether the kind is a fault of the brokers rather

@@ -23,6 +23,7 @@ import (
 //	members/<id>.log         the standard error of a member (library logs)
 //	members/<id>.clock       the clock offset of a member, in milliseconds
 //	members/<id>.calls       one JSON line per exported call of a member: its context budget and its duration
+//	members/<id>.history     one JSON line at the invocation and one at the return of each acquisition and guarded write
 //	cluster.log              the output of the cluster command (cluster faults)
 //	summary.json, summary.txt the verdict of the checker
 type RunInfo struct {
@@ -72,6 +73,11 @@ type RunInfo struct {
 	MaxSkew time.Duration `json:"max_skew"`
 	Slack   time.Duration `json:"slack"`
 
+	// ClusterDir is the run directory of the cluster of
+	// scripts/kafka-cluster.sh (KRABKA_CLUSTER_DIR), whose node logs tell
+	// when Kafka noticed each cluster fault; empty without a cluster.
+	ClusterDir string `json:"cluster_dir,omitempty"`
+
 	// StartMillis and EndMillis bound the fault phase of the run, in host
 	// milliseconds since the Unix epoch.
 	StartMillis int64 `json:"start"`
@@ -120,10 +126,11 @@ func ReadRunInfo(dir string) (*RunInfo, error) {
 }
 
 type runLogs struct {
-	acks   []Ack
-	events []Event
-	faults []Fault
-	calls  []Call
+	acks    []Ack
+	events  []Event
+	faults  []Fault
+	calls   []Call
+	history []HistoryEntry
 }
 
 // loadLogs reads the logs of every member and the nemesis log.
@@ -142,6 +149,11 @@ func loadLogs(info *RunInfo) (runLogs, error) {
 		if err != nil {
 			return logs, err
 		}
+		history, err := ReadLines[HistoryEntry](info.MemberPath(member, "history"))
+		if err != nil {
+			return logs, err
+		}
+		logs.history = append(logs.history, history...)
 		logs.calls = append(logs.calls, calls...)
 		logs.acks = append(logs.acks, acks...)
 		logs.events = append(logs.events, events...)

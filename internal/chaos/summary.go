@@ -96,6 +96,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"writes of unknown outcome", fmt.Sprintf("%d (%d present, each once)", r.Unknown, r.UnknownPresent)},
 		{"present, never acknowledged", fmt.Sprint(r.Unacknowledged)},
 		{"violations", fmt.Sprint(len(r.Violations))},
+		{"linearizable (Porcupine)", linearText(r.Linearizability)},
 		{"lost commands", fmt.Sprint(len(r.Lost))},
 		{"failovers after a leader fault", fmt.Sprintf("%d measured, %d retained, %d unresolved, %d excluded", st.Measured, st.Retained, st.Unresolved, st.Excluded)},
 		{"failover p50 / p99 / max", fmt.Sprintf("%s / %s / %s", ms(st.P50Millis), ms(st.P99Millis), ms(st.MaxMillis))},
@@ -127,14 +128,39 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	if len(r.ByKind) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintf(tw, "fault kind\tfaults\tchanges of one role p50 / max\tchanges, all roles (to another member)\tlongest gap without an ack p50 / max\n")
+		fmt.Fprintf(tw, "fault kind\tsamples\tlongest gap without an ack p50 / max\tKafka detection p50 / max (of n)\tchanges of one role p50 / max\tchanges, all roles (to another member)\tepochs of one role p50 / max\tunknown-outcome writes\n")
 		for _, k := range r.ByKind {
-			fmt.Fprintf(tw, "%s\t%d\t%d / %d\t%d (%d)\t%s / %s\n", k.Kind, k.Faults, k.ChangesP50, k.ChangesMax, k.Changes, k.Handovers, ms(k.GapP50Millis), ms(k.GapMaxMillis))
+			detect := "-"
+			if k.Detected > 0 {
+				detect = fmt.Sprintf("%s / %s (%d)", ms(k.DetectP50Millis), ms(k.DetectMaxMillis), k.Detected)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s / %s\t%s\t%d / %d\t%d (%d)\t%d / %d\t%d\n", k.Kind, k.Faults, ms(k.GapP50Millis), ms(k.GapMaxMillis),
+				detect, k.ChangesP50, k.ChangesMax, k.Changes, k.Handovers, k.EpochsP50, k.EpochsMax, k.Unknown)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprintln(w)
+		for _, im := range r.Impacts {
+			if !IsBrokerFault(im.Kind) {
+				continue
+			}
+			rel := func(v int64) string {
+				if v < 0 {
+					return "-"
+				}
+				return fmt.Sprintf("+%.2fs", float64(v)/1000)
+			}
+			detect := "-"
+			if im.DetectMillis >= 0 {
+				detect = rel(im.DetectMillis)
+			}
+			fmt.Fprintf(w, "FAULT %d %s %s at %s: Kafka detection %s; first end of a leadership %s, first acquisition %s; longest gap %s (acks at %+.2fs and %+.2fs); %d changes (%d to another member), %d epochs, %d unknown\n",
+				im.Fault, im.Kind, im.Target, formatMillis(im.StartMillis), detect, rel(im.EndedMillis), rel(im.AcquiredMillis),
+				ms(im.LongestGapMillis), float64(im.GapFromMillis)/1000, float64(im.GapToMillis)/1000, im.Changes, im.Handovers, im.Epochs, im.Unknown)
+		}
 	}
+
 	if len(r.Calls) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintf(tw, "call\tcount\twith a deadline\treturned after its context ended\tlargest time past it\tlongest call\tleft out (member paused)\n")
@@ -161,6 +187,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	for _, lost := range r.Lost {
 		fmt.Fprintf(w, "LOST %s\n", lost)
 	}
+	if !r.Linearizability.OK() {
+		for _, d := range r.Linearizability.Detail {
+			fmt.Fprintf(w, "NOT LINEARIZABLE %s\n", d)
+		}
+	}
 	for _, fo := range r.Failovers {
 		if fo.Outcome == OutcomeMeasured && fo.Millis > fo.BoundMillis || fo.Outcome == OutcomeUnresolved {
 			fmt.Fprintf(w, "SLOW failover: fault %d %s of %s (leader of %s) at %s: %s, bound %s\n",
@@ -168,6 +199,14 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func linearText(l Linearizability) string {
+	if l.Result == LinearAbsent {
+		return "no history log"
+	}
+	return fmt.Sprintf("%s: %d operations, %d writes of unknown outcome, %d that cannot land left out; %s", l.Result, l.Ops, l.Unknown, l.Inert,
+		(time.Duration(l.Millis) * time.Millisecond).String())
 }
 
 func failoverText(fo Failover) string {
