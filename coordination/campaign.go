@@ -294,16 +294,11 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			// An epoch minted by this call fenced the holder already: write
 			// its lease now rather than leave the role without a writer.
 			decision = Decision{Action: ActionChallenge}
-		} else if state.Lease != nil && state.Lease.Member == c.member && c.sawFenced(state.Lease.Token) {
-			// This process saw the lease's token fenced: a successor
-			// minted, and fencing it would be a failback (FenceRecorder).
+		} else if own := c.classifyOwnLease(state); own == ownLeaseDeposed {
 			decision = evaluateDeposed(state, c.member, now, c.settings.lease)
-		} else if state.Lease != nil && state.Lease.Member == c.member && !c.settings.duplicateCheck {
-			// The specification: the lease came from an earlier incarnation
-			// of this member, because this call holds no epoch yet. The
-			// challenge fences it, at once, for one epoch.
+		} else if own == ownLeaseEarlier {
 			decision = Decision{Action: ActionChallenge}
-		} else if state.Lease != nil && state.Lease.Member == c.member {
+		} else if own == ownLeaseWatch {
 			var err error
 			if decision, err = c.namedByLease(ctx, state, now, decision); err != nil {
 				if ctx.Err() != nil {
@@ -541,6 +536,36 @@ func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64,
 		return Decision{Action: ActionWait, WaitUntil: quietUntil}, nil
 	}
 	return Decision{Action: ActionChallenge}, nil
+}
+
+// ownLease is what a lease that names this call's member is, as the loop
+// and TryAcquire treat it (classifyOwnLease).
+type ownLease int
+
+const (
+	ownLeaseNone    ownLease = iota // no lease, or one of another member
+	ownLeaseDeposed                 // its token was fenced: a successor minted (FenceRecorder)
+	ownLeaseEarlier                 // an earlier incarnation, which the challenge fences (the specification)
+	ownLeaseWatch                   // WithDuplicateMemberCheck: tell a live duplicate first
+)
+
+// classifyOwnLease says what the lease of state is to this call: a lease
+// that names the member under a token this process saw fenced names a
+// deposed member, who competes as a standby (no failback); otherwise, by
+// the specification, it came from an earlier incarnation of the member,
+// because this call holds no epoch yet, and the challenge fences it at
+// once, for one epoch; with the duplicate-member watch on, the call first
+// tells an earlier incarnation from a second live process.
+func (c *campaign) classifyOwnLease(state RoleState) ownLease {
+	switch {
+	case state.Lease == nil || state.Lease.Member != c.member:
+		return ownLeaseNone
+	case c.sawFenced(state.Lease.Token):
+		return ownLeaseDeposed
+	case c.settings.duplicateCheck:
+		return ownLeaseWatch
+	}
+	return ownLeaseEarlier
 }
 
 // sawFenced reports whether this process saw a write under token refused

@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // readLogRetry is the pause before a Fetch of the log walk that failed is
@@ -77,57 +76,27 @@ func (r *kafkaReader) readLog(ctx context.Context, tp TopicPartition) ([]StateRe
 }
 
 // fetchOnce sends one read_committed Fetch of one partition at offset to
-// leader, without a long poll, and returns its committed records and the
-// offset to fetch next.
+// leader over the walker's client, without a long poll and without a fetch
+// session, and returns its committed records and the offset to fetch next.
 func (r *kafkaReader) fetchOnce(ctx context.Context, leader int32, tp TopicPartition, topicID [16]byte, offset int64) ([]*kgo.Record, int64, error) {
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.ReplicaState.ID = -1
-	req.MaxWaitMillis = 0
-	req.MinBytes = 1
-	req.MaxBytes = readerMaxBytes
-	req.IsolationLevel = 1
-	req.SessionEpoch = -1 // no fetch session
-	topic := kmsg.NewFetchRequestTopic()
-	topic.Topic, topic.TopicID = tp.Topic, topicID
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.Partition = int32(tp.Partition)
-	fp.CurrentLeaderEpoch = -1
-	fp.FetchOffset = offset
-	fp.LastFetchedEpoch = -1
-	fp.LogStartOffset = -1
-	fp.PartitionMaxBytes = readerPartitionMaxBytes
-	topic.Partitions = append(topic.Partitions, fp)
-	req.Topics = append(req.Topics, topic)
-	kresp, err := r.walker.Broker(int(leader)).Request(ctx, req)
+	req := newFetchRequest(0, 0, -1)
+	addFetchPartition(req, tp, topicID, offset)
+	resp, err := sendFetch(ctx, r.walker, leader, req)
 	if err != nil {
 		return nil, offset, err
 	}
-	resp := kresp.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, offset, err
+	rp := findFetchPartitionOf(resp, tp, topicID)
+	if rp == nil {
+		return nil, offset, fmt.Errorf("the Fetch response omits %s", tp)
 	}
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		if t.Topic != tp.Topic && (t.TopicID == [16]byte{} || t.TopicID != topicID) {
-			continue
-		}
-		for j := range t.Partitions {
-			rp := &t.Partitions[j]
-			if rp.Partition != int32(tp.Partition) {
-				continue
-			}
-			fetched, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-				Offset:         offset,
-				IsolationLevel: kgo.ReadCommitted(),
-				Topic:          tp.Topic,
-				Partition:      int32(tp.Partition),
-			}, rp, r.decompressor, nil)
-			if fetched.Err != nil {
-				return nil, offset, fetched.Err
-			}
-			return fetched.Records, next, nil
-		}
+	fetched, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset:         offset,
+		IsolationLevel: kgo.ReadCommitted(),
+		Topic:          tp.Topic,
+		Partition:      int32(tp.Partition),
+	}, rp, r.decompressor, nil)
+	if fetched.Err != nil {
+		return nil, offset, fetched.Err
 	}
-	return nil, offset, fmt.Errorf("the Fetch response omits %s", tp)
+	return fetched.Records, next, nil
 }

@@ -860,6 +860,19 @@ func (r *kafkaReader) loopPartitionsLocked(leader int32, now time.Time) (parts [
 // the response or the error of the request as a whole.
 func (r *kafkaReader) fetch(ctx context.Context, leader int32, parts []*followedPartition, offsets []int64, include []bool,
 	maxWait time.Duration, sessionID, epoch int32) (*kmsg.FetchResponse, error) {
+	req := newFetchRequest(maxWait, sessionID, epoch)
+	for i, p := range parts {
+		if include[i] {
+			addFetchPartition(req, p.tp, p.topicID, offsets[i])
+		}
+	}
+	return sendFetch(ctx, r.client, leader, req)
+}
+
+// newFetchRequest is a read_committed Fetch of a consumer (replica -1)
+// with the reader's size bounds, a long poll of maxWait, and the fetch
+// session sessionID at epoch (0 and -1: none, a full fetch).
+func newFetchRequest(maxWait time.Duration, sessionID, epoch int32) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.ReplicaState.ID = -1
@@ -869,30 +882,34 @@ func (r *kafkaReader) fetch(ctx context.Context, leader int32, parts []*followed
 	req.IsolationLevel = 1
 	req.SessionID = sessionID
 	req.SessionEpoch = epoch
-	for i, p := range parts {
-		if !include[i] {
-			continue
-		}
-		j := slices.IndexFunc(req.Topics, func(t kmsg.FetchRequestTopic) bool { return t.Topic == p.tp.Topic })
-		if j < 0 {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = p.tp.Topic, p.topicID
-			req.Topics = append(req.Topics, t)
-			j = len(req.Topics) - 1
-		}
-		fp := kmsg.NewFetchRequestTopicPartition()
-		fp.Partition = int32(p.tp.Partition)
-		fp.CurrentLeaderEpoch = -1
-		fp.FetchOffset = offsets[i]
-		fp.LastFetchedEpoch = -1
-		fp.LogStartOffset = -1
-		fp.PartitionMaxBytes = readerPartitionMaxBytes
-		req.Topics[j].Partitions = append(req.Topics[j].Partitions, fp)
+	return req
+}
+
+// addFetchPartition adds one partition of a topic, by name and (from Fetch
+// version 13 on) by topic id, at offset to req.
+func addFetchPartition(req *kmsg.FetchRequest, tp TopicPartition, topicID [16]byte, offset int64) {
+	j := slices.IndexFunc(req.Topics, func(t kmsg.FetchRequestTopic) bool { return t.Topic == tp.Topic })
+	if j < 0 {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = tp.Topic, topicID
+		req.Topics = append(req.Topics, t)
+		j = len(req.Topics) - 1
 	}
-	// One attempt: a pinned retriable request retries a dead broker for up
-	// to 30 s (franz-go's RetryTimeout); fetchLost looks the partitions up
-	// again instead.
-	kresp, err := r.client.Broker(int(leader)).Request(ctx, req)
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition = int32(tp.Partition)
+	fp.CurrentLeaderEpoch = -1
+	fp.FetchOffset = offset
+	fp.LastFetchedEpoch = -1
+	fp.LogStartOffset = -1
+	fp.PartitionMaxBytes = readerPartitionMaxBytes
+	req.Topics[j].Partitions = append(req.Topics[j].Partitions, fp)
+}
+
+// sendFetch sends req to leader over client in one attempt: a pinned
+// retriable request retries a dead broker for up to 30 s (franz-go's
+// RetryTimeout); the caller looks the partitions up again instead.
+func sendFetch(ctx context.Context, client *kgo.Client, leader int32, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
+	kresp, err := client.Broker(int(leader)).Request(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -921,13 +938,19 @@ func (r *kafkaReader) fetchLost(parts []*followedPartition, err error) {
 // findFetchPartition finds the answer for p in a Fetch response, by topic
 // name or, from Fetch version 13 on, by topic id.
 func findFetchPartition(resp *kmsg.FetchResponse, p *followedPartition) *kmsg.FetchResponseTopicPartition {
+	return findFetchPartitionOf(resp, p.tp, p.topicID)
+}
+
+// findFetchPartitionOf finds the answer for tp, whose topic has topicID,
+// in a Fetch response.
+func findFetchPartitionOf(resp *kmsg.FetchResponse, tp TopicPartition, topicID [16]byte) *kmsg.FetchResponseTopicPartition {
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
-		if t.Topic != p.tp.Topic && (t.TopicID == [16]byte{} || t.TopicID != p.topicID) {
+		if t.Topic != tp.Topic && (t.TopicID == [16]byte{} || t.TopicID != topicID) {
 			continue
 		}
 		for j := range t.Partitions {
-			if t.Partitions[j].Partition == int32(p.tp.Partition) {
+			if t.Partitions[j].Partition == int32(tp.Partition) {
 				return &t.Partitions[j]
 			}
 		}

@@ -111,13 +111,13 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	}
 	rank, _ := state.RankOf(member)
 	decision := Evaluate(state, member, now, c.settings.lease)
-	if lease := state.Lease; lease != nil && lease.Member == member && c.sawFenced(lease.Token) {
+	own := c.classifyOwnLease(state)
+	live := state.Lease != nil && c.settings.lease.Timing(*state.Lease).LiveAt(now)
+	if lease := state.Lease; own == ownLeaseDeposed {
 		decision = evaluateDeposed(state, member, now, c.settings.lease) // a successor minted: no failback
-	} else if lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) && !c.settings.duplicateCheck {
-		// The specification's restart path: an earlier incarnation, fenced
-		// at once for one epoch.
-		decision = Decision{Action: ActionChallenge}
-	} else if lease != nil && lease.Member == member && c.settings.lease.Timing(*lease).LiveAt(now) {
+	} else if own == ownLeaseEarlier && live {
+		decision = Decision{Action: ActionChallenge} // the specification's restart path
+	} else if own == ownLeaseWatch && live {
 		recorder, ok := c.transport.(MintRecorder)
 		if !ok || !recorder.Minted(lease.Token) {
 			// The registration key may be a live process's too: no
