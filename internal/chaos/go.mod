@@ -15,4 +15,5 @@ require (
 require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 )

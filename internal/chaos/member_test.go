@@ -74,8 +74,22 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		})
 	}
 
+	// The faults start once each role has a leader that wrote a command.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		written := 0
+		for i := range roles {
+			if len(cluster.Records(coordination.TopicPartition{Topic: commandTopic, Partition: i})) > 0 {
+				written++
+			}
+		}
+		if written == len(roles) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s, %d of %d roles have a command; want a leader of each", written, len(roles))
+		}
+	}
 	var faults []Fault
-	time.Sleep(300 * time.Millisecond)
 	for i, id := range append(members, members...) {
 		if i == 2 {
 			// A commit whose reply is lost: the outcome is unknown to the
@@ -86,11 +100,11 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		}
 		f := Fault{Index: i, Kind: FaultCut, Target: id, StartMillis: time.Now().UnixMilli()}
 		transports[id].Cut()
-		time.Sleep(2 * lease)
+		time.Sleep(2 * lease) // the fault itself: cut off for two leases
 		transports[id].Heal()
 		f.EndMillis = time.Now().UnixMilli()
 		faults = append(faults, f)
-		time.Sleep(lease)
+		time.Sleep(lease) // healed for a lease before the next fault
 	}
 	cancel()
 	wg.Wait()

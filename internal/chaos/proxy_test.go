@@ -4,56 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// echoServer answers every line with the same line, until the test ends.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer conn.Close()
-				_, _ = io.Copy(conn, conn)
-			})
-		}
-	})
-	return ln.Addr().String()
-}
-
-func roundTrip(conn net.Conn, line string, timeout time.Duration) (string, error) {
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write([]byte(line + "\n")); err != nil {
-		return "", err
-	}
-	got, err := bufio.NewReader(conn).ReadString('\n')
-	return got, err
-}
-
-func newProxy(t *testing.T) *Proxy {
-	t.Helper()
-	p, err := NewProxy("127.0.0.1:0", echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
 
 func TestProxyForwards(t *testing.T) {
 	p := newProxy(t)
