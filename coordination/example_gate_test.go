@@ -95,8 +95,14 @@ func ExampleGate() {
 	if err := successor.Resign(ctx); err != nil {
 		log.Fatal(err)
 	}
+	// The deposed leader learns of the fence at its next renewal, or, as
+	// here, when it resigns: the broker refuses its epoch, and its
+	// leadership ends with ErrFenced.
+	err = deposed.Resign(ctx)
+	fmt.Printf("the deposed leader's resignation is fenced: %t\n", errors.Is(err, coordination.ErrFenced))
 
 	// Output:
 	// valve: close valve 7 (token 1000:2, trace node-2)
 	// valve: refused "open valve 7" from 1000:0: the coordinator holds 1000:2
+	// the deposed leader's resignation is fenced: true
 }
