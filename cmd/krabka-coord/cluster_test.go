@@ -15,18 +15,6 @@ import (
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := listener.Addr().String()
-	listener.Close()
-	return addr
-}
-
 // A dead seed broker in --brokers does not fail describe, watch, fence or
 // list (issue 10, bug 1): franz-go sends FindCoordinator to a seed in turn
 // and does not retry it elsewhere, so the seed that does not answer is left
@@ -58,34 +46,6 @@ func TestDeadSeedBroker(t *testing.T) {
 			}
 		}
 	}
-}
-
-// silentAddr is a loopback address that accepts connections and never
-// answers, as a seed behind a firewall that drops packets looks after the
-// handshake.
-func silentAddr(t *testing.T) string {
-	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { listener.Close() })
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return listener.Addr().String()
 }
 
 // A silent seed (it accepts and never answers) costs about a second once

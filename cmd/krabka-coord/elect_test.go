@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -11,31 +10,6 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
-
-// startCLI runs a command line in process until ctx ends. Its output can
-// be read while it runs; wait delivers the exit code and the output.
-func startCLI(ctx context.Context, configure func(*globals), args ...string) *inProcess {
-	r := &inProcess{done: make(chan cliResult, 1)}
-	go func() {
-		code := executeWith(ctx, args, &r.stdout, &r.stderr, func(string) string { return "" }, configure)
-		r.done <- cliResult{code, r.stdout.String(), r.stderr.String()}
-	}()
-	return r
-}
-
-// inProcess is a command line that runs in process.
-type inProcess struct {
-	done           chan cliResult
-	stdout, stderr syncBuffer
-}
-
-// wait waits for the end of the command line.
-func (r *inProcess) wait() cliResult { return <-r.done }
-
-type cliResult struct {
-	code           int
-	stdout, stderr string
-}
 
 var fastLease = []string{"--lease-duration", "3s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
 
@@ -133,23 +107,6 @@ func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 	}
 	if r := standby.wait(); r.code != exitOK {
 		t.Fatalf("the standby: exit %d: %s", r.code, r.stderr)
-	}
-}
-
-// waitDescribe polls describe until ok holds.
-func waitDescribe(t *testing.T, conn []string, role string, ok func(describeJSON) bool) describeJSON {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, stdout, _ := runCLI(t, nil, append([]string{"describe", role, "--output", "json"}, conn...)...)
-		var result describeJSON
-		if code == exitOK && json.Unmarshal([]byte(stdout), &result) == nil && ok(result) {
-			return result
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("describe %s: the state did not come: %s", role, stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -210,18 +210,3 @@ func TestJSONSchema(t *testing.T) {
 		}
 	}
 }
-
-// waitAddr waits for the metrics address that an elect in process prints.
-func waitAddr(t *testing.T, h *inProcess) string {
-	t.Helper()
-	re := regexp.MustCompile(`metrics on http://([^/]+)/metrics`)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(h.stderr.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no metrics address in %q", h.stderr.String())
-	return ""
-}

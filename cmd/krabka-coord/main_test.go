@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -29,15 +28,6 @@ import (
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
-
-// runCLI runs the command line in process, with the environment env.
-func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	getenv := func(key string) string { return env[key] }
-	code = execute(context.Background(), args, &out, &errOut, getenv)
-	return code, out.String(), errOut.String()
-}
 
 // assertOneLine checks that stderr is one line of error that names want.
 func assertOneLine(t *testing.T, stderr, want string) {
