@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
 // terminal is a pseudo-terminal with a helper process as the leader of its
@@ -34,7 +37,7 @@ func startOnTerminal(t *testing.T, part string) *terminal {
 	t.Helper()
 	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		kafkatest.RequireOrSkip(t, fmt.Sprintf("no pseudo-terminal: %v", err))
 	}
 	t.Cleanup(func() { master.Close() })
 	var n uint32
@@ -50,11 +53,11 @@ func startOnTerminal(t *testing.T, part string) *terminal {
 		}
 		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n)))
 	}); err != nil || errno != 0 {
-		t.Skipf("no pseudo-terminal: %v %v", err, errno)
+		kafkatest.RequireOrSkip(t, fmt.Sprintf("no pseudo-terminal: %v %v", err, errno))
 	}
 	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		kafkatest.RequireOrSkip(t, fmt.Sprintf("no pseudo-terminal: %v", err))
 	}
 	defer slave.Close()
 

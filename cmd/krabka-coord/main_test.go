@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
 // assertOneLine checks that stderr is one line of error that names want.
@@ -643,7 +644,7 @@ func TestHealthAndMetrics(t *testing.T) {
 
 func TestChildExitCode(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
+		kafkatest.RequireOrSkip(t, "no sh on the PATH")
 	}
 	for _, tt := range []struct {
 		script string
