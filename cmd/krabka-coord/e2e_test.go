@@ -94,7 +94,7 @@ func (e *e2e) waitDescribe(t *testing.T, role string, timeout time.Duration, ok 
 		if time.Now().After(deadline) {
 			t.Fatalf("describe %s: the state did not come within %v: %+v", role, timeout, result)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the poll interval of the condition wait
 	}
 }
 
@@ -226,7 +226,12 @@ func (e *e2e) electFailover(t *testing.T) {
 	if code := b.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("elect node-b after SIGTERM: exit %d, want 0", code)
 	}
-	time.Sleep(1500 * time.Millisecond) // one epoch poll of watch
+	// watch has seen it all once it printed node-b's tombstones and the
+	// coordinator's epoch of node-b (a poll a second).
+	quoted := regexp.QuoteMeta(role)
+	watch.waitFor(regexp.MustCompile(`"event":"released","role":"`+quoted+`","member":"node-b"`), 10*time.Second)
+	watch.waitFor(regexp.MustCompile(`"event":"deregistered","role":"`+quoted+`","member":"node-b"`), 10*time.Second)
+	watch.waitFor(regexp.MustCompile(`"event":"epoch"[^\n]*"token":\{"token":"`+regexp.QuoteMeta(tokenB.String())+`"`), 10*time.Second)
 	watch.signal(syscall.SIGINT)
 	if code := watch.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("watch after SIGINT: exit %d", code)

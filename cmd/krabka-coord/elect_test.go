@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
@@ -20,9 +19,7 @@ var fastLease = []string{"--lease-duration", "3s", "--renew-interval", "1s", "--
 func TestElectRefusesALiveDuplicate(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "dup"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1"}, conn...), fastLease...)...)
@@ -54,9 +51,7 @@ func TestElectRefusesALiveDuplicate(t *testing.T) {
 func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "dupsb"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	lease := append(slices.Clone(fastLease), "--heartbeat-interval", "1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -85,18 +80,7 @@ func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 	// A standby that crashed: its registration stays, and no heartbeat
 	// follows. The next process under its name waits one heartbeat
 	// interval, then campaigns (and runs out of --wait as rank 1).
-	transport, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), cluster.Brokers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer transport.Close()
-	role, _ := coordination.NewRole("controller")
-	ghost, _ := coordination.NewMemberID("ghost")
-	partition, _ := coordination.RoleTopicPartition(role, coordination.WithTopic("dupsb"), coordination.WithPartitions(2))
-	if err := transport.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, ghost)),
-		coordination.EncodeRegistration(coordination.Registration{Member: ghost, RegisteredAt: time.Now().UnixMilli()})); err != nil {
-		t.Fatal(err)
-	}
+	writeRegistration(t, cluster, "dupsb", 2, "controller", "ghost")
 	code, _, stderr = runCLI(t, nil, append(append([]string{"elect", "controller", "ghost", "--wait", "4s"}, conn...), lease...)...)
 	if code != exitFailure || !strings.Contains(stderr, "waiting up to 2.2s for its next heartbeat") || !strings.Contains(stderr, "not elected for role controller within --wait") {
 		t.Fatalf("after a crashed standby: exit %d, stderr %q; want %d after the wait for a heartbeat", code, stderr, exitFailure)
@@ -117,17 +101,14 @@ func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "cut"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	network := newCutDialer()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	done := startCLI(ctx, func(g *globals) { g.dial = network.dial },
 		append([]string{"elect", "controller", "node-1", "--lease-duration", "30s", "--renew-interval", "10s"}, conn...)...)
 	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil })
-	network.dropNow()
-	time.Sleep(200 * time.Millisecond)
+	network.dropNow() // the black hole is open when it returns: no wait
 	stopped := time.Now()
 	cancel(errInterrupted)
 	select {
@@ -150,9 +131,7 @@ func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 func TestElectRejoinsAfterAFence(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "rejoin"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	member := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1", "--rejoin", "--listen", "127.0.0.1:0"}, conn...), fastLease...)...)

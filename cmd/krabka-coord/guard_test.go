@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,23 +142,13 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 			"--", self, "-test.run=^TestHeartbeatHelper$"}
 	}
 
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	start := func(member string, dial *cutDialer) (<-chan result, context.CancelFunc) {
-		done := make(chan result, 1)
+	start := func(member string, dial *cutDialer) (<-chan cliResult, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			var out, errOut syncBuffer
-			code := executeWith(ctx, args(member), &out, &errOut, func(string) string { return "" }, func(g *globals) {
-				if dial != nil {
-					g.dial = dial.dial
-				}
-			})
-			done <- result{code, out.String(), errOut.String()}
-		}()
-		return done, cancel
+		return startCLI(ctx, func(g *globals) {
+			if dial != nil {
+				g.dial = dial.dial
+			}
+		}, args(member)...).done, cancel
 	}
 
 	network := newCutDialer()
@@ -167,17 +158,9 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 	standbyDone, stopStandby := start("B", nil)
 	defer stopStandby()
 	// B registers behind A.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, stdout, _ := runCLI(t, nil, "describe", role, "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json")
-		if code == exitOK && strings.Contains(stdout, `"member":"B"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("B did not register: %s", stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitDescribe(t, []string{"--brokers", brokers, "--topic", topic, "--partitions", "1"}, role, func(r describeJSON) bool {
+		return slices.ContainsFunc(r.Roster, func(e rosterJSON) bool { return e.Member == "B" })
+	})
 
 	cutAt := time.Now()
 	if drop {
@@ -186,7 +169,7 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 		network.cutNow()
 	}
 	waitFile(t, file, "start B ", 30*time.Second)
-	var holder result
+	var holder cliResult
 	select {
 	case holder = <-holderDone:
 	case <-time.After(20 * time.Second):
@@ -343,21 +326,12 @@ func TestRunGuardRenewDeadlineFake(t *testing.T) {
 	// lease 6s − grace 1s − skew 500ms − margin 1s: a renew deadline of
 	// 3.5s, above the renew interval of 1s.
 	guard := leaseGuard{grace: time.Second, skew: 500 * time.Millisecond, margin: guardMargin}
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	done := make(chan result, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		var out, errOut syncBuffer
-		code := executeWith(ctx, []string{"run", role, "A", "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json",
-			"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms",
-			"--grace", guard.grace.String(), "--max-clock-skew", guard.skew.String(),
-			"--", self, "-test.run=^TestHeartbeatHelper$"}, &out, &errOut, func(string) string { return "" }, nil)
-		done <- result{code, out.String(), errOut.String()}
-	}()
+	done := startCLI(ctx, nil, "run", role, "A", "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json",
+		"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms",
+		"--grace", guard.grace.String(), "--max-clock-skew", guard.skew.String(),
+		"--", self, "-test.run=^TestHeartbeatHelper$").done
 	waitFile(t, file, "start A ", 30*time.Second)
 
 	txnID := role
@@ -373,7 +347,7 @@ func TestRunGuardRenewDeadlineFake(t *testing.T) {
 		return kafkatest.RefusedProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 	})
 
-	var got result
+	var got cliResult
 	select {
 	case got = <-done:
 	case <-time.After(30 * time.Second):

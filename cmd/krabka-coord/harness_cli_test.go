@@ -23,12 +23,18 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdo
 	return code, out.String(), errOut.String()
 }
 
-// startCLI runs a command line in process until ctx ends. Its output can
-// be read while it runs; wait delivers the exit code and the output.
+// startCLI runs a command line in process until ctx ends, with an empty
+// environment. Its output can be read while it runs; wait delivers the
+// exit code and the output.
 func startCLI(ctx context.Context, configure func(*globals), args ...string) *inProcess {
+	return startCLIEnv(ctx, nil, configure, args...)
+}
+
+// startCLIEnv is startCLI with the environment env.
+func startCLIEnv(ctx context.Context, env map[string]string, configure func(*globals), args ...string) *inProcess {
 	r := &inProcess{done: make(chan cliResult, 1)}
 	go func() {
-		code := executeWith(ctx, args, &r.stdout, &r.stderr, func(string) string { return "" }, configure)
+		code := executeWith(ctx, args, &r.stdout, &r.stderr, func(key string) string { return env[key] }, configure)
 		r.done <- cliResult{code, r.stdout.String(), r.stderr.String()}
 	}()
 	return r
@@ -42,6 +48,22 @@ type inProcess struct {
 
 // wait waits for the end of the command line.
 func (r *inProcess) wait() cliResult { return <-r.done }
+
+// waitFor waits until the output (stdout and stderr) matches re, and
+// returns the submatches.
+func (r *inProcess) waitFor(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if m := re.FindStringSubmatch(r.stdout.String() + r.stderr.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v\nstdout:\n%s\nstderr:\n%s", re, timeout, r.stdout.String(), r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // the poll interval of the condition wait
+	}
+}
 
 type cliResult struct {
 	code           int
@@ -61,21 +83,12 @@ func waitDescribe(t *testing.T, conn []string, role string, ok func(describeJSON
 		if time.Now().After(deadline) {
 			t.Fatalf("describe %s: the state did not come: %s", role, stdout)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the poll interval of the condition wait
 	}
 }
 
 // waitAddr waits for the metrics address that an elect in process prints.
 func waitAddr(t *testing.T, h *inProcess) string {
 	t.Helper()
-	re := regexp.MustCompile(`metrics on http://([^/]+)/metrics`)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(h.stderr.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no metrics address in %q", h.stderr.String())
-	return ""
+	return h.waitFor(t, metricsAddr, 10*time.Second)[1]
 }

@@ -35,7 +35,7 @@ func TestHeartbeatHelper(t *testing.T) {
 	name := os.Getenv(envMember)
 	fmt.Fprintf(out, "start %s %d\n", name, time.Now().UnixNano())
 	for {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the helper's beat: what it does, not a wait
 		fmt.Fprintf(out, "beat %s %d\n", name, time.Now().UnixNano())
 	}
 }
@@ -81,6 +81,6 @@ func waitFile(t *testing.T, file, want string, timeout time.Duration) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s does not hold %q after %v:\n%s", file, want, timeout, data)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval of the condition wait
 	}
 }

@@ -67,6 +67,8 @@ func TestHelperProcess(t *testing.T) {
 			if status.Stopped() {
 				_ = tcsetpgrp(0, syscall.Getpgrp())
 				fmt.Printf("shell: job stopped by %v\n", status.StopSignal())
+				// The user's pause before fg: part of the scenario, not a
+				// wait for anything (run stays stopped until the SIGCONT).
 				time.Sleep(200 * time.Millisecond)
 				_ = tcsetpgrp(0, pid) // fg
 				_ = syscall.Kill(-pid, syscall.SIGCONT)

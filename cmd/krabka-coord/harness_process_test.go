@@ -147,7 +147,7 @@ func (p *proc) waitFor(re *regexp.Regexp, timeout time.Duration) []string {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("%s did not print %s within %v\nstdout:\n%s\nstderr:\n%s", p.name, re, timeout, p.stdout.String(), p.stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval of the condition wait
 	}
 }
 

@@ -79,6 +79,6 @@ func TestParentDeathSignalKillsTheCommand(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the command %d still runs after SIGKILL of its parent", pid)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the poll interval of the condition wait
 	}
 }
