@@ -16,9 +16,9 @@ import (
 func RequireOrSkip(t testing.TB, reason string) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
-		t.Fatalf("kafkatest: %s, and CI is set: CI runs this test and never skips it", reason)
+		t.Fatalf("kafkatest: CI is set, and CI never skips a test, but this one cannot run: %s", reason)
 	}
-	t.Skipf("kafkatest: %s, so the test is skipped", reason)
+	t.Skipf("kafkatest: skipped: %s", reason)
 }
 
 // SASLBrokers returns the seed brokers of the real broker's SASL_PLAINTEXT
