@@ -102,7 +102,7 @@ func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "cut"}
 	createStateTopic(t, conn)
-	network := newCutDialer()
+	network := newCutDialer(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	done := startCLI(ctx, func(g *globals) { g.dial = network.dial },

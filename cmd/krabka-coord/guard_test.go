@@ -151,7 +151,7 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 		}, args(member)...).done, cancel
 	}
 
-	network := newCutDialer()
+	network := newCutDialer(t)
 	holderDone, stopHolder := start("A", network)
 	defer stopHolder()
 	waitFile(t, file, "start A ", 30*time.Second)

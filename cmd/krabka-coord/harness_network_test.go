@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"testing"
 )
 
 // cutDialer is the network of a member that the test can cut. A cut
@@ -25,7 +26,16 @@ type cutDialer struct {
 
 var errCut = errors.New("test: the network of this member is cut")
 
-func newCutDialer() *cutDialer { return &cutDialer{blackhole: make(chan struct{})} }
+// newCutDialer returns the network of a member, whole until the test
+// cuts it. When the test ends, it is cut for good: every connection that
+// it opened closes, so that no read of the member waits on a black hole
+// after the test (a holeConn does not honour deadlines), and the leak
+// check finds the member's goroutines ended.
+func newCutDialer(t *testing.T) *cutDialer {
+	d := &cutDialer{blackhole: make(chan struct{})}
+	t.Cleanup(d.cutNow)
+	return d
+}
 
 func (d *cutDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
 	d.mu.Lock()
