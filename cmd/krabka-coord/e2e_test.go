@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -479,12 +478,7 @@ func (e *e2e) sighup(t *testing.T) {
 // Wrong input: one line that says what to do, and a non-zero exit code.
 func (e *e2e) wrongInput(t *testing.T) {
 	t.Parallel()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := listener.Addr().String()
-	listener.Close()
+	closed := closedAddr(t)
 	deleteTopic := e.cluster.CreateTopic(t, "krabka-coord-e2e-delete", 4, map[string]string{"cleanup.policy": "delete"})
 	missing := kafkatest.TopicName("krabka-coord-e2e-missing")
 	long := strings.Repeat("x", 250)

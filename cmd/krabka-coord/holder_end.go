@@ -177,30 +177,36 @@ func (h *holder) lostTo(leadership *coordination.Leadership, cause error) error 
 		h.shownMember(), h.shownRole(), leadership.Token(), newer, left)
 }
 
+// endCauses are the causes of the end of a leadership that elect and run
+// tell apart, in the order in which they are checked: the reason of each,
+// for the metrics and the JSON events, and its words.
+var endCauses = []struct {
+	err          error
+	reason, text string
+}{
+	{coordination.ErrFenced, "fenced", "fenced: another member holds a newer epoch"},
+	{coordination.ErrProducerLost, "lost", "the producer of its epoch is lost"},
+	{coordination.ErrNotAuthorized, "denied", "the cluster refused a permission"},
+}
+
 // endReason names why a leadership ended, for the metrics and the JSON
 // events: fenced, lost (the producer of the epoch), denied (a permission),
 // or resigned.
 func endReason(cause error) string {
-	switch {
-	case errors.Is(cause, coordination.ErrFenced):
-		return "fenced"
-	case errors.Is(cause, coordination.ErrProducerLost):
-		return "lost"
-	case errors.Is(cause, coordination.ErrNotAuthorized):
-		return "denied"
+	for _, c := range endCauses {
+		if errors.Is(cause, c.err) {
+			return c.reason
+		}
 	}
 	return "resigned"
 }
 
 // shortCause names why a leadership ended.
 func shortCause(err error) string {
-	switch {
-	case errors.Is(err, coordination.ErrFenced):
-		return "fenced: another member holds a newer epoch"
-	case errors.Is(err, coordination.ErrProducerLost):
-		return "the producer of its epoch is lost"
-	case errors.Is(err, coordination.ErrNotAuthorized):
-		return "the cluster refused a permission"
+	for _, c := range endCauses {
+		if errors.Is(err, c.err) {
+			return c.text
+		}
 	}
 	if err == nil {
 		return "ended"
