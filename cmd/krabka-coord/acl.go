@@ -1,15 +1,5 @@
 package main
 
-import (
-	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/krabka-io/krabka-streams-go/coordination"
-)
-
 // An ACL refusal names the one ACL that the step which failed needs, and
 // the kafka-acls.sh line that grants it, so that an operator who grants
 // what an error says does not meet the next missing ACL one error at a
@@ -22,6 +12,16 @@ import (
 // the stronger operation when the command needs it anyway (a member needs
 // WRITE on its role's transactional id, which covers the DESCRIBE of
 // DescribeTransactions).
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+)
 
 // Kafka ACL operations, spelled as kafka-acls.sh takes them.
 const (

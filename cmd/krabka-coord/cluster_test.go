@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,18 +14,6 @@ import (
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := listener.Addr().String()
-	listener.Close()
-	return addr
-}
-
 // A dead seed broker in --brokers does not fail describe, watch, fence or
 // list (issue 10, bug 1): franz-go sends FindCoordinator to a seed in turn
 // and does not retry it elsewhere, so the seed that does not answer is left
@@ -36,9 +23,7 @@ func TestDeadSeedBroker(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	brokers := closedAddr(t) + "," + strings.Join(cluster.Brokers, ",")
 	conn := []string{"--brokers", brokers, "--partitions", "4", "--topic", "dead-seed"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	if code, _, stderr := runCLI(t, nil, append([]string{"fence", "controller", "--force"}, conn...)...); code != exitOK {
 		t.Fatalf("fence --force: exit %d: %s", code, stderr)
 	}
@@ -60,34 +45,6 @@ func TestDeadSeedBroker(t *testing.T) {
 	}
 }
 
-// silentAddr is a loopback address that accepts connections and never
-// answers, as a seed behind a firewall that drops packets looks after the
-// handshake.
-func silentAddr(t *testing.T) string {
-	t.Helper()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { listener.Close() })
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return listener.Addr().String()
-}
-
 // A silent seed (it accepts and never answers) costs about a second once
 // another seed answered, not the whole --connect-timeout (found by trying
 // describe with a silent seed: 5.2 s each time).
@@ -95,9 +52,7 @@ func TestSilentSeedBroker(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	brokers := silentAddr(t) + "," + strings.Join(cluster.Brokers, ",")
 	conn := []string{"--brokers", brokers, "--partitions", "4", "--topic", "silent-seed", "--connect-timeout", "20s"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	start := time.Now()
 	code, _, stderr := runCLI(t, nil, append([]string{"list"}, conn...)...)
 	took := time.Since(start)
@@ -116,12 +71,10 @@ func TestSilentSeedBroker(t *testing.T) {
 func TestWatchForCountsAfterSetup(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "4", "--topic", "slow-setup"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	cluster.Fake.ControlKey(kmsg.DescribeConfigs.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 		cluster.Fake.KeepControl()
-		time.Sleep(700 * time.Millisecond) // a loaded broker
+		time.Sleep(700 * time.Millisecond) // deliberately slow: a loaded broker, what the test is about
 		return nil, nil, false
 	})
 	code, stdout, stderr := runCLI(t, nil, append([]string{"watch", "controller", "--for", "300ms"}, conn...)...)
@@ -137,9 +90,7 @@ func TestDescribeRetriesAMovedCoordinator(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	brokers := strings.Join(cluster.Brokers, ",")
 	conn := []string{"--brokers", brokers, "--partitions", "4", "--topic", "moved"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	if code, _, stderr := runCLI(t, nil, append([]string{"fence", "controller", "--force"}, conn...)...); code != exitOK {
 		t.Fatalf("fence --force: exit %d: %s", code, stderr)
 	}
@@ -175,20 +126,6 @@ func TestDescribeRetriesAMovedCoordinator(t *testing.T) {
 // with "context canceled ... check --brokers". The broker here accepts
 // the connection and never answers.
 func TestSignalWhileConnecting(t *testing.T) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
-	go func() {
-		for {
-			conn, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			defer conn.Close()
-		}
-	}()
 	for _, args := range [][]string{
 		{"elect", "controller", "node-1"},
 		{"run", "controller", "node-1"},
@@ -196,22 +133,24 @@ func TestSignalWhileConnecting(t *testing.T) {
 		{"describe", "controller"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
+			addr, connecting := silentBroker(t)
 			ctx, cancel := context.WithCancelCause(context.Background())
-			done := make(chan int, 1)
-			var out, errOut syncBuffer
-			go func() {
-				full := append(append([]string{}, args...), "--brokers", listener.Addr().String(), "--connect-timeout", "30s")
-				if args[0] == "run" {
-					full = append(full, "--", "true")
-				}
-				done <- executeWith(ctx, full, &out, &errOut, func(string) string { return "" }, nil)
-			}()
-			time.Sleep(300 * time.Millisecond)
+			defer cancel(nil)
+			full := append(append([]string{}, args...), "--brokers", addr, "--connect-timeout", "30s")
+			if args[0] == "run" {
+				full = append(full, "--", "true")
+			}
+			cli := startCLI(ctx, nil, full...)
+			select {
+			case <-connecting: // the command dialed the broker, and waits for its answer
+			case <-time.After(10 * time.Second):
+				t.Fatal("the command did not connect to the broker")
+			}
 			cancel(errInterrupted) // what the first SIGINT does to the command's context
 			select {
-			case code := <-done:
-				if code != exitOK || !strings.Contains(errOut.String(), "interrupted while connecting to Kafka") {
-					t.Fatalf("exit %d, stderr %q; want 0 and the interruption", code, errOut.String())
+			case r := <-cli.done:
+				if r.code != exitOK || !strings.Contains(r.stderr, "interrupted while connecting to Kafka") {
+					t.Fatalf("exit %d, stderr %q; want 0 and the interruption", r.code, r.stderr)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("the command did not end on the signal")

@@ -1,5 +1,9 @@
 package main
 
+// The command create-topic: it creates the state topic, or checks an
+// existing one against what was asked, and the reads of the cluster's
+// configuration and of a topic's metadata that it needs.
+
 import (
 	"context"
 	"errors"

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
 // create-topic on the real broker (issue 10, bug 5): a new topic inherits

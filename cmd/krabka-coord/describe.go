@@ -1,5 +1,9 @@
 package main
 
+// The command describe: the roster, the lease and the coordinator's
+// epoch of roles, as text or as the describe document that watch and
+// step-down reuse.
+
 import (
 	"context"
 	"errors"

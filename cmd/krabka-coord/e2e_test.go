@@ -12,20 +12,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,145 +26,6 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
-
-// buildBinary builds krabka-coord into a temporary directory of the test.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	binary := filepath.Join(t.TempDir(), "krabka-coord")
-	build := exec.Command(goTool, "build", "-o", binary, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return binary
-}
-
-// cleanEnv is the environment of the binary: without KRABKA_BROKERS, so
-// that the demo on kfake stays on kfake, and without the SASL password.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, envBrokers+"=") || strings.HasPrefix(kv, envSASLPassword+"=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
-
-// syncBuffer is a buffer that a process writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// proc is a running krabka-coord.
-type proc struct {
-	t      *testing.T
-	name   string
-	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
-	done   chan struct{}
-	code   int
-}
-
-// start starts the binary, in a process group of its own.
-func start(t *testing.T, binary string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{t: t, name: strings.Join(args[:min(3, len(args))], " "), done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		p.code = childExitCode(err)
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", p.name, p.code, p.stdout.String(), p.stderr.String())
-		}
-	})
-	return p
-}
-
-// signal sends sig to the process.
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal %s: %v", p.name, err)
-	}
-}
-
-// wait waits for the exit and returns the exit code.
-func (p *proc) wait(timeout time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(timeout):
-		p.t.Fatalf("%s did not exit within %v\nstdout:\n%s\nstderr:\n%s", p.name, timeout, p.stdout.String(), p.stderr.String())
-		return -1
-	}
-}
-
-// waitFor waits until the output matches re, and returns the submatches.
-func (p *proc) waitFor(re *regexp.Regexp, timeout time.Duration) []string {
-	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if m := re.FindStringSubmatch(p.stdout.String() + p.stderr.String()); m != nil {
-			return m
-		}
-		select {
-		case <-p.done:
-			if m := re.FindStringSubmatch(p.stdout.String() + p.stderr.String()); m != nil {
-				return m
-			}
-			p.t.Fatalf("%s exited with %d before printing %s\nstdout:\n%s\nstderr:\n%s", p.name, p.code, re, p.stdout.String(), p.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not print %s within %v\nstdout:\n%s\nstderr:\n%s", p.name, re, timeout, p.stdout.String(), p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// runBinary runs the binary to its end.
-func runBinary(t *testing.T, binary string, env []string, timeout time.Duration, args ...string) (code int, stdout, stderr string, elapsed time.Duration) {
-	t.Helper()
-	begin := time.Now()
-	p := start(t, binary, env, args...)
-	code = p.wait(timeout)
-	return code, p.stdout.String(), p.stderr.String(), time.Since(begin)
-}
 
 // The demo on the embedded cluster: no broker needed.
 func TestE2EDemoKfake(t *testing.T) {
@@ -239,7 +93,7 @@ func (e *e2e) waitDescribe(t *testing.T, role string, timeout time.Duration, ok 
 		if time.Now().After(deadline) {
 			t.Fatalf("describe %s: the state did not come within %v: %+v", role, timeout, result)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the poll interval of the condition wait
 	}
 }
 
@@ -371,7 +225,12 @@ func (e *e2e) electFailover(t *testing.T) {
 	if code := b.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("elect node-b after SIGTERM: exit %d, want 0", code)
 	}
-	time.Sleep(1500 * time.Millisecond) // one epoch poll of watch
+	// watch has seen it all once it printed node-b's tombstones and the
+	// coordinator's epoch of node-b (a poll a second).
+	quoted := regexp.QuoteMeta(role)
+	watch.waitFor(regexp.MustCompile(`"event":"released","role":"`+quoted+`","member":"node-b"`), 10*time.Second)
+	watch.waitFor(regexp.MustCompile(`"event":"deregistered","role":"`+quoted+`","member":"node-b"`), 10*time.Second)
+	watch.waitFor(regexp.MustCompile(`"event":"epoch"[^\n]*"token":\{"token":"`+regexp.QuoteMeta(tokenB.String())+`"`), 10*time.Second)
 	watch.signal(syscall.SIGINT)
 	if code := watch.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("watch after SIGINT: exit %d", code)
@@ -457,26 +316,6 @@ var (
 	childLine      = regexp.MustCompile(`child (\d+) role=(\S+) member=(\S+) token=(\S+)`)
 	grandchildLine = regexp.MustCompile(`grandchild (\d+)`)
 )
-
-// running reports whether a process runs; a zombie does not.
-func running(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	end := bytes.LastIndexByte(stat, ')')
-	fields := bytes.Fields(stat[end+1:])
-	return len(fields) > 0 && string(fields[0]) != "Z"
-}
-
-// killAtCleanup kills a pid that the test learned, if it still runs.
-func killAtCleanup(t *testing.T, pid int) {
-	t.Cleanup(func() {
-		if running(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-}
 
 // run with a command that ignores SIGTERM: after fence, the command and
 // the process it started get SIGKILL at the end of the grace period.
@@ -639,12 +478,7 @@ func (e *e2e) sighup(t *testing.T) {
 // Wrong input: one line that says what to do, and a non-zero exit code.
 func (e *e2e) wrongInput(t *testing.T) {
 	t.Parallel()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := listener.Addr().String()
-	listener.Close()
+	closed := closedAddr(t)
 	deleteTopic := e.cluster.CreateTopic(t, "krabka-coord-e2e-delete", 4, map[string]string{"cleanup.policy": "delete"})
 	missing := kafkatest.TopicName("krabka-coord-e2e-missing")
 	long := strings.Repeat("x", 250)
@@ -693,10 +527,7 @@ func (e *e2e) wrongInput(t *testing.T) {
 // The SASL flags reach the SCRAM listener of the broker.
 func (e *e2e) sasl(t *testing.T) {
 	t.Parallel()
-	saslBrokers := strings.TrimSpace(os.Getenv(kafkatest.EnvSASLBrokers))
-	if saslBrokers == "" {
-		t.Skipf("%s is not set", kafkatest.EnvSASLBrokers)
-	}
+	saslBrokers := strings.Join(kafkatest.SASLBrokers(t), ",") // skips without the SASL listener, fails under CI
 	role := kafkatest.TopicName("e2e-sasl")
 	if code, _, stderr, _ := runBinary(t, e.binary, e.env, 30*time.Second, e.args("fence", role, "--force")...); code != exitOK {
 		t.Fatalf("fence --force: exit %d: %s", code, stderr)

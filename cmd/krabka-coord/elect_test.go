@@ -2,40 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
-
-// startCLI runs a command line in process until ctx ends. Its output can
-// be read while it runs; wait delivers the exit code and the output.
-func startCLI(ctx context.Context, configure func(*globals), args ...string) *inProcess {
-	r := &inProcess{done: make(chan cliResult, 1)}
-	go func() {
-		code := executeWith(ctx, args, &r.stdout, &r.stderr, func(string) string { return "" }, configure)
-		r.done <- cliResult{code, r.stdout.String(), r.stderr.String()}
-	}()
-	return r
-}
-
-// inProcess is a command line that runs in process.
-type inProcess struct {
-	done           chan cliResult
-	stdout, stderr syncBuffer
-}
-
-// wait waits for the end of the command line.
-func (r *inProcess) wait() cliResult { return <-r.done }
-
-type cliResult struct {
-	code           int
-	stdout, stderr string
-}
 
 var fastLease = []string{"--lease-duration", "3s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
 
@@ -46,9 +19,7 @@ var fastLease = []string{"--lease-duration", "3s", "--renew-interval", "1s", "--
 func TestElectRefusesALiveDuplicate(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "dup"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1"}, conn...), fastLease...)...)
@@ -80,9 +51,7 @@ func TestElectRefusesALiveDuplicate(t *testing.T) {
 func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "dupsb"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	lease := append(slices.Clone(fastLease), "--heartbeat-interval", "1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -111,18 +80,7 @@ func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 	// A standby that crashed: its registration stays, and no heartbeat
 	// follows. The next process under its name waits one heartbeat
 	// interval, then campaigns (and runs out of --wait as rank 1).
-	transport, err := coordination.NewKafkaTransport(coordination.DefaultLeaseConfig(), cluster.Brokers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer transport.Close()
-	role, _ := coordination.NewRole("controller")
-	ghost, _ := coordination.NewMemberID("ghost")
-	partition, _ := coordination.RoleTopicPartition(role, coordination.WithTopic("dupsb"), coordination.WithPartitions(2))
-	if err := transport.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, ghost)),
-		coordination.EncodeRegistration(coordination.Registration{Member: ghost, RegisteredAt: time.Now().UnixMilli()})); err != nil {
-		t.Fatal(err)
-	}
+	writeRegistration(t, cluster, "dupsb", 2, "controller", "ghost")
 	code, _, stderr = runCLI(t, nil, append(append([]string{"elect", "controller", "ghost", "--wait", "4s"}, conn...), lease...)...)
 	if code != exitFailure || !strings.Contains(stderr, "waiting up to 2.2s for its next heartbeat") || !strings.Contains(stderr, "not elected for role controller within --wait") {
 		t.Fatalf("after a crashed standby: exit %d, stderr %q; want %d after the wait for a heartbeat", code, stderr, exitFailure)
@@ -136,23 +94,6 @@ func TestElectRefusesALiveDuplicateStandby(t *testing.T) {
 	}
 }
 
-// waitDescribe polls describe until ok holds.
-func waitDescribe(t *testing.T, conn []string, role string, ok func(describeJSON) bool) describeJSON {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, stdout, _ := runCLI(t, nil, append([]string{"describe", role, "--output", "json"}, conn...)...)
-		var result describeJSON
-		if code == exitOK && json.Unmarshal([]byte(stdout), &result) == nil && ok(result) {
-			return result
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("describe %s: the state did not come: %s", role, stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // A stop signal to a holder cut off from the brokers ends elect within
 // the resignation's bound, with exit code 0 and a warning that the
 // standbys take over at the deadline (issue 10, bug 11: it took 10 s and
@@ -160,17 +101,14 @@ func waitDescribe(t *testing.T, conn []string, role string, ok func(describeJSON
 func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "cut"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
-	network := newCutDialer()
+	createStateTopic(t, conn)
+	network := newCutDialer(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	done := startCLI(ctx, func(g *globals) { g.dial = network.dial },
 		append([]string{"elect", "controller", "node-1", "--lease-duration", "30s", "--renew-interval", "10s"}, conn...)...)
 	waitDescribe(t, conn, "controller", func(r describeJSON) bool { return r.Lease != nil })
-	network.dropNow()
-	time.Sleep(200 * time.Millisecond)
+	network.dropNow() // the black hole is open when it returns: no wait
 	stopped := time.Now()
 	cancel(errInterrupted)
 	select {
@@ -193,9 +131,7 @@ func TestElectStopsQuicklyWhenCutOff(t *testing.T) {
 func TestElectRejoinsAfterAFence(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "rejoin"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	member := startCLI(ctx, nil, append(append([]string{"elect", "controller", "node-1", "--rejoin", "--listen", "127.0.0.1:0"}, conn...), fastLease...)...)

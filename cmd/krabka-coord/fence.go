@@ -1,5 +1,9 @@
 package main
 
+// The command fence: a forced failover. It mints a new epoch for the
+// role, which fences the holder, and clears the holder's lease and
+// registration.
+
 import (
 	"context"
 	"errors"

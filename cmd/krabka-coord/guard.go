@@ -1,5 +1,8 @@
 package main
 
+// The lease guard of run: the arithmetic of the instants at which run
+// stops its command, by its own clock, when no renewal was confirmed.
+
 import (
 	"fmt"
 	"time"

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,153 +94,6 @@ func TestLeaseGuardAgreesWithRenewDeadline(t *testing.T) {
 	}
 }
 
-// The helper command of the guard tests: with KRABKA_COORD_HEARTBEAT set
-// to a file, it appends "start NAME NS", then "beat NAME NS" every 10 ms,
-// and it ignores SIGTERM, so only the lease guard's SIGKILL stops it.
-const heartbeatEnv = "KRABKA_COORD_HEARTBEAT"
-
-func TestHeartbeatHelper(t *testing.T) {
-	file := os.Getenv(heartbeatEnv)
-	if file == "" {
-		t.Skip("the helper command of TestRunLeaseGuard")
-	}
-	signal.Ignore(syscall.SIGTERM)
-	out, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		os.Exit(1)
-	}
-	name := os.Getenv(envMember)
-	fmt.Fprintf(out, "start %s %d\n", name, time.Now().UnixNano())
-	for {
-		time.Sleep(10 * time.Millisecond)
-		fmt.Fprintf(out, "beat %s %d\n", name, time.Now().UnixNano())
-	}
-}
-
-// cutDialer is the network of a member that the test can cut. A cut
-// refuses: every connection it opened closes, and every later dial fails.
-// A black hole drops: the connections stay open, but nothing arrives any
-// more, and every later dial hangs until its context ends, as behind a
-// firewall that drops packets.
-type cutDialer struct {
-	mu        sync.Mutex
-	cut       bool
-	blackhole chan struct{} // closed when the black hole opens
-	conns     []*holeConn
-}
-
-var errCut = errors.New("test: the network of this member is cut")
-
-func newCutDialer() *cutDialer { return &cutDialer{blackhole: make(chan struct{})} }
-
-func (d *cutDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	d.mu.Lock()
-	cut := d.cut
-	d.mu.Unlock()
-	if cut {
-		return nil, errCut
-	}
-	select {
-	case <-d.blackhole:
-		<-ctx.Done()
-		return nil, ctx.Err()
-	default:
-	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
-	if err != nil {
-		return nil, err
-	}
-	hole := &holeConn{Conn: conn, hole: d.blackhole, closed: make(chan struct{})}
-	d.mu.Lock()
-	d.conns = append(d.conns, hole)
-	d.mu.Unlock()
-	return hole, nil
-}
-
-func (d *cutDialer) cutNow() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.cut = true
-	for _, conn := range d.conns {
-		conn.Close()
-	}
-}
-
-func (d *cutDialer) dropNow() { close(d.blackhole) }
-
-// holeConn is a connection that stops delivering when the black hole
-// opens: reads block until it closes, writes vanish.
-type holeConn struct {
-	net.Conn
-	hole      <-chan struct{}
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func (c *holeConn) Read(p []byte) (int, error) {
-	type read struct {
-		n   int
-		err error
-	}
-	select {
-	case <-c.hole:
-		<-c.closed
-		return 0, net.ErrClosed
-	default:
-	}
-	n, err := c.Conn.Read(p)
-	select {
-	case <-c.hole: // what arrived after the hole opened is dropped
-		<-c.closed
-		return 0, net.ErrClosed
-	default:
-	}
-	return n, err
-}
-
-func (c *holeConn) Write(p []byte) (int, error) {
-	select {
-	case <-c.hole:
-		return len(p), nil
-	default:
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *holeConn) Close() error {
-	c.closeOnce.Do(func() { close(c.closed) })
-	return c.Conn.Close()
-}
-
-// heartbeats reads the helper's file: the first start and the last beat
-// of each member, in ns.
-func heartbeats(t *testing.T, file string) (starts, lasts map[string]int64) {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	starts, lasts = map[string]int64{}, map[string]int64{}
-	scanner := bufio.NewScanner(bytes.NewReader(data))
-	for scanner.Scan() {
-		fields := strings.Fields(scanner.Text())
-		if len(fields) != 3 {
-			continue
-		}
-		ns, err := strconv.ParseInt(fields[2], 10, 64)
-		if err != nil {
-			continue
-		}
-		if fields[0] == "start" {
-			if _, ok := starts[fields[1]]; !ok {
-				starts[fields[1]] = ns
-			}
-		}
-		lasts[fields[1]] = max(lasts[fields[1]], ns)
-	}
-	return starts, lasts
-}
-
 // TestRunLeaseGuard: the holder's network is cut while its command runs;
 // the standby takes the role at the lease deadline and starts its own
 // command. The lease guard must have killed the holder's command (which
@@ -294,43 +142,25 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 			"--", self, "-test.run=^TestHeartbeatHelper$"}
 	}
 
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	start := func(member string, dial *cutDialer) (<-chan result, context.CancelFunc) {
-		done := make(chan result, 1)
+	start := func(member string, dial *cutDialer) (<-chan cliResult, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			var out, errOut syncBuffer
-			code := executeWith(ctx, args(member), &out, &errOut, func(string) string { return "" }, func(g *globals) {
-				if dial != nil {
-					g.dial = dial.dial
-				}
-			})
-			done <- result{code, out.String(), errOut.String()}
-		}()
-		return done, cancel
+		return startCLI(ctx, func(g *globals) {
+			if dial != nil {
+				g.dial = dial.dial
+			}
+		}, args(member)...).done, cancel
 	}
 
-	network := newCutDialer()
+	network := newCutDialer(t)
 	holderDone, stopHolder := start("A", network)
 	defer stopHolder()
 	waitFile(t, file, "start A ", 30*time.Second)
 	standbyDone, stopStandby := start("B", nil)
 	defer stopStandby()
 	// B registers behind A.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, stdout, _ := runCLI(t, nil, "describe", role, "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json")
-		if code == exitOK && strings.Contains(stdout, `"member":"B"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("B did not register: %s", stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitDescribe(t, []string{"--brokers", brokers, "--topic", topic, "--partitions", "1"}, role, func(r describeJSON) bool {
+		return slices.ContainsFunc(r.Roster, func(e rosterJSON) bool { return e.Member == "B" })
+	})
 
 	cutAt := time.Now()
 	if drop {
@@ -339,7 +169,7 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 		network.cutNow()
 	}
 	waitFile(t, file, "start B ", 30*time.Second)
-	var holder result
+	var holder cliResult
 	select {
 	case holder = <-holderDone:
 	case <-time.After(20 * time.Second):
@@ -372,22 +202,6 @@ func testRunLeaseGuard(t *testing.T, cluster *kafkatest.Cluster, drop bool) {
 func lastLine(text string) string {
 	text = strings.TrimRight(text, "\n")
 	return text[strings.LastIndex(text, "\n")+1:]
-}
-
-// waitFile waits until the file holds want.
-func waitFile(t *testing.T, file, want string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		data, _ := os.ReadFile(file)
-		if bytes.Contains(data, []byte(want)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not hold %q after %v:\n%s", file, want, timeout, data)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // The lease guard itself: a holder whose renewals fail without ending the
@@ -512,21 +326,12 @@ func TestRunGuardRenewDeadlineFake(t *testing.T) {
 	// lease 6s − grace 1s − skew 500ms − margin 1s: a renew deadline of
 	// 3.5s, above the renew interval of 1s.
 	guard := leaseGuard{grace: time.Second, skew: 500 * time.Millisecond, margin: guardMargin}
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	done := make(chan result, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		var out, errOut syncBuffer
-		code := executeWith(ctx, []string{"run", role, "A", "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json",
-			"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms",
-			"--grace", guard.grace.String(), "--max-clock-skew", guard.skew.String(),
-			"--", self, "-test.run=^TestHeartbeatHelper$"}, &out, &errOut, func(string) string { return "" }, nil)
-		done <- result{code, out.String(), errOut.String()}
-	}()
+	done := startCLI(ctx, nil, "run", role, "A", "--brokers", brokers, "--topic", topic, "--partitions", "1", "--output", "json",
+		"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms",
+		"--grace", guard.grace.String(), "--max-clock-skew", guard.skew.String(),
+		"--", self, "-test.run=^TestHeartbeatHelper$").done
 	waitFile(t, file, "start A ", 30*time.Second)
 
 	txnID := role
@@ -542,7 +347,7 @@ func TestRunGuardRenewDeadlineFake(t *testing.T) {
 		return kafkatest.RefusedProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 	})
 
-	var got result
+	var got cliResult
 	select {
 	case got = <-done:
 	case <-time.After(30 * time.Second):

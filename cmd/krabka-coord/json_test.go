@@ -169,8 +169,12 @@ func TestJSONSchema(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// watch must have read the topic before node-1 registers, or the
+	// registration is in its first state line and no event: a role seeded
+	// before it starts shows in a state line once it read every partition.
+	writeRegistration(t, cluster, "schema", 2, "seed", "seed-1")
 	watch := startCLI(ctx, nil, append([]string{"watch", "--all", "--verbose", "--for", "6s"}, conn...)...)
-	time.Sleep(300 * time.Millisecond)
+	watch.waitFor(t, regexp.MustCompile(`"event":"state","role":"seed"`), 10*time.Second)
 	holderCtx, stopHolder := context.WithCancel(ctx)
 	holder := startCLI(holderCtx, nil, append(append([]string{"elect", "controller", "node-1", "--listen", "127.0.0.1:0", "--step-down-endpoint"}, conn...), fastLease...)...)
 	waitDescribe(t, conn[:len(conn)-2], "controller", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-1" })
@@ -186,7 +190,9 @@ func TestJSONSchema(t *testing.T) {
 	addr := waitAddr(t, holder)
 	checkLines(t, schema, "step-down", cli("step-down", "controller", "--at", addr))
 	checkLines(t, schema, "fence", cli("fence", "controller"))
-	time.Sleep(500 * time.Millisecond)
+	// The events that the checks below want, before the stops.
+	holder.waitFor(t, regexp.MustCompile(`"event":"stepped_down"`), 10*time.Second)
+	standby.waitFor(t, regexp.MustCompile(`"event":"command_started"`), 10*time.Second)
 	stopStandby()
 	stopHolder()
 	standbyOut, holderOut := standby.wait(), holder.wait()
@@ -209,19 +215,4 @@ func TestJSONSchema(t *testing.T) {
 			t.Errorf("watch's events %v lack %s", watchEvents, want)
 		}
 	}
-}
-
-// waitAddr waits for the metrics address that an elect in process prints.
-func waitAddr(t *testing.T, h *inProcess) string {
-	t.Helper()
-	re := regexp.MustCompile(`metrics on http://([^/]+)/metrics`)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(h.stderr.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no metrics address in %q", h.stderr.String())
-	return ""
 }

@@ -2,23 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 )
-
-// kfakeBrokers starts an embedded cluster for the test, and returns the
-// --brokers of it.
-func kfakeBrokers(t *testing.T) string {
-	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	return strings.Join(cluster.ListenAddrs(), ",")
-}
 
 // create-topic --output json gives min_insync_replicas as a number, as the
 // other counts.

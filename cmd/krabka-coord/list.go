@@ -1,5 +1,8 @@
 package main
 
+// The command list: every role of the state topic, one row each, with
+// its holder, token, lease and standbys.
+
 import (
 	"context"
 	"fmt"

@@ -14,9 +14,7 @@ import (
 func TestList(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "3", "--topic", "listed"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := startCLI(ctx, nil, append(append([]string{"elect", "alpha", "node-1"}, conn...), fastLease...)...)

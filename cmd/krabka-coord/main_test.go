@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -28,16 +27,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
-
-// runCLI runs the command line in process, with the environment env.
-func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	getenv := func(key string) string { return env[key] }
-	code = execute(context.Background(), args, &out, &errOut, getenv)
-	return code, out.String(), errOut.String()
-}
 
 // assertOneLine checks that stderr is one line of error that names want.
 func assertOneLine(t *testing.T, stderr, want string) {
@@ -653,7 +644,7 @@ func TestHealthAndMetrics(t *testing.T) {
 
 func TestChildExitCode(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
+		kafkatest.RequireOrSkip(t, "no sh on the PATH")
 	}
 	for _, tt := range []struct {
 		script string

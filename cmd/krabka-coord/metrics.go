@@ -1,5 +1,8 @@
 package main
 
+// The metrics and the health that elect and run serve on --listen, and
+// the transport that times their lease writes for them.
+
 import (
 	"context"
 	"fmt"

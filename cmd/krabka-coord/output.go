@@ -1,5 +1,8 @@
 package main
 
+// The output that the commands share: JSON lines, names made safe for a
+// terminal, and the formats of tokens, instants and durations.
+
 import (
 	"encoding/json"
 	"fmt"

@@ -2,6 +2,9 @@
 
 package main
 
+// Job control of run at a terminal: the command gets the terminal's
+// foreground, and run follows its stops, as a shell's job would.
+
 import (
 	"fmt"
 	"io"

@@ -2,6 +2,9 @@
 
 package main
 
+// Job control of run on a Unix without it: the command never gets the
+// terminal's foreground.
+
 import (
 	"io"
 	"os/exec"

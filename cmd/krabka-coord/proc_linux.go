@@ -1,5 +1,8 @@
 package main
 
+// The process group of run's command, the parts that only Linux has: the
+// parent-death signal, and a zombie told from a running process.
+
 import (
 	"bytes"
 	"os"

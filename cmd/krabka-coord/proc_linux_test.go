@@ -47,7 +47,7 @@ func TestStopGroupKillsAfterGrace(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the process group of %d (sleep %d) still runs", child.Process.Pid, grandchild)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the poll interval of the condition wait
 	}
 }
 

@@ -2,6 +2,9 @@
 
 package main
 
+// The command of run without Unix: no process group and no signals; the
+// command is killed.
+
 import (
 	"io"
 	"os"

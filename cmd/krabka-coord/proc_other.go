@@ -2,6 +2,9 @@
 
 package main
 
+// The process group of run's command on a Unix other than Linux: no
+// parent-death signal.
+
 import "syscall"
 
 // setParentDeathSignal does nothing: only Linux has a parent death signal.

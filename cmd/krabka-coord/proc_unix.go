@@ -2,6 +2,9 @@
 
 package main
 
+// The process group of run's command on Unix: its start in a group of its
+// own, its stop (SIGTERM, then SIGKILL), and its exit code.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,9 @@
 package main
 
+// Roles read from the state topic: the fold of every role that a record
+// names (list, describe --all), the epochs of roles, and the error of a
+// role that was never taken.
+
 import (
 	"context"
 	"fmt"

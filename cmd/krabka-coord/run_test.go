@@ -12,9 +12,7 @@ import (
 func TestRunChecksTheCommandFirst(t *testing.T) {
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "nocmd"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	for _, tt := range []struct {
 		command string
 		code    int

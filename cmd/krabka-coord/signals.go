@@ -1,5 +1,9 @@
 package main
 
+// The signals of a command that runs until one: the stop signals
+// (SIGINT, SIGTERM, SIGHUP), a second one that cuts a grace short, and
+// SIGUSR1 for a step-down.
+
 import (
 	"context"
 	"errors"

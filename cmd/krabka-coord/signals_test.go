@@ -29,19 +29,17 @@ func TestSignalsOfTheBinary(t *testing.T) {
 	binary := buildBinary(t)
 	cluster := kafkatest.Fake(t)
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "signals"}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	env := cleanEnv()
 
 	t.Run("SecondSignalEscalates", func(t *testing.T) {
-		script := `trap "" TERM; echo "child $$"; while :; do sleep 0.1; done`
+		script := `trap "echo got TERM" TERM; echo "child $$"; while :; do sleep 0.1; done` // it does not exit on SIGTERM
 		r := start(t, binary, env, append(append([]string{"run", "escalate", "node-1"}, conn...),
 			"--lease-duration", "30s", "--renew-interval", "5s", "--grace", "20s", "--", "sh", "-c", script)...)
 		r.waitFor(regexp.MustCompile(`child (\d+)`), 20*time.Second)
 		r.signal(syscall.SIGTERM)
 		r.waitFor(regexp.MustCompile(`signal: stopping the command`), 5*time.Second)
-		time.Sleep(500 * time.Millisecond)
+		r.waitFor(regexp.MustCompile(`got TERM`), 5*time.Second) // run waits out the grace now
 		r.signal(syscall.SIGTERM)
 		second := time.Now()
 		if code := r.wait(10 * time.Second); code != 128+int(syscall.SIGKILL) {
@@ -93,7 +91,13 @@ func TestSignalsOfTheBinary(t *testing.T) {
 			t.Fatalf("node-a: exit %d", code)
 		}
 		b.waitFor(regexp.MustCompile(`command runs`), 10*time.Second)
-		time.Sleep(1500 * time.Millisecond)
+		// A SIGUSR1 left pending would step down the leadership the moment
+		// it began, before its first renewal: once node-b renewed, it had
+		// its chance.
+		first := waitDescribe(t, conn, "pending", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-b" })
+		waitDescribe(t, conn, "pending", func(r describeJSON) bool {
+			return r.Lease != nil && r.Lease.Holder == "node-b" && r.Lease.GrantedAt.Millis > first.Lease.GrantedAt.Millis
+		})
 		if out := b.stdout.String() + b.stderr.String(); strings.Contains(out, "step-down") || strings.Contains(out, "stepped down") {
 			t.Fatalf("node-b stepped down on the SIGUSR1 it got as a standby:\n%s", out)
 		}
@@ -128,9 +132,7 @@ func TestRosterLivenessOfTheBinary(t *testing.T) {
 
 func rosterLiveness(t *testing.T, binary string, cluster *kafkatest.Cluster, topic, role string, timings []string, stagger time.Duration) {
 	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", topic}
-	if code, _, stderr := runCLI(t, nil, append([]string{"create-topic", "--replication-factor", "1"}, conn...)...); code != exitOK {
-		t.Fatalf("create-topic: exit %d: %s", code, stderr)
-	}
+	createStateTopic(t, conn)
 	env := cleanEnv()
 	lease := append(slices.Clone(timings), "--poll-interval", "200ms", "--heartbeat-interval", "1s")
 	watch := start(t, binary, env, append([]string{"watch", role, "--output", "json", "--heartbeat-interval", "1s"}, conn...)...)
@@ -154,7 +156,7 @@ func rosterLiveness(t *testing.T, binary string, cluster *kafkatest.Cluster, top
 		if time.Now().After(deadline) {
 			t.Fatalf("describe never showed node-b lapsed and node-c at rank 0: %s", stdout)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the poll interval of the condition wait
 	}
 
 	watch.waitFor(regexp.MustCompile(`"event":"lapsed","role":"[^"]+","member":"node-b"`), 5*time.Second)

@@ -1,5 +1,9 @@
 package main
 
+// The command step-down: it asks the holder of a role, at its --listen
+// address, to step down, and follows the role until the next holder. The
+// holder's side of it is holder_stepdown.go.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package main
 
+// The events of a role: the changes that coordination.Observe reports, as
+// watch and demo print them, and the change of the coordinator's epoch.
+
 import (
 	"fmt"
 	"time"

@@ -1,5 +1,7 @@
 package main
 
+// The version of the build, for --version.
+
 import (
 	"runtime/debug"
 	"strings"

@@ -1,5 +1,8 @@
 package main
 
+// The command watch: it prints the state of roles, and then every change,
+// until a signal or --for.
+
 import (
 	"context"
 	"fmt"

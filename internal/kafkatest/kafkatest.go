@@ -7,7 +7,9 @@
 // KRABKA_KAFKA_BROKERS (comma-separated host:port). Without it a test is
 // skipped, with a message that says how to start the broker, except under
 // CI (the environment variable CI is not empty), where it fails: CI must
-// never pass by skipping the broker.
+// never pass by skipping the broker. [RequireOrSkip] applies the same rule
+// to any other feature that a test needs, such as the SASL listener of
+// [SASLBrokers].
 package kafkatest
 
 import (
@@ -244,7 +246,8 @@ func topicReady(ctx context.Context, client *kgo.Client, name string, partitions
 // that authenticates (SCRAM-SHA-256) and holds no ACL at all, so that every
 // request it makes is refused with an authorization error. On kfake it
 // starts a second in-process cluster with SASL and ACLs. On Kafka it uses
-// KRABKA_KAFKA_SASL_BROKERS, and skips the test without it.
+// KRABKA_KAFKA_SASL_BROKERS ([SASLBrokers]): without it, it skips the test,
+// or fails it under CI.
 func (c *Cluster) DeniedClient(t testing.TB) ([]string, []kgo.Opt) {
 	t.Helper()
 	options := []kgo.Opt{kgo.SASL(scram.Auth{User: deniedUser, Pass: deniedPassword}.AsSha256Mechanism())}
@@ -258,11 +261,7 @@ func (c *Cluster) DeniedClient(t testing.TB) ([]string, []kgo.Opt) {
 		t.Cleanup(fake.Close)
 		return fake.ListenAddrs(), options
 	}
-	value := strings.TrimSpace(os.Getenv(EnvSASLBrokers))
-	if value == "" {
-		t.Skipf("kafkatest: %s is not set, so the ACL test is skipped; %s", EnvSASLBrokers, startHint)
-	}
-	return strings.Split(value, ","), options
+	return SASLBrokers(t), options
 }
 
 // DeleteTopicAtCleanup deletes a topic when the test ends, and ignores a
