@@ -117,9 +117,6 @@ func TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cluster := coordinationtest.NewCluster()
 	for _, test := range []struct {
 		name          string
 		options       []coordination.Option
@@ -130,36 +127,46 @@ func TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy(t *tes
 		{"one lease duration", []coordination.Option{coordination.WithLeaseDuration(30 * time.Second)}, 30 * time.Second, coordination.DefaultRenewInterval, true},
 		{"the transport's policy", []coordination.Option{coordination.WithLeaseConfig(config)}, 6 * time.Second, 2 * time.Second, false},
 	} {
+		// A bubble: synctest.Wait returns when every goroutine of the
+		// leadership waits, so "no renewal yet" is a fact, not a guess.
 		t.Run(test.name, func(t *testing.T) {
-			var logs syncBuffer
-			clock := coordination.NewManualClock(1_000_000)
-			transport := leasedTransport{Transport: cluster.Transport("node-1"), lease: config}
-			options := append(test.options, coordination.WithClock(clock), coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			l, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "lease-"+strings.ReplaceAll(test.name, " ", "-")), fxMember(t, "node-1"), options...)
-			if err != nil {
-				t.Fatalf("AcquireLeadership: %v", err)
-			}
-			defer l.Resign(ctx)
-			if got := time.Duration(l.Lease().Deadline-l.Lease().GrantedAt) * time.Millisecond; got != test.lease {
-				t.Fatalf("the first lease spans %v; want %v", got, test.lease)
-			}
-			if warned := strings.Contains(logs.String(), "differs from the transport's"); warned != test.warnsOfPolicy {
-				t.Fatalf("warned of the transport's policy: %t, want %t; log:\n%s", warned, test.warnsOfPolicy, logs.String())
-			}
-			// The renewal comes at the renew interval, not earlier: 1 ms
-			// before it the lease is the first grant still.
-			first := l.Lease()
-			clock.Advance(test.renew - time.Millisecond)
-			time.Sleep(50 * time.Millisecond) // a renewal due now would have run by then
-			if l.Lease() != first {
-				t.Fatalf("renewed before the renew interval %v", test.renew)
-			}
-			clock.Advance(time.Millisecond)
-			for deadline := time.Now().Add(10 * time.Second); l.Lease() == first; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				cluster := coordinationtest.NewCluster()
+				var logs syncBuffer
+				clock := coordination.NewManualClock(1_000_000)
+				transport := leasedTransport{Transport: cluster.Transport("node-1"), lease: config}
+				options := append(test.options, coordination.WithClock(clock), coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+				l, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "lease-"+strings.ReplaceAll(test.name, " ", "-")), fxMember(t, "node-1"), options...)
+				if err != nil {
+					t.Fatalf("AcquireLeadership: %v", err)
+				}
+				defer func() {
+					if err := l.Resign(ctx); err != nil {
+						t.Errorf("Resign: %v", err)
+					}
+				}()
+				if got := time.Duration(l.Lease().Deadline-l.Lease().GrantedAt) * time.Millisecond; got != test.lease {
+					t.Fatalf("the first lease spans %v; want %v", got, test.lease)
+				}
+				if warned := strings.Contains(logs.String(), "differs from the transport's"); warned != test.warnsOfPolicy {
+					t.Fatalf("warned of the transport's policy: %t, want %t; log:\n%s", warned, test.warnsOfPolicy, logs.String())
+				}
+				// The renewal comes at the renew interval, not earlier: 1 ms
+				// before it the lease is the first grant still.
+				first := l.Lease()
+				clock.Advance(test.renew - time.Millisecond)
+				synctest.Wait()
+				if l.Lease() != first {
+					t.Fatalf("renewed before the renew interval %v", test.renew)
+				}
+				clock.Advance(time.Millisecond)
+				synctest.Wait()
+				if l.Lease() == first {
 					t.Fatalf("no renewal at the renew interval %v", test.renew)
 				}
-			}
+			})
 		})
 	}
 }
