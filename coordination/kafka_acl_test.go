@@ -3,7 +3,6 @@ package coordination_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +37,7 @@ import (
 // without any ACL on both).
 func TestKafkaLeadershipACL(t *testing.T) {
 	c := kafkatest.Kafka(t)
-	saslBrokers := klSASLBrokers(t)
+	saslBrokers := kafkatest.SASLBrokers(t)
 	e := klNewEnv(t, c, klConfig(t, 3*time.Second, time.Second, time.Second))
 	ctx := ktContext(t)
 	admin := c.Admin(t)
@@ -122,26 +121,6 @@ func TestKafkaLeadershipACL(t *testing.T) {
 	}
 }
 
-// klSASLBrokers returns the address of the real broker's SASL_PLAINTEXT
-// listener. Without it the test is skipped, and under CI it fails.
-func klSASLBrokers(t *testing.T) []string {
-	t.Helper()
-	value := strings.TrimSpace(os.Getenv(kafkatest.EnvSASLBrokers))
-	if value == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set, and CI is set: CI runs the ACL test and never skips it", kafkatest.EnvSASLBrokers)
-		}
-		t.Skipf("%s is not set, so the ACL test is skipped; start the broker with: eval \"$(scripts/kafka-start.sh)\"", kafkatest.EnvSASLBrokers)
-	}
-	var brokers []string
-	for b := range strings.SplitSeq(value, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			brokers = append(brokers, b)
-		}
-	}
-	return brokers
-}
-
 // klGrant creates the ACLs of grants and deletes them when the test ends.
 // It returns how many ACLs it created.
 func klGrant(t *testing.T, admin *kadm.Client, grants ...*kadm.ACLBuilder) int {
@@ -208,7 +187,7 @@ func klSASLTransport(t *testing.T, e *klEnv, brokers []string, user, password st
 //     only ErrProducerLost: no retry helps until the ACL is back.
 func TestKafkaLeadershipACLWrites(t *testing.T) {
 	c := kafkatest.Kafka(t)
-	saslBrokers := klSASLBrokers(t)
+	saslBrokers := kafkatest.SASLBrokers(t)
 	e := klNewEnv(t, c, klConfig(t, 6*time.Second, 2*time.Second, time.Second))
 	ctx := ktContext(t)
 	admin := c.Admin(t)
