@@ -1,0 +1,136 @@
+package kafkawire
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file holds the cache of transaction coordinators: the requests of a
+// transactional id's transactions (InitProducerId, AddPartitionsToTxn,
+// EndTxn) and the DescribeTransactions of its epoch go to the broker that
+// leads the id's partition of __transaction_state, which FindCoordinator
+// names. The wire keeps that node per transactional id itself, and sends
+// each request pinned to it, rather than through franz-go's routing: after
+// a kill -9 of the coordinator's broker, franz-go 1.22 kept sending these
+// requests to the dead node ("unable to dial") for as long as it was
+// measured (40 s), though FindCoordinator through the same client named the
+// new coordinator 9 s after the kill (broker.session.timeout.ms).
+
+// txnCoordinators maps transactional ids to the node of their transaction
+// coordinator. It is safe for concurrent use.
+type txnCoordinators struct {
+	client *kgo.Client
+
+	mu    sync.Mutex
+	nodes map[string]int32
+}
+
+func newTxnCoordinators(client *kgo.Client) *txnCoordinators {
+	return &txnCoordinators{client: client, nodes: make(map[string]int32)}
+}
+
+// coordinatorBackoff is the first pause between two attempts of a
+// coordinator request that found no coordinator, or a dead one; it doubles
+// up to coordinatorBackoffMax.
+const (
+	coordinatorBackoff    = 50 * time.Millisecond
+	coordinatorBackoffMax = 500 * time.Millisecond
+)
+
+// request sends the request that build makes to the transaction
+// coordinator of txnID, and returns its response once codeOf finds no
+// coordinator error in it. A request that got no answer (a broker that
+// cannot be dialled, a connection that broke), or whose answer says that
+// the broker is not the coordinator (NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE), forgets the node, looks the coordinator up
+// again and goes again; COORDINATOR_LOAD_IN_PROGRESS goes again to the
+// same node. It retries until ctx ends, and then returns the last error.
+// Every other error code is the caller's: request returns the response and
+// codeOf's error, or, for a FindCoordinator that refused the id (such as
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), no response and that error.
+//
+// Sending a request again that may have reached the coordinator is what
+// franz-go does for these requests too: AddPartitionsToTxn is idempotent,
+// the coordinator answers a repeated EndTxn of a transaction that it ended
+// as the first one, and an InitProducerId sent again mints the next epoch,
+// which only the caller learns.
+func (c *txnCoordinators) request(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
+	backoff := coordinatorBackoff
+	for {
+		node, err := c.node(ctx, txnID)
+		var resp kmsg.Response
+		if coordinatorRefused(err) {
+			return nil, err // FindCoordinator refused: a missing ACL, an invalid id
+		}
+		if err == nil {
+			resp, err = c.client.Broker(int(node)).Request(ctx, build())
+			if err != nil {
+				c.forget(txnID, node)
+			} else if err = codeOf(resp); err == nil || !CoordinatorMoved(err) {
+				return resp, err
+			} else if !coordinatorLoading(err) {
+				c.forget(txnID, node)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, err
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, coordinatorBackoffMax)
+	}
+}
+
+// node returns the coordinator of txnID: the cached node, or the answer of
+// a FindCoordinator request (key type transaction), which franz-go sends to
+// any broker it can reach.
+func (c *txnCoordinators) node(ctx context.Context, txnID string) (int32, error) {
+	c.mu.Lock()
+	node, ok := c.nodes[txnID]
+	c.mu.Unlock()
+	if ok {
+		return node, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType = 1 // transaction
+	req.CoordinatorKeys = []string{txnID}
+	resp, err := req.RequestWith(ctx, c.client)
+	if err != nil {
+		return -1, err
+	}
+	node, code := resp.NodeID, resp.ErrorCode // FindCoordinator before version 4: one key, at the top level
+	if len(resp.Coordinators) > 0 {
+		i := slices.IndexFunc(resp.Coordinators, func(found kmsg.FindCoordinatorResponseCoordinator) bool { return found.Key == txnID })
+		if i < 0 {
+			return -1, fmt.Errorf("the FindCoordinator answer omits the transactional id %s: %w", txnID, errNoCoordinator)
+		}
+		node, code = resp.Coordinators[i].NodeID, resp.Coordinators[i].ErrorCode
+	}
+	if err := codeError(code); err != nil {
+		return -1, err
+	}
+	c.mu.Lock()
+	c.nodes[txnID] = node
+	c.mu.Unlock()
+	return node, nil
+}
+
+// forget drops the cached coordinator of txnID if it is still node.
+func (c *txnCoordinators) forget(txnID string, node int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[txnID] == node {
+		delete(c.nodes, txnID)
+	}
+}

@@ -1,0 +1,58 @@
+// Package kafkawire is the Kafka machinery behind coordination's
+// KafkaTransport: the franz-go clients of one member process, the epochs
+// that InitProducerId mints and the raw transactions under them, the plain
+// appends, the read_committed reader with its compacted views, topic
+// admin, and the one classifier that says what a broker's or franz-go's
+// error means.
+//
+// It speaks Kafka's own terms, with plain types: a [Partition] (topic,
+// int32 partition), a [Producer] pair (int64 id, int16 epoch), a [Record]
+// of key and value bytes with its offset, timestamp (ms since the Unix
+// epoch) and headers. It knows nothing of roles, leases or the record
+// codec: the coordination package checks what a key means before it calls
+// in, converts its types at its thin layer (the kafka_*.go files), and
+// renders an [*Error] for its callers by its [Class], with the public
+// sentinels. kafkawire never imports coordination.
+//
+// # Files
+//
+//   - classify.go: [Classify], per request [Path], and the predicates of
+//     the bookkeeping; [Error] and [Class]. The only file that names broker
+//     codes.
+//   - types.go: the plain types.
+//   - wire.go: [Wire], its clients and options, the version cap that keeps
+//     an epoch fixed, Close.
+//   - failure_detection.go: the waits of the clients after a broker fault,
+//     and the cluster's broker.session.timeout.ms.
+//   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
+//     numbers, why it ended) and the registry of mints.
+//   - mint.go: InitProducerId, and DescribeTransactions of an epoch.
+//   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
+//   - coordinator.go: the cache of transaction coordinators, and the
+//     requests pinned to them.
+//   - leaders.go: the cache of partition leaders of the writes.
+//   - warm.go: the warm-up of a transactional id's route.
+//   - transaction.go: the life of one transaction and what a failure does
+//     to its epoch.
+//   - produce.go: the produce loop: batches, leaders, sequence numbers.
+//   - txn_requests.go: AddPartitionsToTxn, EndTxn and Produce, built and
+//     sent.
+//   - batch.go: the encoding of a transactional record batch.
+//   - append.go: the plain idempotent append.
+//   - requests.go: the raw ListOffsets and Metadata requests.
+//   - reader.go: the [Reader], its state and timings.
+//   - lookup.go: the leader lookups of the followed partitions.
+//   - fetch_loop.go: one long-polling fetch loop per leader.
+//   - fetch_request.go: the Fetch request, built, sent and read.
+//   - fetch_session.go: the incremental fetch session (KIP-227).
+//   - view.go: the compacted [View] of a partition.
+//   - wake.go: the wake-ups of waiters, watchers and loops.
+//   - read.go: a read served from the view.
+//   - read_log.go: the walk of a whole log.
+//   - topic.go: topic admin and the reads of a topic check.
+//   - consumer.go: the read_committed [Consumer] of guarded topics.
+//
+// A new request path gets a [Path] and its rules in Classify (with rows
+// in the table test), a file of its own for the request, and is asked
+// nowhere else what a code means.
+package kafkawire

@@ -1,0 +1,155 @@
+package kafkawire
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// This file holds the epochs of a Wire: the state of one minted producer
+// pair (its transactional id, the sequence numbers of its partitions, the
+// slot that runs its transactions one at a time, and why it ended), and
+// the registry of every pair that the wire minted. The mint itself is in
+// mint.go, the transactions in transaction.go.
+
+// Epoch is one producer pair that [Wire.Mint] minted for a transactional
+// id, and the producer state that its transactions keep.
+//
+// A transaction holds slot from its first request to its end, so the
+// transactions of one epoch run one at a time, and only the holder of the
+// slot touches sequences. mu guards ended, and is held for moments: a
+// caller that gives up on a transaction in flight ends the epoch without
+// waiting for the slot. An Epoch is safe for concurrent use.
+type Epoch struct {
+	wire     *Wire
+	txnID    string
+	producer Producer
+	slot     chan struct{} // a semaphore of one, held for a whole transaction
+
+	// ctx ends when the epoch ends: every request of its transactions runs
+	// under it, so an ended epoch's transaction in flight fails at once.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// sequences is the next sequence number of each partition that the
+	// epoch wrote: the broker keeps one per (producer id, partition), and
+	// a new epoch starts every partition at 0. Guarded by slot.
+	sequences map[Partition]int32
+
+	mu    sync.Mutex
+	ended *Error // nil while open
+}
+
+func newEpoch(wire *Wire, txnID string, producer Producer) *Epoch {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Epoch{wire: wire, txnID: txnID, producer: producer, slot: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+		sequences: make(map[Partition]int32)}
+}
+
+// TxnID returns the transactional id of the epoch.
+func (e *Epoch) TxnID() string { return e.txnID }
+
+// Producer returns the minted pair.
+func (e *Epoch) Producer() Producer { return e.producer }
+
+// Ended returns why the epoch ended, an *Error with Ended set, and nil
+// while it is open.
+func (e *Epoch) Ended() error {
+	if err := e.endedErr(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Fenced reports whether the epoch ended because the cluster refused its
+// pair, or because this wire minted a newer epoch of its transactional id.
+func (e *Epoch) Fenced() bool {
+	err := e.endedErr()
+	return err != nil && err.Class == Fenced
+}
+
+func (e *Epoch) endedErr() *Error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ended
+}
+
+// end ends the epoch for good and records why, the first time only, and
+// returns the reason that stands, with Ended set. Ending fails the
+// requests in flight of the epoch at once, so a transaction that runs
+// under it ends promptly.
+func (e *Epoch) end(reason *Error) *Error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended != nil {
+		return e.ended
+	}
+	ended := *reason
+	ended.Ended = true
+	e.ended = &ended
+	e.cancel()
+	return e.ended
+}
+
+// Epoch returns the epoch of the pair that this wire minted, and nil for
+// a pair that it did not mint. It is safe for concurrent use.
+func (w *Wire) Epoch(producer Producer) *Epoch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.minted[producer]
+}
+
+// Mint mints a new epoch of txnID, with one InitProducerId (the
+// transaction timeout of the Config) to the id's transaction coordinator,
+// and fences every earlier one, this wire's own included: it first ends
+// the id's previous epoch of this wire (class Fenced), and never sends
+// InitProducerId for an ended epoch again, because a new InitProducerId
+// can mint a new epoch for a deposed member. The coordinator bumps the
+// epoch of the id, or allocates a new producer id when the epoch is
+// exhausted, and aborts an open transaction of the previous holder.
+//
+// op names the call in errors. It retries what [Classify] calls Retriable
+// on PathMint until ctx ends, and then returns an *Error of class Canceled;
+// it returns an *Error of class NotAuthorized for a missing WRITE on the
+// TransactionalId, Misconfigured for a transaction timeout above the
+// broker's transaction.max.timeout.ms, and Closed on a closed wire.
+// Concurrent calls for one id run one after the other.
+func (w *Wire) Mint(ctx context.Context, txnID, op string) (*Epoch, error) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, errClosed
+	}
+	mint := w.minting[txnID]
+	if mint == nil {
+		mint = new(sync.Mutex)
+		w.minting[txnID] = mint
+	}
+	w.mu.Unlock()
+
+	mint.Lock()
+	defer mint.Unlock()
+	w.mu.Lock()
+	previous := w.current[txnID]
+	w.mu.Unlock()
+	if previous != nil {
+		previous.end(&Error{Op: "token " + previous.producer.String() + " of role " + txnID, Class: Fenced,
+			Detail: errors.New("this transport minted a newer epoch of the role")})
+	}
+
+	producer, err := w.initProducerID(ctx, txnID, op)
+	if err != nil {
+		return nil, err
+	}
+	epoch := newEpoch(w, txnID, producer)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		epoch.end(errClosed)
+		return nil, errClosed
+	}
+	w.current[txnID] = epoch
+	w.minted[producer] = epoch
+	return epoch, nil
+}

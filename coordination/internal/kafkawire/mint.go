@@ -1,0 +1,167 @@
+package kafkawire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file holds the requests of an epoch to its transaction coordinator
+// outside a transaction: InitProducerId, which mints a pair, and
+// DescribeTransactions, which reads the coordinator's pair and state.
+
+// initProducerID sends InitProducerId for txnID until the coordinator
+// mints, refuses for good, or ctx ends.
+func (w *Wire) initProducerID(ctx context.Context, txnID, op string) (Producer, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		var minted Producer
+		err := withConcurrentTransactions(ctx, func() error {
+			kresp, err := w.coords.request(ctx, txnID, func() kmsg.Request {
+				req := kmsg.NewPtrInitProducerIDRequest()
+				req.TransactionalID = &txnID
+				req.TransactionTimeoutMillis = int32(w.config.TxnTimeout.Milliseconds())
+				req.ProducerID, req.ProducerEpoch = -1, -1
+				return req
+			}, func(resp kmsg.Response) error {
+				return codeError(resp.(*kmsg.InitProducerIDResponse).ErrorCode)
+			})
+			if err != nil {
+				return err
+			}
+			resp := kresp.(*kmsg.InitProducerIDResponse)
+			minted = Producer{ID: resp.ProducerID, Epoch: resp.ProducerEpoch}
+			return nil
+		})
+		if err == nil {
+			if invalid := invalidPair(minted); invalid != nil {
+				return Producer{}, &Error{Op: op, Class: Refused,
+					Detail: errors.New("the broker minted no producer id (is it older than Kafka 0.11?)"), Err: invalid}
+			}
+			return minted, nil
+		}
+		class := Classify(PathMint, err)
+		if class == Misconfigured {
+			return Producer{}, &Error{Op: op, Class: Misconfigured, Err: err,
+				Detail: fmt.Errorf("the broker refuses the lease duration %v as transaction timeout; "+
+					"shorten the lease or raise transaction.max.timeout.ms", w.config.TxnTimeout)}
+		}
+		if class != Retriable || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+			}
+			return Producer{}, wrap(PathMint, op, err)
+		}
+		select {
+		case <-ctx.Done():
+			return Producer{}, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w (last error: %w)", ctx.Err(), err)}
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// invalidPair returns an error for a pair with a negative id or epoch,
+// which no InitProducerId of a transactional id mints.
+func invalidPair(p Producer) error {
+	switch {
+	case p.ID < 0:
+		return fmt.Errorf("invalid fencing token: negative producer id %d", p.ID)
+	case p.Epoch < 0:
+		return fmt.Errorf("invalid fencing token: negative producer epoch %d", p.Epoch)
+	}
+	return nil
+}
+
+// DescribeEpoch reports the producer pair that the transaction coordinator
+// holds for txnID, with one DescribeTransactions request, retried as a
+// mint is (PathMint) until ctx ends. It joins no group and takes no epoch.
+//
+// It returns false, with no error, for a transactional id that the
+// coordinator does not know (never used, or expired after
+// transactional.id.expiration.ms), that is Dead, or that carries a
+// negative id or epoch. It returns an *Error of class NotAuthorized for a
+// missing DESCRIBE ACL on the TransactionalId, Canceled when ctx ends, and
+// Closed on a closed wire. op names the call in errors.
+func (w *Wire) DescribeEpoch(ctx context.Context, txnID, op string) (Producer, bool, error) {
+	if w.Closed() {
+		return Producer{}, false, errClosed
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		producer, held, err := w.describeEpochOnce(ctx, txnID, op)
+		if err == nil || err.Class != Retriable {
+			if err == nil {
+				return producer, held, nil
+			}
+			return producer, held, err
+		}
+		select {
+		case <-ctx.Done():
+			return Producer{}, false, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w (last error: %w)", ctx.Err(), err)}
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// describeEpochOnce is one DescribeTransactions of DescribeEpoch.
+func (w *Wire) describeEpochOnce(ctx context.Context, txnID, op string) (Producer, bool, *Error) {
+	txn, err := w.describeTransaction(ctx, txnID)
+	if err != nil {
+		return Producer{}, false, wrap(PathMint, op, err)
+	}
+	if txn.Err != nil {
+		if txnIDNotFound(txn.Err) {
+			return Producer{}, false, nil
+		}
+		return Producer{}, false, wrap(PathMint, op, txn.Err)
+	}
+	producer := Producer{ID: txn.ProducerID, Epoch: txn.ProducerEpoch}
+	if txn.State == "Dead" || invalidPair(producer) != nil {
+		return Producer{}, false, nil
+	}
+	return producer, true, nil
+}
+
+// describeTransaction sends DescribeTransactions for one transactional id
+// to its coordinator, and returns the answer in kadm's shape. A code of
+// the transactional id (TRANSACTIONAL_ID_NOT_FOUND, a refused ACL) is in
+// the result's Err; the error is for a request that got no answer by the
+// end of ctx.
+func (w *Wire) describeTransaction(ctx context.Context, txnID string) (kadm.DescribedTransaction, error) {
+	kresp, err := w.coords.request(ctx, txnID, func() kmsg.Request {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{txnID}
+		return req
+	}, func(kresp kmsg.Response) error {
+		for _, state := range kresp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
+			if err := codeError(state.ErrorCode); CoordinatorMoved(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return kadm.DescribedTransaction{}, err
+	}
+	for _, state := range kresp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
+		if state.TransactionalID != txnID {
+			continue
+		}
+		return kadm.DescribedTransaction{
+			TxnID:          state.TransactionalID,
+			State:          state.State,
+			TimeoutMillis:  state.TimeoutMillis,
+			StartTimestamp: state.StartTimestamp,
+			ProducerID:     state.ProducerID,
+			ProducerEpoch:  state.ProducerEpoch,
+			Err:            codeError(state.ErrorCode),
+		}, nil
+	}
+	return kadm.DescribedTransaction{TxnID: txnID, Err: errTxnIDNotFound}, nil
+}

@@ -1,0 +1,94 @@
+package kafkawire
+
+import (
+	"cmp"
+	"slices"
+)
+
+// This file holds the compacted view of a partition: the newest record of
+// every key, as Kafka's log compaction folds a topic (by key bytes), kept
+// in offset order so that a read from an offset copies only what is
+// newer.
+
+// View is the compacted view of one partition: for every key the record of
+// the highest offset that was added, in offset order. The zero View is
+// empty and ready to use. It is not safe for concurrent use; the
+// [Reader] guards each view with its lock.
+type View struct {
+	index map[string]int // the position in log of the newest record of every key
+	log   []viewRecord   // the records of index in offset order, and superseded ones
+	dead  int            // superseded records in log
+}
+
+// viewRecord is one record of a view. Its key is the string that also
+// keys index, so the view stores the bytes of a key once. A record that a
+// newer record of its key superseded stays in the log, dead, until the
+// next compaction of the log.
+type viewRecord struct {
+	offset    int64
+	key       string
+	value     []byte
+	timestamp int64 // the record's timestamp, in ms since the Unix epoch
+	dead      bool
+}
+
+// Add folds one record into the view: O(1), amortised over the
+// compactions of the log. The records go in offset order. The view keeps
+// value as it is (the caller hands over a copy), and a copy of key.
+func (v *View) Add(offset int64, key, value []byte, timestamp int64) {
+	if v.index == nil {
+		v.index = make(map[string]int)
+	}
+	k := string(key)
+	if i, ok := v.index[k]; ok {
+		v.log[i] = viewRecord{offset: v.log[i].offset, dead: true}
+		v.dead++
+	}
+	v.index[k] = len(v.log)
+	v.log = append(v.log, viewRecord{offset: offset, key: k, value: value, timestamp: timestamp})
+	if v.dead > 1024 && v.dead > len(v.log)/2 {
+		live := make([]viewRecord, 0, len(v.log)-v.dead)
+		for _, r := range v.log {
+			if !r.dead {
+				v.index[r.key] = len(live)
+				live = append(live, r)
+			}
+		}
+		v.log, v.dead = live, 0
+	}
+}
+
+// Last returns the offset of the last record added, and false for an
+// empty view.
+func (v *View) Last() (int64, bool) {
+	if len(v.log) == 0 {
+		return 0, false
+	}
+	return v.log[len(v.log)-1].offset, true
+}
+
+// Reset empties the view.
+func (v *View) Reset() {
+	clear(v.index)
+	v.log, v.dead = nil, 0
+}
+
+// Records copies the records of the view at offsets from `from` on, in
+// offset order, with their keys (nil for an empty key), values and
+// timestamps. It costs a binary search and the records it copies, so an
+// incremental read of a waiting member costs its new records, not the
+// partition.
+func (v *View) Records(from int64) []Record {
+	i, _ := slices.BinarySearchFunc(v.log, from, func(r viewRecord, offset int64) int { return cmp.Compare(r.offset, offset) })
+	records := make([]Record, 0, len(v.log)-i)
+	for _, record := range v.log[i:] {
+		if !record.dead {
+			var key []byte
+			if record.key != "" {
+				key = []byte(record.key)
+			}
+			records = append(records, Record{Offset: record.offset, Key: key, Value: slices.Clone(record.value), Timestamp: record.timestamp})
+		}
+	}
+	return records
+}

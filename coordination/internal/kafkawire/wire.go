@@ -1,0 +1,237 @@
+package kafkawire
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// This file holds the Wire, the franz-go clients of one member process and
+// what they share: their options, the version cap that keeps an epoch
+// fixed, the registry of minted epochs, and Close.
+
+// Config is what [New] builds the clients of a Wire from.
+type Config struct {
+	// Brokers are the host:port seed addresses of one cluster.
+	Brokers []string
+	// Options are the caller's franz-go options (TLS, SASL, logging,
+	// hooks, MaxVersions): connection settings, which every client takes.
+	Options []kgo.Opt
+	// TxnTimeout is the transaction.timeout.ms of every transactional id,
+	// and the bound of a transaction's background work: the lease
+	// duration.
+	TxnTimeout time.Duration
+	// RenewInterval bounds a request without a timeout of its own
+	// ([RequestTimeoutOverhead]); with TxnTimeout it sets the long poll of
+	// the reader ([ReaderTimings]).
+	RenewInterval time.Duration
+}
+
+// Wire is the Kafka side of one member process: three franz-go clients,
+// whatever the number of transactional ids it writes under.
+//
+//   - plain, an idempotent producer with acks=all, no linger and a
+//     partitioner that keeps the caller's partition: [Wire.Append], and
+//     the admin requests;
+//   - txn, the client of every transactional id, with EndTxn capped at
+//     version 4, Produce at 11 and AddPartitionsToTxn at 3, so that a
+//     commit keeps the epoch (KIP-890 part 2 bumps it from EndTxn 5 on):
+//     the raw InitProducerId, AddPartitionsToTxn, Produce and EndTxn of
+//     every epoch, one transaction at a time per epoch;
+//   - the reader's client, which long-polls every followed partition
+//     (see [Reader]).
+//
+// It is safe for concurrent use. Close releases everything.
+type Wire struct {
+	config Config
+
+	plain   *kgo.Client      // registrations, and the admin requests
+	admin   *kadm.Client     // over plain
+	txn     *kgo.Client      // the transactions of every transactional id, with the capped versions
+	leaders *leaderCache     // the partition leaders of the transactions
+	coords  *txnCoordinators // the transaction coordinators of the ids
+	reader  *Reader
+
+	// ctx ends at Close; the background requests (a warm-up, an abort of
+	// an ended epoch's transaction) run under it.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	background sync.WaitGroup // the warm-ups in flight
+
+	mu        sync.Mutex
+	closed    bool
+	current   map[string]*Epoch   // the newest mint of each transactional id
+	minted    map[Producer]*Epoch // every mint of this wire
+	minting   map[string]*sync.Mutex
+	warmed    map[string]bool // ids whose coordinator a registration looked up
+	closeOnce sync.Once
+
+	// closers are the franz-go clients being closed in the background: a
+	// franz-go Close waits up to a second for requests in flight, which a
+	// call bounded by its context cannot wait for. Close waits for them
+	// at most CloseBound.
+	closers sync.WaitGroup
+}
+
+// CloseBound bounds how long [Wire.Close] waits for franz-go to close the
+// clients.
+const CloseBound = 500 * time.Millisecond
+
+// New builds the clients of a Wire. It opens no connection; the first
+// request does.
+//
+// The defaults come before the caller's options, so that an option
+// overrides them: a metadata min age of 500 ms ([MetadataMinAge]), a
+// request timeout overhead of the renew interval clamped to 1-10 s, and
+// a retry backoff of 50 ms doubling to 500 ms ([RetryBackoff]). After the
+// options come what the transactions rest on: the seed brokers, and for
+// the plain producer acks=all, no linger and the manual partitioner; for
+// the transactional and the reader's clients the capped versions.
+//
+// It returns the error of an option that kgo rejects, and an error for
+// options that disable idempotent writes or name a transactional id.
+func New(config Config) (*Wire, error) {
+	base := append([]kgo.Opt{
+		kgo.MetadataMinAge(MetadataMinAge),
+		kgo.RequestTimeoutOverhead(RequestTimeoutOverhead(config.RenewInterval)),
+		kgo.RetryBackoffFn(RetryBackoff),
+	}, config.Options...)
+	base = append(base, kgo.SeedBrokers(config.Brokers...))
+
+	plain, err := kgo.NewClient(append(slices.Clone(base),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)...)
+	if err != nil {
+		return nil, err
+	}
+	if disabled, _ := plain.OptValue(kgo.DisableIdempotentWrite).(bool); disabled {
+		plain.Close()
+		return nil, errors.New("the client options disable idempotent writes, which transactions need")
+	}
+	if values := plain.OptValues(kgo.TransactionalID); len(values) == 2 {
+		if set, _ := values[1].(bool); set {
+			plain.Close()
+			return nil, errors.New("the client options name a transactional id; the transport sets one per role")
+		}
+	}
+	versions := leaseVersions(plain)
+
+	// The transactional client sends the raw InitProducerId,
+	// AddPartitionsToTxn, Produce and EndTxn of every id, so it takes the
+	// capped versions: an EndTxn of version 5 would bump the epoch. The
+	// reader's client takes them too, as it did when it sent the aborts.
+	txn, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
+	if err != nil {
+		plain.Close()
+		return nil, err
+	}
+	readerClient, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
+	if err != nil {
+		plain.Close()
+		txn.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Wire{
+		config:  config,
+		plain:   plain,
+		admin:   kadm.NewClient(plain),
+		txn:     txn,
+		leaders: newLeaderCache(txn),
+		coords:  newTxnCoordinators(txn),
+		reader:  newReader(readerClient, plain, config.TxnTimeout, config.RenewInterval),
+		ctx:     ctx,
+		cancel:  cancel,
+		current: make(map[string]*Epoch),
+		minted:  make(map[Producer]*Epoch),
+		minting: make(map[string]*sync.Mutex),
+		warmed:  make(map[string]bool),
+	}, nil
+}
+
+// leaseVersions returns the request versions of the transactional client:
+// the versions the caller allowed (kversion.Stable by default), with EndTxn
+// capped at 4 and Produce at 11, so that a commit keeps the epoch (see
+// Wire). franz-go sends AddPartitionsToTxn at version 3 at most, the last
+// version for clients.
+func leaseVersions(plain *kgo.Client) *kversion.Versions {
+	base, _ := plain.OptValue(kgo.MaxVersions).(*kversion.Versions)
+	if base == nil {
+		base = kversion.Stable()
+	}
+	versions := new(kversion.Versions)
+	base.EachMaxKeyVersion(func(key, version int16) { versions.SetMaxKeyVersion(key, version) })
+	capVersion := func(key kmsg.Key, limit int16) {
+		if v, ok := versions.LookupMaxKeyVersion(key.Int16()); ok && v > limit {
+			versions.SetMaxKeyVersion(key.Int16(), limit)
+		}
+	}
+	capVersion(kmsg.EndTxn, 4)
+	capVersion(kmsg.Produce, 11)
+	// Versions 4 and up batch the transactions of several producers, for
+	// brokers; a client sends 3 at most. franz-go's routing converted a
+	// request of one transaction, but the wire sends it pinned to the
+	// coordinator (txnCoordinators), as it is.
+	capVersion(kmsg.AddPartitionsToTxn, 3)
+	return versions
+}
+
+// Reader returns the reader of the wire, which follows every partition
+// that a read or a watch asked for until Close.
+func (w *Wire) Reader() *Reader { return w.reader }
+
+// Closed reports whether Close ran. It is safe for concurrent use.
+func (w *Wire) Closed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}
+
+// Close ends every epoch of the wire (a write in flight fails at once, and
+// every later write under one returns an *Error of class Closed, with
+// Ended set), closes the three clients and ends the reader. Every later
+// call returns an *Error of class Closed.
+//
+// It returns within CloseBound. franz-go's own Close of a client waits up
+// to a second for requests in flight to a silent broker; such a client
+// finishes closing in the background, on a goroutine of the wire, and
+// sends nothing more. Close is idempotent and safe for concurrent use.
+func (w *Wire) Close() {
+	w.closeOnce.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		epochs := make([]*Epoch, 0, len(w.minted))
+		for _, e := range w.minted {
+			epochs = append(epochs, e)
+		}
+		w.mu.Unlock()
+		for _, e := range epochs {
+			e.end(&Error{Op: "token " + e.producer.String() + " of role " + e.txnID, Class: Closed})
+		}
+		w.cancel()
+		w.closers.Go(w.background.Wait)
+		w.closers.Go(w.reader.close)
+		w.closers.Go(w.txn.Close)
+		w.closers.Go(w.plain.Close)
+	})
+	closed := make(chan struct{})
+	go func() { // ends when the last client has closed
+		w.closers.Wait()
+		close(closed)
+	}()
+	bound := time.NewTimer(CloseBound)
+	defer bound.Stop()
+	select {
+	case <-closed:
+	case <-bound.C:
+	}
+}
