@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
 
 var benchSizes = []int{100, 10_000, 1_000_000}
@@ -124,32 +126,33 @@ func BenchmarkEvaluateRebuild(b *testing.B) {
 
 // BenchmarkCampaignRead is the incremental path of a waiting member over
 // KafkaTransport, without the network: a fetched record lands in the
-// reader's view of the partition, the member's ReadPartitionFrom copies the
-// records from its next offset on (snapshotLocked), and the campaign folds
-// them into its builder, builds and evaluates.
+// reader's compacted view of the partition (kafkawire.View), the member's
+// ReadPartitionFrom copies the records from its next offset on and
+// converts them (stateRecords), and the campaign folds them into its
+// builder, builds and evaluates.
 func BenchmarkCampaignRead(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("log=%d", size), func(b *testing.B) {
 			role, standby := mustBenchRole(b, "bench"), mustBenchMember(b, "b")
 			now := time.Now().UnixMilli()
-			p := &followedPartition{view: make(map[string]int)}
+			var view kafkawire.View
 			builder := NewRoleStateBuilder(role)
 			for _, r := range benchLog(b, role, size) {
-				p.addLocked(r.Offset, string(r.Key), r.Value, 0)
+				view.Add(r.Offset, r.Key, r.Value, 0)
 				if err := builder.Apply(r); err != nil {
 					b.Fatal(err)
 				}
 			}
-			p.next = int64(size)
-			next := p.next
+			end := int64(size) // the offset after the last record of the view
+			next := end
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				renewal := benchRenewal(b, role, p.next, now)
-				p.addLocked(renewal.Offset, string(renewal.Key), renewal.Value, 0)
-				p.next++
-				records, to := p.snapshotLocked(next)
-				next = to
+				renewal := benchRenewal(b, role, end, now)
+				view.Add(renewal.Offset, renewal.Key, renewal.Value, 0)
+				end++
+				records := stateRecords(view.Records(next))
+				next = end
 				for _, r := range records {
 					if err := builder.Apply(r); err != nil {
 						b.Fatal(err)

@@ -3,13 +3,14 @@ package coordination
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
 
-// The registrations of KafkaTransport: Append writes one record with the
-// plain idempotent producer, outside any transaction.
+// This file holds the registrations of KafkaTransport: Append checks what
+// the key means (a lease is never appended; a registration warms the
+// route of the role's next mint) and writes one record with the plain
+// idempotent producer, outside any transaction (kafkawire's Wire.Append).
 
 // Append appends one record to the partition with the plain idempotent
 // producer, outside any transaction, and returns when the leader and its
@@ -19,7 +20,7 @@ import (
 //
 // It retries what franz-go retries (a lost connection, a leader that moved,
 // NOT_ENOUGH_REPLICAS) until ctx ends, and returns at most 250 ms
-// (abandonGrace) after that, with an error that says whether the record may
+// after that, with an error that says whether the record may
 // still be appended; it returns a permanent error for a missing WRITE ACL
 // on the topic. It refuses a key that decodes as a lease key, and sends
 // nothing: a lease outside a transaction under the role's epoch would let
@@ -36,45 +37,16 @@ func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, k
 			"in a transaction under the role's epoch, never appended outside one, where no fence guards it", partition, decoded.Role)
 	}
 	if decoded, err := DecodeKey(key); err == nil && decoded.Kind == KindRegistration {
-		// The registration of a candidate: open the client of its next mint
-		// now, so that a challenge pays no connection setup. A
-		// deregistration closes it.
+		// The registration of a candidate: warm the route of its next mint
+		// now, so that a challenge pays no lookup. A deregistration forgets
+		// the warm-up.
 		if IsTombstone(value) {
-			t.dropWarm(decoded.Role)
+			t.wire.DropWarm(decoded.Role.String())
 		} else {
-			t.prewarm(decoded.Role, partition)
+			t.wire.Prewarm(decoded.Role.String(), partitionOf(partition))
 		}
 	}
-	record := &kgo.Record{Topic: partition.Topic, Partition: int32(partition.Partition), Key: key, Value: tombstoneAsNull(value)}
-	if err := t.produceBounded(ctx, record); err != nil {
-		return describeKafkaError("append to "+partition.String(), err)
-	}
-	return nil
-}
-
-// produceBounded produces one record with the plain producer and waits for
-// its acknowledgement, for the end of ctx, or for abandonGrace after it,
-// whichever comes first. franz-go fails a record whose context ends before
-// it was sent, but an idempotent producer cannot take back a record in
-// flight, so a call that must return within its context stops waiting for
-// it: the error then says that the outcome is unknown. The record's
-// callback runs later on franz-go's goroutine, into a buffered channel.
-func (t *KafkaTransport) produceBounded(ctx context.Context, record *kgo.Record) error {
-	done := make(chan error, 1)
-	t.plain.Produce(ctx, record, func(_ *kgo.Record, err error) { done <- err })
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	grace := time.NewTimer(abandonGrace)
-	defer grace.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-grace.C:
-		return fmt.Errorf("the call's context ended (%w) with the record in flight; its outcome is unknown, and it may still be appended", ctx.Err())
-	}
+	return kafkaError(t.wire.Append(ctx, kafkawire.Record{Partition: partitionOf(partition), Key: key, Value: tombstoneAsNull(value)}))
 }
 
 // tombstoneAsNull sends an empty value as a null value: only a null value is

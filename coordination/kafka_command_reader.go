@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
+
+// This file holds KafkaCommandReader, the device side's reader of guarded
+// topics: a thin layer over kafkawire's read_committed Consumer that turns
+// each record into a Command with the token of its batch.
 
 // KafkaCommandReader reads guarded topics, the caller's own topics that
 // holders write with [Leadership.Write], on the device side: it yields each
@@ -29,7 +34,7 @@ import (
 // from one goroutine at a time. [KafkaCommandReader.Close] is safe to call
 // from any goroutine, and more than once.
 type KafkaCommandReader struct {
-	client *kgo.Client
+	consumer *kafkawire.Consumer
 }
 
 // NewKafkaCommandReader consumes the topics from brokers, a list of
@@ -56,17 +61,11 @@ func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...
 	if len(brokers) == 0 {
 		return nil, errors.New("coordination: NewKafkaCommandReader: no brokers: pass at least one host:port")
 	}
-	options := append([]kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, clientOptions...)
-	options = append(slices.Clone(options),
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics(topics...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	client, err := kgo.NewClient(options...)
+	consumer, err := kafkawire.NewConsumer(topics, clientOptions, brokers)
 	if err != nil {
 		return nil, fmt.Errorf("coordination: NewKafkaCommandReader: %w", err)
 	}
-	return &KafkaCommandReader{client: client}, nil
+	return &KafkaCommandReader{consumer: consumer}, nil
 }
 
 // Commands yields the records of the topics as they become readable, each
@@ -79,20 +78,17 @@ func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...
 func (r *KafkaCommandReader) Commands(ctx context.Context) iter.Seq2[Command, error] {
 	return func(yield func(Command, error) bool) {
 		for {
-			fetches := r.client.PollFetches(ctx)
-			if fetches.IsClientClosed() || ctx.Err() != nil {
+			records, failures, ended := r.consumer.Poll(ctx)
+			if ended {
 				return
 			}
-			for _, failure := range fetches.Errors() {
-				if errors.Is(failure.Err, context.Canceled) || errors.Is(failure.Err, context.DeadlineExceeded) {
-					continue
-				}
-				err := fmt.Errorf("coordination: read %s-%d: %w", failure.Topic, failure.Partition, failure.Err)
+			for _, failure := range failures {
+				err := fmt.Errorf("coordination: read %s: %w", failure.Partition, failure.Err)
 				if !yield(Command{}, err) {
 					return
 				}
 			}
-			for record := range fetches.RecordsAll() {
+			for _, record := range records {
 				if !yield(commandOf(record), nil) {
 					return
 				}
@@ -102,22 +98,18 @@ func (r *KafkaCommandReader) Commands(ctx context.Context) iter.Seq2[Command, er
 }
 
 // Close ends the reader's consumer; a Commands loop in flight ends.
-func (r *KafkaCommandReader) Close() { r.client.Close() }
+func (r *KafkaCommandReader) Close() { r.consumer.Close() }
 
 // commandOf reads one consumed record, with the token of its batch.
-func commandOf(record *kgo.Record) Command {
-	token := NoEpoch
-	if pair, err := NewFencingToken(record.ProducerID, record.ProducerEpoch); err == nil {
-		token = pair
-	}
+func commandOf(record kafkawire.Record) Command {
 	command := Command{
-		Topic:     record.Topic,
-		Partition: int(record.Partition),
+		Topic:     record.Partition.Topic,
+		Partition: int(record.Partition.Partition),
 		Offset:    record.Offset,
 		Key:       record.Key,
 		Value:     record.Value,
-		Timestamp: record.Timestamp.UnixMilli(),
-		Token:     token,
+		Timestamp: record.Timestamp,
+		Token:     tokenOf(record.Producer),
 	}
 	if len(record.Headers) > 0 {
 		command.Headers = make([]RecordHeader, len(record.Headers))
@@ -126,16 +118,4 @@ func commandOf(record *kgo.Record) Command {
 		}
 	}
 	return command
-}
-
-// kafkaHeaders converts the headers of a guarded record for franz-go.
-func kafkaHeaders(headers []RecordHeader) []kgo.RecordHeader {
-	if len(headers) == 0 {
-		return nil
-	}
-	out := make([]kgo.RecordHeader, len(headers))
-	for i, h := range headers {
-		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-	}
-	return out
 }

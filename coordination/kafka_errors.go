@@ -1,117 +1,89 @@
 package coordination
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"strings"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
 
-// This file holds the one place where KafkaTransport decides what an error
-// of franz-go means for a leadership. Every write path sends its errors
-// through kafkaFailureOf, so the broker codes that fence a token are listed
-// exactly once.
-
-// kafkaFailure is what an error of a Kafka call means for the transport.
-type kafkaFailure int
-
-const (
-	// failureTransient is an error that a retry of the same call under the
-	// same token may overcome: a coordinator that moved or is loading,
-	// NOT_ENOUGH_REPLICAS, a lost connection, a deadline. It never ends a
-	// leadership.
-	failureTransient kafkaFailure = iota
-
-	// failureFenced is a broker's refusal of the token: a newer epoch of
-	// the role exists, or the producer id that the token names is gone.
-	failureFenced
-
-	// failureDenied is a missing ACL. A retry cannot help until an
-	// operator grants it.
-	failureDenied
-
-	// failureClosed is a call on a client that this transport closed.
-	failureClosed
-
-	// failureMisconfigured is a configuration the broker refuses, such as
-	// a transaction timeout above transaction.max.timeout.ms.
-	failureMisconfigured
-)
+// This file holds the one place where the Kafka transport turns an error
+// of kafkawire into the errors of this package: the class that kafkawire's
+// classifier chose becomes a sentinel ([ErrFenced], [ErrProducerLost],
+// [ErrNotAuthorized], [ErrMisconfigured], [ErrOutcomeUnknown]) and its
+// words, with the "coordination: " prefix once. The broker codes behind a
+// class stay in the chain, so errors.Is finds them too.
 
 // errTransportClosed reports a call on a closed KafkaTransport.
 var errTransportClosed = errors.New("coordination: the KafkaTransport is closed")
 
-// kafkaFailureOf classifies an error that a franz-go call, or a broker code
-// of a raw request's answer, returned.
-//
-// The fences are the broker codes 47 INVALID_PRODUCER_EPOCH, 90
-// PRODUCER_FENCED, and 49 INVALID_PRODUCER_ID_MAPPING (the producer id of the
-// token expired or was replaced), from any request of a transaction:
-// AddPartitionsToTxn, Produce or EndTxn. The transport wraps the kerr value
-// with context, so errors.Is finds the code through each wrapper.
-//
-// TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
-// COORDINATOR_LOAD_IN_PROGRESS, NOT_ENOUGH_REPLICAS and network errors are
-// transient. So is every error this function does not know: the caller
-// aborts the transaction, and a token that really lost the role is fenced on
-// its next write.
-func kafkaFailureOf(err error) kafkaFailure {
-	switch {
-	case errors.Is(err, kerr.InvalidProducerEpoch),
-		errors.Is(err, kerr.ProducerFenced),
-		errors.Is(err, kerr.InvalidProducerIDMapping):
-		return failureFenced
-	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
-		errors.Is(err, kerr.TopicAuthorizationFailed),
-		errors.Is(err, kerr.ClusterAuthorizationFailed),
-		errors.Is(err, kerr.GroupAuthorizationFailed):
-		return failureDenied
-	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, errTransportClosed):
-		return failureClosed
-	case errors.Is(err, kerr.InvalidTransactionTimeout):
-		return failureMisconfigured
-	default:
-		return failureTransient
-	}
-}
+// aclAdvice follows "not authorized" in the message of a missing ACL.
+const aclAdvice = ", and no retry helps until an operator grants the ACL " +
+	"(a member needs WRITE and DESCRIBE on the TransactionalId of each role, WRITE and READ and DESCRIBE " +
+	"on the state topic, and IDEMPOTENT_WRITE on the cluster before Kafka 3.0)"
 
-// describeKafkaError returns err with the context an operator needs to act
-// on it. A missing ACL names the ACL and wraps [ErrNotAuthorized]; a fence
-// wraps [ErrFenced]; a closed
-// client says so. op names the call, such as "lease write of role
-// controller under 4242:7".
-func describeKafkaError(op string, err error) error {
-	switch kafkaFailureOf(err) {
-	case failureFenced:
-		return wrapf(err, []error{ErrFenced}, "%s", op)
-	case failureMisconfigured:
-		return wrapf(err, []error{ErrMisconfigured}, "%s", op)
-	case failureDenied:
-		return fmt.Errorf("coordination: %s: %w, and no retry helps until an operator grants the ACL "+
-			"(a member needs WRITE and DESCRIBE on the TransactionalId of each role, WRITE and READ and DESCRIBE "+
-			"on the state topic, and IDEMPOTENT_WRITE on the cluster before Kafka 3.0): %w", op, ErrNotAuthorized, err)
-	default:
-		return wrapf(err, nil, "%s", op)
+// kafkaError returns err, an error that kafkawire returned, as an error of
+// this package: "coordination: " Op, Detail, the words of the class (none
+// for a class that needs no action of the caller), Err, and the words of
+// a lost producer when the error ended the epoch, joined by ": ". It wraps
+// the class's sentinel, Detail and Err; an Err of kafkawire inside is
+// rendered first, the same way. It returns any other error as it is.
+func kafkaError(err error) error {
+	e, ok := err.(*kafkawire.Error)
+	if !ok {
+		return err
 	}
-}
-
-// retriableMint reports whether AcquireEpoch tries InitProducerId again
-// after err: CONCURRENT_TRANSACTIONS (the coordinator still ends the previous
-// holder's transaction), COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, and
-// every other retriable broker code or connection error. franz-go retries
-// these itself for a while; AcquireEpoch keeps on until its context ends.
-func retriableMint(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+	if *e == (kafkawire.Error{Class: kafkawire.Closed}) {
+		return errTransportClosed
 	}
-	if errors.Is(err, kerr.ConcurrentTransactions) || kerr.IsRetriable(err) {
-		return true
+	if e.Class == kafkawire.OutcomeUnknown {
+		return fmt.Errorf("coordination: %s: the call's context ended (%w) with the transaction in flight, which did not end within %v more: %w, "+
+			"so the records may be in the log; the transaction ends in the background, within the transaction timeout: "+
+			"a batch without an answer goes again until its leader answers, then the transaction is aborted "+
+			"unless its commit was on its way; the next write under the token waits for it",
+			e.Op, e.Err, kafkawire.AbandonGrace, ErrOutcomeUnknown)
 	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return false // a broker answer that no retry changes
+	var parts []string
+	var errs []error
+	add := func(text string, err error) {
+		if text = strings.TrimPrefix(text, "coordination: "); text != "" {
+			parts = append(parts, text)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return kafkaFailureOf(err) == failureTransient // a connection error
+	add(e.Op, nil)
+	if e.Detail != nil {
+		add(e.Detail.Error(), e.Detail)
+	}
+	cause := e.Err
+	if inner, ok := cause.(*kafkawire.Error); ok {
+		cause = kafkaError(inner)
+	}
+	said := e.Inherits() // the cause says the class already
+	if !said {
+		switch e.Class {
+		case kafkawire.Fenced:
+			add(ErrFenced.Error(), ErrFenced)
+		case kafkawire.ProducerLost:
+			add(ErrProducerLost.Error(), ErrProducerLost)
+		case kafkawire.Misconfigured:
+			add(ErrMisconfigured.Error(), ErrMisconfigured)
+		case kafkawire.NotAuthorized:
+			add(ErrNotAuthorized.Error()+aclAdvice, ErrNotAuthorized)
+		case kafkawire.Closed:
+			if cause == nil {
+				add(errTransportClosed.Error(), errTransportClosed)
+			}
+		}
+	}
+	if cause != nil {
+		add(cause.Error(), cause)
+	}
+	if e.Ended && !said && e.Class != kafkawire.Fenced && e.Class != kafkawire.ProducerLost {
+		add(ErrProducerLost.Error(), ErrProducerLost)
+	}
+	return &contextError{msg: "coordination: " + strings.Join(parts, ": "), errs: errs}
 }

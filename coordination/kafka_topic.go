@@ -2,15 +2,17 @@ package coordination
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
+
+// This file holds the state topic's admin over KafkaTransport:
+// CreateStateTopic and CheckStateTopic check the options and the answer
+// against what the members need (kafkawire's Wire.CreateTopic,
+// TopicLeaders and TopicConfig send the requests).
 
 // CreateStateTopic creates the coordination topic with cleanup.policy=compact,
 // min.insync.replicas = minInsyncReplicas, and the replication factor given
@@ -52,70 +54,15 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 		"cleanup.policy":      new("compact"),
 		"min.insync.replicas": new(strconv.Itoa(minInsyncReplicas)),
 	}
-	_, err = t.admin.CreateTopic(ctx, int32(s.partitions), int16(replicationFactor), configs, s.topic)
+	op := fmt.Sprintf("create the state topic %s with %d partitions", s.topic, s.partitions)
+	existed, err := t.wire.CreateTopic(ctx, op, s.topic, int32(s.partitions), int16(replicationFactor), configs)
 	switch {
-	case errors.Is(err, kerr.TopicAlreadyExists):
-		return t.CheckStateTopic(ctx, options...)
 	case err != nil:
-		return describeKafkaError(fmt.Sprintf("create the state topic %s with %d partitions", s.topic, s.partitions), err)
+		return kafkaError(err)
+	case existed:
+		return t.CheckStateTopic(ctx, options...)
 	}
-	return t.waitTopicReady(ctx, s.topic, s.partitions)
-}
-
-// waitTopicReady waits until every partition of a topic that was just
-// created has a leader that answers ListOffsets. The controller creates a
-// topic before its brokers take up leadership, and a write in between is
-// refused with NOT_LEADER_OR_FOLLOWER, which franz-go retries only after its
-// metadata min age (5 s).
-func (t *KafkaTransport) waitTopicReady(ctx context.Context, topic string, partitions int) error {
-	for {
-		if err := t.topicReady(ctx, topic, partitions); err == nil {
-			return nil
-		} else if ctx.Err() != nil {
-			return wrapf(err, nil, "the state topic %s was created, but its partitions are not ready", topic)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// topicReady reports, with an error, a topic whose partitions are not all
-// led and answering.
-func (t *KafkaTransport) topicReady(ctx context.Context, topic string, partitions int) error {
-	metadata, err := t.topicMetadata(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if len(metadata.Partitions) != partitions {
-		return fmt.Errorf("%d of %d partitions", len(metadata.Partitions), partitions)
-	}
-	indexes := make([]int32, 0, len(metadata.Partitions))
-	for _, p := range metadata.Partitions {
-		if p.Leader < 0 {
-			return fmt.Errorf("partition %d has no leader", p.Partition)
-		}
-		indexes = append(indexes, p.Partition)
-	}
-	_, err = listOffsets(ctx, t.plain, -1, topic, indexes, listLatest, isolationReadUncommitted)
-	return err
-}
-
-// topicMetadata reads the metadata of one topic with a fresh Metadata
-// request: kadm answers from franz-go's metadata cache, which may predate
-// the topic.
-func (t *KafkaTransport) topicMetadata(ctx context.Context, topic string) (kmsg.MetadataResponseTopic, error) {
-	resp, err := requestMetadata(ctx, t.plain, topic)
-	if err != nil {
-		return kmsg.MetadataResponseTopic{}, err
-	}
-	for _, mt := range resp.Topics {
-		if mt.Topic != nil && *mt.Topic == topic {
-			return mt, kerr.ErrorForCode(mt.ErrorCode)
-		}
-	}
-	return kmsg.MetadataResponseTopic{}, kerr.UnknownTopicOrPartition
+	return nil
 }
 
 // CheckStateTopic checks the coordination topic that the options name, as a
@@ -150,45 +97,32 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 		return errTransportClosed
 	}
 	op := "check the state topic " + s.topic
-	metadata, err := t.topicMetadata(ctx, s.topic)
+	leaders, err := t.wire.TopicLeaders(ctx, op, s.topic)
 	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
+	case kafkawire.ClassOf(err) == kafkawire.Missing:
 		return &StateTopicError{Topic: s.topic, Missing: true, WantPartitions: s.partitions,
 			Detail: fmt.Sprintf("the topic does not exist; create it with CreateStateTopic (cleanup.policy=compact, %d partitions)", s.partitions)}
 	case err != nil:
-		return describeKafkaError(op, err)
-	case len(metadata.Partitions) != s.partitions:
-		return &StateTopicError{Topic: s.topic, Partitions: len(metadata.Partitions), WantPartitions: s.partitions,
+		return kafkaError(err)
+	case len(leaders) != s.partitions:
+		return &StateTopicError{Topic: s.topic, Partitions: len(leaders), WantPartitions: s.partitions,
 			Detail: fmt.Sprintf("the topic has %d partitions, but this member is configured for %d "+
 				"(WithPartitions; the default is %d): members with different counts put a role on different partitions "+
-				"and never see each other's leases", len(metadata.Partitions), s.partitions, DefaultPartitions)}
+				"and never see each other's leases", len(leaders), s.partitions, DefaultPartitions)}
 	}
-	configs, err := t.admin.DescribeTopicConfigs(ctx, s.topic)
+	policy, err := t.wire.TopicConfig(ctx, op, s.topic, "cleanup.policy")
 	if err != nil {
-		return describeKafkaError(op+": describe its configs", err)
-	}
-	config, err := configs.On(s.topic, nil)
-	if err != nil {
-		return describeKafkaError(op+": describe its configs", err)
-	}
-	if config.Err != nil {
-		return describeKafkaError(op+": describe its configs", config.Err)
-	}
-	policy := ""
-	for _, c := range config.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil {
-			policy = *c.Value
-		}
+		return kafkaError(err)
 	}
 	for _, p := range strings.Split(policy, ",") {
 		if strings.TrimSpace(p) == "compact" {
-			if len(metadata.Partitions) > 0 {
-				t.warnShortLease(ctx, s, metadata.Partitions[0].Leader)
+			if len(leaders) > 0 {
+				t.warnShortLease(ctx, s, leaders[0])
 			}
 			return nil
 		}
 	}
-	return &StateTopicError{Topic: s.topic, Partitions: len(metadata.Partitions), WantPartitions: s.partitions, CleanupPolicy: policy,
+	return &StateTopicError{Topic: s.topic, Partitions: len(leaders), WantPartitions: s.partitions, CleanupPolicy: policy,
 		Detail: fmt.Sprintf("cleanup.policy is %q, but the topic needs compact: "+
 			"without it retention deletes the registrations and leases that rank the members", policy)}
 }

@@ -1,18 +1,20 @@
 package coordination
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
+
+// This file holds KafkaTransport, the thin layer of this package over the
+// Kafka machinery of internal/kafkawire: its type, its constructors and
+// Close. The other kafka_*.go files hold one group of its methods each;
+// kafka_errors.go renders kafkawire's errors, kafka_types.go converts the
+// types.
 
 // KafkaTransport implements [Transport], [GuardedWriter],
 // [PartitionFollower] and [StableOffsetReporter] with franz-go.
@@ -117,34 +119,10 @@ import (
 // everything.
 type KafkaTransport struct {
 	lease LeaseConfig
-
-	plain   *kgo.Client      // registrations, and the admin requests
-	admin   *kadm.Client     // over plain
-	txn     *kgo.Client      // the transactions of every role, with the capped versions
-	leaders *leaderCache     // the partition leaders of the transactions
-	coords  *txnCoordinators // the transaction coordinators of the roles
-	reader  *kafkaReader
-
-	// ctx ends at Close; the background requests of the transport (a
-	// warm-up, an abort of an ended producer's transaction) run under it.
-	ctx        context.Context
-	cancel     context.CancelFunc
-	background sync.WaitGroup // the warm-ups in flight
+	wire  *kafkawire.Wire
 
 	mu          sync.Mutex
-	closed      bool
-	current     map[Role]*epochProducer         // the newest mint of each role
-	minted      map[FencingToken]*epochProducer // every mint of this transport
-	minting     map[Role]*sync.Mutex            // serialises AcquireEpoch per role
-	stateTopics map[string]bool                 // topics of Append, WriteLease and the reads
-	warmed      map[Role]bool                   // roles whose coordinator a registration looked up
-	closeOnce   sync.Once
-
-	// closers are the franz-go clients being closed in the background: a
-	// franz-go Close waits up to a second for requests in flight, which a
-	// call bounded by its context cannot wait for. Close waits for them
-	// at most closeBound.
-	closers sync.WaitGroup
+	stateTopics map[string]bool // topics of Append, WriteLease and the reads
 }
 
 var (
@@ -207,94 +185,12 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 			return nil, fmt.Errorf("coordination: NewKafkaTransport: broker %d is empty", i)
 		}
 	}
-	// The caller's options come after the transport's defaults, so that
-	// they override them.
-	base := append([]kgo.Opt{
-		kgo.MetadataMinAge(metadataMinAge),
-		kgo.RequestTimeoutOverhead(requestTimeoutOverhead(lease)),
-		kgo.RetryBackoffFn(retryBackoff),
-	}, clientOptions...)
-	base = append(base, kgo.SeedBrokers(brokers...))
-
-	plain, err := kgo.NewClient(append(slices.Clone(base),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)...)
+	wire, err := kafkawire.New(kafkawire.Config{Brokers: brokers, Options: clientOptions,
+		TxnTimeout: lease.Duration(), RenewInterval: lease.RenewInterval()})
 	if err != nil {
 		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
 	}
-	if disabled, _ := plain.OptValue(kgo.DisableIdempotentWrite).(bool); disabled {
-		plain.Close()
-		return nil, errors.New("coordination: NewKafkaTransport: the client options disable idempotent writes, which transactions need")
-	}
-	if values := plain.OptValues(kgo.TransactionalID); len(values) == 2 {
-		if set, _ := values[1].(bool); set {
-			plain.Close()
-			return nil, errors.New("coordination: NewKafkaTransport: the client options name a transactional id; the transport sets one per role")
-		}
-	}
-	versions := leaseVersions(plain)
-
-	// The transactional client sends the raw InitProducerId,
-	// AddPartitionsToTxn, Produce and EndTxn of every role, so it takes the
-	// capped versions: an EndTxn of version 5 would bump the epoch. The
-	// reader's client takes them too, as it did when it sent the aborts.
-	txn, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
-	if err != nil {
-		plain.Close()
-		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
-	}
-	readerClient, err := kgo.NewClient(append(slices.Clone(base), kgo.MaxVersions(versions))...)
-	if err != nil {
-		plain.Close()
-		txn.Close()
-		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &KafkaTransport{
-		lease:       lease,
-		plain:       plain,
-		admin:       kadm.NewClient(plain),
-		txn:         txn,
-		leaders:     newLeaderCache(txn),
-		coords:      newTxnCoordinators(txn),
-		reader:      newKafkaReader(readerClient, plain, lease),
-		ctx:         ctx,
-		cancel:      cancel,
-		current:     make(map[Role]*epochProducer),
-		minted:      make(map[FencingToken]*epochProducer),
-		minting:     make(map[Role]*sync.Mutex),
-		stateTopics: make(map[string]bool),
-		warmed:      make(map[Role]bool),
-	}, nil
-}
-
-// leaseVersions returns the request versions of the transactional client:
-// the versions the caller allowed (kversion.Stable by default), with EndTxn
-// capped at 4 and Produce at 11, so that a commit keeps the epoch (see
-// KafkaTransport). franz-go sends AddPartitionsToTxn at version 3 at most,
-// the last version for clients.
-func leaseVersions(plain *kgo.Client) *kversion.Versions {
-	base, _ := plain.OptValue(kgo.MaxVersions).(*kversion.Versions)
-	if base == nil {
-		base = kversion.Stable()
-	}
-	versions := new(kversion.Versions)
-	base.EachMaxKeyVersion(func(key, version int16) { versions.SetMaxKeyVersion(key, version) })
-	capVersion := func(key kmsg.Key, limit int16) {
-		if v, ok := versions.LookupMaxKeyVersion(key.Int16()); ok && v > limit {
-			versions.SetMaxKeyVersion(key.Int16(), limit)
-		}
-	}
-	capVersion(kmsg.EndTxn, 4)
-	capVersion(kmsg.Produce, 11)
-	// Versions 4 and up batch the transactions of several producers, for
-	// brokers; a client sends 3 at most. franz-go's routing converted a
-	// request of one transaction, but the transport sends it pinned to
-	// the coordinator (txnCoordinators), as it is.
-	capVersion(kmsg.AddPartitionsToTxn, 3)
-	return versions
+	return &KafkaTransport{lease: lease, wire: wire, stateTopics: make(map[string]bool)}, nil
 }
 
 // LeaseConfig returns the lease policy the transport was built with: its
@@ -326,36 +222,8 @@ func checkTopicPartition(partition TopicPartition) error {
 	return nil
 }
 
-// Minted reports whether this transport minted token, and implements
-// [MintRecorder]. It is safe for concurrent use.
-func (t *KafkaTransport) Minted(token FencingToken) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.minted[token] != nil
-}
-
-// Fenced reports whether this transport minted token and the cluster
-// refused a write under it as fenced (or this transport minted a newer
-// epoch of its role), and implements [FenceRecorder]. It is safe for
-// concurrent use.
-func (t *KafkaTransport) Fenced(token FencingToken) bool {
-	t.mu.Lock()
-	producer := t.minted[token]
-	t.mu.Unlock()
-	if producer == nil {
-		return false
-	}
-	producer.mu.Lock()
-	defer producer.mu.Unlock()
-	return errors.Is(producer.closeErr, ErrFenced)
-}
-
 // isClosed reports whether Close ran.
-func (t *KafkaTransport) isClosed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.closed
-}
+func (t *KafkaTransport) isClosed() bool { return t.wire.Closed() }
 
 // Close closes every client of the transport and ends its reader: the
 // transactional client, the plain producer and the reader's client. A
@@ -365,44 +233,11 @@ func (t *KafkaTransport) isClosed() bool {
 // [ErrProducerLost]: the epoch's producer is gone, though no other member
 // fenced it. Close is idempotent and safe for concurrent use.
 //
-// Close returns within 500 ms (closeBound). franz-go's own Close of a
+// Close returns within 500 ms (kafkawire.CloseBound). franz-go's own Close of a
 // client waits up to a second for requests in flight to a silent broker;
 // such a client finishes closing in the background, on a goroutine of the
 // transport, and sends nothing more.
 //
 // Close takes no epoch back: a resigned member's epoch stays the newest
 // until another member mints one.
-func (t *KafkaTransport) Close() {
-	t.closeOnce.Do(func() {
-		t.mu.Lock()
-		t.closed = true
-		producers := make([]*epochProducer, 0, len(t.minted))
-		for _, p := range t.minted {
-			producers = append(producers, p)
-		}
-		t.mu.Unlock()
-		for _, p := range producers {
-			p.close(fmt.Errorf("coordination: token %s of role %s: %w", p.token, p.role, errTransportClosed))
-		}
-		t.cancel()
-		t.closers.Go(t.background.Wait)
-		t.closers.Go(t.reader.close)
-		t.closers.Go(t.txn.Close)
-		t.closers.Go(t.plain.Close)
-	})
-	closed := make(chan struct{})
-	go func() { // ends when the last client has closed
-		t.closers.Wait()
-		close(closed)
-	}()
-	bound := time.NewTimer(closeBound)
-	defer bound.Stop()
-	select {
-	case <-closed:
-	case <-bound.C:
-	}
-}
-
-// closeBound bounds how long [KafkaTransport.Close] waits for franz-go to
-// close the transport's clients.
-const closeBound = 500 * time.Millisecond
+func (t *KafkaTransport) Close() { t.wire.Close() }

@@ -1,4 +1,4 @@
-package coordination
+package kafkawire
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -56,7 +55,7 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 			if minted, err = init.RequestWith(ctx, client); err != nil {
 				return err
 			}
-			return kerr.ErrorForCode(minted.ErrorCode)
+			return codeError(minted.ErrorCode)
 		})
 		if err != nil {
 			t.Fatalf("InitProducerId: %v", err)
@@ -64,7 +63,7 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 		return minted.ProducerID, minted.ProducerEpoch
 	}
 	leaders := newLeaderCache(client)
-	leader, err := leaders.leader(ctx, TopicPartition{Topic: topic}, false)
+	leader, err := leaders.leader(ctx, Partition{Topic: topic}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +75,7 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = topic
 		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = encodeTransactionalBatch(id, epoch, sequence, nowMillis(), []txnRecord{{value: []byte(fmt.Sprintf("%d:%d #%d", id, epoch, sequence))}})
+		rp.Records = encodeTransactionalBatch(Producer{ID: id, Epoch: epoch}, sequence, nowMillis(), []Record{{Value: []byte(fmt.Sprintf("%d:%d #%d", id, epoch, sequence))}})
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		kresp, err := client.Broker(int(leader)).Request(ctx, req)
@@ -84,7 +83,7 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 			t.Fatalf("Produce: %v", err)
 		}
 		resp := kresp.(*kmsg.ProduceResponse)
-		return resp.GetVersion(), kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+		return resp.GetVersion(), codeError(resp.Topics[0].Partitions[0].ErrorCode)
 	}
 	end := func(id int64, epoch int16) (int16, error) {
 		req := kmsg.NewPtrEndTxnRequest()
@@ -95,7 +94,7 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 			if resp, err = req.RequestWith(ctx, client); err != nil {
 				return err
 			}
-			return kerr.ErrorForCode(resp.ErrorCode)
+			return codeError(resp.ErrorCode)
 		})
 		if resp == nil {
 			t.Fatalf("EndTxn: %v", err)
@@ -150,7 +149,7 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 	t.Logf("real=%t: after the rival's mint of %d:%d, the deposed %d:%d: Produce v%d %v; EndTxn %v; the coordinator holds %d:%d %s",
 		c.Real, rid, repoch, id, epoch, pv, perr, eerr, did, depoch, state)
 	if c.Real {
-		if kafkaFailureOf(perr) != failureFenced || kafkaFailureOf(eerr) != failureFenced {
+		if Classify(PathProduce, perr) != Fenced || Classify(PathCommit, eerr) != Fenced {
 			t.Fatalf("the deposed epoch's Produce = %v, EndTxn = %v; want fences", perr, eerr)
 		}
 		if did != rid || depoch != repoch {

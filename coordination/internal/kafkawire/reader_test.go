@@ -1,4 +1,4 @@
-package coordination
+package kafkawire
 
 import (
 	"context"
@@ -18,30 +18,30 @@ import (
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
-// The tests of the reader of KafkaTransport, on kfake. They sit inside the
-// package to derive their bounds from the reader's own settings
-// (readerTimings, readerFetchGrace). The transport suites of
-// kafka_transport_test.go run the reader against Apache Kafka too.
+// The tests of the Reader, on kfake. They derive their bounds from the
+// reader's own settings (readerTimings, readerFetchGrace). The transport
+// suites of coordination's kafka_transport_test.go run the reader against
+// Apache Kafka too.
 
 // krLease is the lease of the reader tests: lease 6 s, renew 2 s, so a long
 // poll of 1 s and a freshness bound of 2 s.
-func krLease(t *testing.T) LeaseConfig {
-	t.Helper()
-	lease, err := NewLeaseConfig(6*time.Second, 2*time.Second, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lease
-}
+var krLease = krTimes{6 * time.Second, 2 * time.Second}
 
-func krTransport(t *testing.T, c *kafkatest.Cluster, lease LeaseConfig, options ...kgo.Opt) *KafkaTransport {
+// krDefaultLease is coordination's default lease: 30 s, renewed every
+// 10 s, so a long poll of 5 s.
+var krDefaultLease = krTimes{30 * time.Second, 10 * time.Second}
+
+// krTimes is a lease duration and its renew interval.
+type krTimes struct{ lease, renew time.Duration }
+
+func krWire(t *testing.T, c *kafkatest.Cluster, lease krTimes, options ...kgo.Opt) *Wire {
 	t.Helper()
-	transport, err := NewKafkaTransportWithOptions(lease, options, c.Brokers...)
+	wire, err := New(Config{Brokers: c.Brokers, Options: options, TxnTimeout: lease.lease, RenewInterval: lease.renew})
 	if err != nil {
-		t.Fatalf("NewKafkaTransport: %v", err)
+		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(transport.Close)
-	return transport
+	t.Cleanup(wire.Close)
+	return wire
 }
 
 func krContext(t *testing.T) context.Context {
@@ -53,17 +53,17 @@ func krContext(t *testing.T) context.Context {
 
 // krAppend appends a record with a fresh key to the partition, and returns
 // the key.
-func krAppend(t *testing.T, ctx context.Context, writer *KafkaTransport, tp TopicPartition, n int) string {
+func krAppend(t *testing.T, ctx context.Context, writer *Wire, tp Partition, n int) string {
 	t.Helper()
 	key := fmt.Sprintf("key-%d", n)
-	if err := writer.Append(ctx, tp, []byte(key), []byte("value")); err != nil {
+	if err := writer.Append(ctx, Record{Partition: tp, Key: []byte(key), Value: []byte("value")}); err != nil {
 		t.Fatalf("Append(%s, %s): %v", tp, key, err)
 	}
 	return key
 }
 
-func krHasKey(records []StateRecord, key string) bool {
-	return slices.ContainsFunc(records, func(r StateRecord) bool { return string(r.Key) == key })
+func krHasKey(records []Record, key string) bool {
+	return slices.ContainsFunc(records, func(r Record) bool { return string(r.Key) == key })
 }
 
 // blackhole is a dialer for franz-go that silences the brokers at chosen
@@ -152,7 +152,7 @@ func krBrokerAddr(t *testing.T, c *kafkatest.Cluster, node int32) string {
 func TestKafkaReaderSilentBrokerDelaysOnlyItsPartitions(t *testing.T) {
 	c := kafkatest.Fake(t, kfake.NumBrokers(2))
 	ctx := krContext(t)
-	lease := krLease(t)
+	lease := krLease
 	topic := c.CreateTopic(t, "reader-silent", 2, nil)
 	healthy, silent := c.Fake.LeaderFor(topic, 0), c.Fake.LeaderFor(topic, 1)
 	if healthy == silent {
@@ -162,12 +162,12 @@ func TestKafkaReaderSilentBrokerDelaysOnlyItsPartitions(t *testing.T) {
 		}
 	}
 	hole := new(blackhole)
-	writer := krTransport(t, c, lease)
-	reader := krTransport(t, c, lease, kgo.Dialer(hole.dial))
-	tp0, tp1 := TopicPartition{Topic: topic, Partition: 0}, TopicPartition{Topic: topic, Partition: 1}
-	for _, tp := range []TopicPartition{tp0, tp1} {
+	writer := krWire(t, c, lease)
+	reader := krWire(t, c, lease, kgo.Dialer(hole.dial))
+	tp0, tp1 := Partition{Topic: topic, Partition: 0}, Partition{Topic: topic, Partition: 1}
+	for _, tp := range []Partition{tp0, tp1} {
 		key := krAppend(t, ctx, writer, tp, 0)
-		records, err := reader.ReadPartition(ctx, tp)
+		records, err := reader.Reader().ReadLog(ctx, tp)
 		if err != nil || !krHasKey(records, key) {
 			t.Fatalf("ReadPartition(%s) before the silence = %d records, %v; want %s", tp, len(records), err, key)
 		}
@@ -175,7 +175,7 @@ func TestKafkaReaderSilentBrokerDelaysOnlyItsPartitions(t *testing.T) {
 
 	hole.silence(krBrokerAddr(t, c, silent), true)
 	silencedAt := time.Now()
-	maxWait, _ := readerTimings(lease)
+	maxWait, _ := readerTimings(lease.lease, lease.renew)
 	deadline := maxWait + readerFetchGrace // of a fetch to the silent broker
 	bound := deadline / 2
 	n := 0
@@ -184,7 +184,7 @@ func TestKafkaReaderSilentBrokerDelaysOnlyItsPartitions(t *testing.T) {
 		key := krAppend(t, ctx, writer, tp0, n)
 		start := time.Now()
 		readCtx, cancel := context.WithTimeout(ctx, bound)
-		records, err := reader.ReadPartition(readCtx, tp0)
+		records, err := reader.Reader().ReadLog(readCtx, tp0)
 		cancel()
 		if err != nil || !krHasKey(records, key) {
 			t.Fatalf("read %d of %s, %v after broker %d went silent: %d records, %v; want %s within %v "+
@@ -200,7 +200,7 @@ func TestKafkaReaderSilentBrokerDelaysOnlyItsPartitions(t *testing.T) {
 	// The silence is real: partition 1 is not read while it lasts.
 	key1 := krAppend(t, ctx, writer, tp1, 1)
 	readCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	records, err := reader.ReadPartition(readCtx, tp1)
+	records, err := reader.Reader().ReadLog(readCtx, tp1)
 	cancel()
 	if err == nil {
 		t.Fatalf("ReadPartition(%s) with its leader %d silent = %d records and no error; the blackhole does not hold", tp1, silent, len(records))
@@ -209,7 +209,7 @@ func TestKafkaReaderSilentBrokerDelaysOnlyItsPartitions(t *testing.T) {
 	// Partition 1 is read again once its broker answers.
 	hole.silence(krBrokerAddr(t, c, silent), false)
 	start := time.Now()
-	records, err = reader.ReadPartition(ctx, tp1)
+	records, err = reader.Reader().ReadLog(ctx, tp1)
 	if err != nil || !krHasKey(records, key1) {
 		t.Fatalf("ReadPartition(%s) after the silence = %d records, %v; want %s", tp1, len(records), err, key1)
 	}
@@ -235,17 +235,17 @@ func (c *listOffsetsCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ in
 func TestKafkaReaderServesACurrentViewWithoutARequest(t *testing.T) {
 	c := kafkatest.Fake(t)
 	ctx := krContext(t)
-	lease := DefaultLeaseConfig()
+	lease := krDefaultLease
 	topic := c.CreateTopic(t, "reader-served", 1, nil)
-	tp := TopicPartition{Topic: topic, Partition: 0}
+	tp := Partition{Topic: topic, Partition: 0}
 	counter := new(listOffsetsCounter)
-	writer := krTransport(t, c, lease)
-	reader := krTransport(t, c, lease, kgo.WithHooks(counter))
+	writer := krWire(t, c, lease)
+	reader := krWire(t, c, lease, kgo.WithHooks(counter))
 	krAppend(t, ctx, writer, tp, 0)
 
-	changed, stop := reader.WatchPartition(tp)
+	changed, stop := reader.Reader().Watch(tp)
 	defer stop()
-	records, next, err := reader.ReadPartitionFrom(ctx, tp, 0)
+	records, next, err := reader.Reader().ReadFrom(ctx, tp, 0)
 	if err != nil || len(records) != 1 {
 		t.Fatalf("first ReadPartitionFrom = %d records, %v; want 1", len(records), err)
 	}
@@ -253,7 +253,7 @@ func TestKafkaReaderServesACurrentViewWithoutARequest(t *testing.T) {
 		t.Fatalf("the first read sent %d ListOffsets requests; want 1 (the view was not current yet)", got)
 	}
 	for i := range 20 {
-		if _, _, err := reader.ReadPartitionFrom(ctx, tp, next); err != nil {
+		if _, _, err := reader.Reader().ReadFrom(ctx, tp, next); err != nil {
 			t.Fatalf("ReadPartitionFrom %d: %v", i, err)
 		}
 	}
@@ -261,7 +261,7 @@ func TestKafkaReaderServesACurrentViewWithoutARequest(t *testing.T) {
 		t.Fatalf("20 reads of a current view sent %d more ListOffsets requests; want none", got-1)
 	}
 
-	maxWait, _ := readerTimings(lease)
+	maxWait, _ := readerTimings(lease.lease, lease.renew)
 	for i := 1; i <= 3; i++ {
 		drain(changed)
 		start := time.Now()
@@ -272,8 +272,8 @@ func TestKafkaReaderServesACurrentViewWithoutARequest(t *testing.T) {
 			t.Fatalf("append %d: no wake-up within %v, half the long poll's max wait %v: a record must end the long poll", i, maxWait/2, maxWait)
 		}
 		woke := time.Since(start)
-		var got []StateRecord
-		got, next, err = reader.ReadPartitionFrom(ctx, tp, next)
+		var got []Record
+		got, next, err = reader.Reader().ReadFrom(ctx, tp, next)
 		if err != nil || !krHasKey(got, key) {
 			t.Fatalf("append %d: the read after the wake-up = %d records, %v; want %s", i, len(got), err, key)
 		}
@@ -282,7 +282,7 @@ func TestKafkaReaderServesACurrentViewWithoutARequest(t *testing.T) {
 	if got := counter.n.Load(); got != 1 {
 		t.Fatalf("the reads after the wake-ups sent %d ListOffsets requests; want none", got-1)
 	}
-	if _, err := reader.ReadPartition(ctx, tp); err != nil {
+	if _, err := reader.Reader().ReadLog(ctx, tp); err != nil {
 		t.Fatalf("ReadPartition: %v", err)
 	}
 	if got := counter.n.Load(); got != 2 {
@@ -307,24 +307,24 @@ func drain(ch <-chan struct{}) {
 func TestKafkaReaderStaleViewIsNotServed(t *testing.T) {
 	c := kafkatest.Fake(t)
 	ctx := krContext(t)
-	lease := krLease(t)
+	lease := krLease
 	topic := c.CreateTopic(t, "reader-stale", 1, nil)
-	tp := TopicPartition{Topic: topic, Partition: 0}
+	tp := Partition{Topic: topic, Partition: 0}
 	hole := new(blackhole)
-	writer := krTransport(t, c, lease)
-	reader := krTransport(t, c, lease, kgo.Dialer(hole.dial))
+	writer := krWire(t, c, lease)
+	reader := krWire(t, c, lease, kgo.Dialer(hole.dial))
 	krAppend(t, ctx, writer, tp, 0)
-	if _, _, err := reader.ReadPartitionFrom(ctx, tp, 0); err != nil {
+	if _, _, err := reader.Reader().ReadFrom(ctx, tp, 0); err != nil {
 		t.Fatalf("ReadPartitionFrom: %v", err)
 	}
 
 	hole.silence(c.Brokers[0], true)
 	silencedAt := time.Now()
 	key := krAppend(t, ctx, writer, tp, 1)
-	_, fresh := readerTimings(lease)
+	_, fresh := readerTimings(lease.lease, lease.renew)
 	time.Sleep(fresh) // the last answer came before the silence
 	readCtx, cancel := context.WithTimeout(ctx, time.Second)
-	records, _, err := reader.ReadPartitionFrom(readCtx, tp, 0)
+	records, _, err := reader.Reader().ReadFrom(readCtx, tp, 0)
 	cancel()
 	if err == nil {
 		t.Fatalf("ReadPartitionFrom %v after the leader went silent = %d records (holds the new one: %t) and no error; "+
@@ -339,12 +339,12 @@ func TestKafkaReaderStaleViewIsNotServed(t *testing.T) {
 func TestKafkaReaderJoinsAParkedLongPoll(t *testing.T) {
 	c := kafkatest.Fake(t)
 	ctx := krContext(t)
-	lease := DefaultLeaseConfig() // a long poll of 5 s
-	maxWait, _ := readerTimings(lease)
+	lease := krDefaultLease // a long poll of 5 s
+	maxWait, _ := readerTimings(lease.lease, lease.renew)
 	topic := c.CreateTopic(t, "reader-join", 2, nil)
-	tp0, tp1 := TopicPartition{Topic: topic, Partition: 0}, TopicPartition{Topic: topic, Partition: 1}
-	writer := krTransport(t, c, lease)
-	reader := krTransport(t, c, lease)
+	tp0, tp1 := Partition{Topic: topic, Partition: 0}, Partition{Topic: topic, Partition: 1}
+	writer := krWire(t, c, lease)
+	reader := krWire(t, c, lease)
 	krAppend(t, ctx, writer, tp0, 0)
 	key := krAppend(t, ctx, writer, tp1, 1)
 
@@ -353,7 +353,7 @@ func TestKafkaReaderJoinsAParkedLongPoll(t *testing.T) {
 		fetches.Add(1)
 		return nil, nil, false // observe only
 	})
-	if _, err := reader.ReadPartition(ctx, tp0); err != nil {
+	if _, err := reader.Reader().ReadLog(ctx, tp0); err != nil {
 		t.Fatalf("ReadPartition(%s): %v", tp0, err)
 	}
 	// Wait for the next fetch to reach the broker: the partition is read to
@@ -367,7 +367,7 @@ func TestKafkaReaderJoinsAParkedLongPoll(t *testing.T) {
 	}
 	start := time.Now()
 	readCtx, cancel := context.WithTimeout(ctx, maxWait/2)
-	records, err := reader.ReadPartition(readCtx, tp1)
+	records, err := reader.Reader().ReadLog(readCtx, tp1)
 	cancel()
 	if err != nil || !krHasKey(records, key) {
 		t.Fatalf("ReadPartition(%s) while the long poll of %s is parked = %d records, %v after %v; "+
@@ -387,11 +387,7 @@ func TestReaderTimings(t *testing.T) {
 		{10 * time.Minute, time.Minute, readerMaxWaitCap, 2 * readerMaxWaitCap},
 		{20 * time.Millisecond, 10 * time.Millisecond, readerMinWait, 5 * time.Millisecond},
 	} {
-		lease, err := NewLeaseConfig(tc.duration, tc.renew, time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		maxWait, fresh := readerTimings(lease)
+		maxWait, fresh := readerTimings(tc.duration, tc.renew)
 		if maxWait != tc.wantMaxWait || fresh != tc.wantFresh {
 			t.Errorf("readerTimings(%v, %v) = %v, %v; want %v, %v", tc.duration, tc.renew, maxWait, fresh, tc.wantMaxWait, tc.wantFresh)
 		}

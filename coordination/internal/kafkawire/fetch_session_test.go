@@ -1,4 +1,4 @@
-package coordination
+package kafkawire
 
 import (
 	"context"
@@ -72,15 +72,15 @@ func (f *fetchLog) waitFetches(t *testing.T, from, n int) []fetchSeen {
 func TestKafkaReaderIdleLongPollIsIncremental(t *testing.T) {
 	c := kafkatest.Fake(t)
 	ctx := krContext(t)
-	lease := krLease(t)
+	lease := krLease
 	topic := c.CreateTopic(t, "reader-session", 1, nil)
-	tp := TopicPartition{Topic: topic, Partition: 0}
-	writer, reader := krTransport(t, c, lease), krTransport(t, c, lease)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer, reader := krWire(t, c, lease), krWire(t, c, lease)
 	krAppend(t, ctx, writer, tp, 0)
 	log := new(fetchLog)
 	log.observe(c)
 
-	if _, _, err := reader.ReadPartitionFrom(ctx, tp, 0); err != nil {
+	if _, _, err := reader.Reader().ReadFrom(ctx, tp, 0); err != nil {
 		t.Fatalf("ReadPartition: %v", err)
 	}
 	seen := log.waitFetches(t, 0, 3) // the full fetch, then idle long polls
@@ -112,12 +112,12 @@ func TestKafkaReaderIdleLongPollIsIncremental(t *testing.T) {
 func TestKafkaReaderRecoversARefusedSession(t *testing.T) {
 	c := kafkatest.Fake(t)
 	ctx := krContext(t)
-	lease := krLease(t)
+	lease := krLease
 	topic := c.CreateTopic(t, "reader-refused", 1, nil)
-	tp := TopicPartition{Topic: topic, Partition: 0}
-	writer, reader := krTransport(t, c, lease), krTransport(t, c, lease)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer, reader := krWire(t, c, lease), krWire(t, c, lease)
 	krAppend(t, ctx, writer, tp, 0)
-	if _, _, err := reader.ReadPartitionFrom(ctx, tp, 0); err != nil {
+	if _, _, err := reader.Reader().ReadFrom(ctx, tp, 0); err != nil {
 		t.Fatalf("ReadPartition: %v", err)
 	}
 
@@ -163,9 +163,9 @@ func TestKafkaReaderRecoversARefusedSession(t *testing.T) {
 // krReadUntil reads the follower's view of tp with ReadPartitionFrom until
 // it holds key, an error, or the end of ctx: the view may lag a commit by
 // the transit of one Fetch response.
-func krReadUntil(ctx context.Context, reader *KafkaTransport, tp TopicPartition, key string) ([]StateRecord, error) {
+func krReadUntil(ctx context.Context, reader *Wire, tp Partition, key string) ([]Record, error) {
 	for {
-		records, _, err := reader.ReadPartitionFrom(ctx, tp, 0)
+		records, _, err := reader.Reader().ReadFrom(ctx, tp, 0)
 		if err != nil || krHasKey(records, key) || ctx.Err() != nil {
 			return records, err
 		}

@@ -1,0 +1,124 @@
+package coordination
+
+import (
+	"context"
+	"fmt"
+)
+
+// This file holds the reads of KafkaTransport: each converts its partition
+// and hands the read to kafkawire's Reader, which follows every partition
+// that a read or a watch asked for, with one long-polling fetch loop per
+// leader broker, and keeps a compacted view of each.
+
+// ReadPartition returns every committed record of the partition, oldest
+// first, tombstones included: it walks the log with read_committed
+// isolation from the log start offset to the last stable offset that the
+// partition had when the call began (one ListOffsets request), so a record
+// committed before the call is in the answer, and an aborted write and an
+// open transaction's records are not. Every record that the log still
+// holds is in the answer, a record that a newer record of its key
+// superseded too, until log compaction removes it; every record keeps its
+// offset. It costs one Fetch per megabyte of the partition.
+//
+// The transport also follows the partition from the first call on, until
+// Close, with one long-polling fetch loop per leader broker, and keeps a
+// compacted view of it: [KafkaTransport.ReadPartitionFrom] serves that
+// view, which folds to the same state, and [DescribeRoleState] and
+// [AcquireLeadership] read it instead of the whole log.
+//
+// It returns an error for a topic or a partition that does not exist, for a
+// missing READ ACL, and when ctx ends before the walk reaches the offset. It
+// is safe for concurrent use.
+func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicPartition) ([]StateRecord, error) {
+	if err := t.useStateTopic(partition); err != nil {
+		return nil, err
+	}
+	records, err := t.wire.Reader().ReadLog(ctx, partitionOf(partition))
+	if err != nil {
+		return nil, kafkaError(err)
+	}
+	return stateRecords(records), nil
+}
+
+// ReadPartitionFrom returns the committed records of the partition at
+// offsets from `from` on, oldest first, and the offset to pass on the next
+// call. It returns the transport's compacted view, so of the records from
+// `from` on only the newest of each key. A fold that keeps the record of
+// the highest offset for every key, as [RoleStateBuilder] does, reaches the
+// same state as from the whole log.
+//
+// It is the read of a member that waits for a role, and it costs no request
+// while the long poll of the partition is current: the latest answer of its
+// leader arrived less than half the lease slack ago (the lease duration of
+// the transport minus its renew interval; 10 s with the default lease). The
+// view then holds every record committed before that answer, and the call
+// waits for the last stable offset that the answer reported. A record
+// committed after it is on its way: its leader completes the long poll as
+// soon as the commit moves the last stable offset, and the arrival wakes
+// [KafkaTransport.WatchPartition]. So the view lags a commit by the transit
+// of one Fetch response while the leader answers, and by at most the
+// freshness bound when it does not; a holder that renews on time still
+// looks alive in it. When the long poll is not current (before the first
+// answer, after a failed fetch, or when the leader went silent), the call
+// lists the last stable offset as [KafkaTransport.ReadPartition] does (one
+// ListOffsets request), and waits for it.
+//
+// A `from` past the end of the partition, which a truncated log or a view
+// that started again from the log start leaves behind, returns the whole
+// view. It returns an error for a negative `from`, and the errors of
+// ReadPartition. It is safe for concurrent use.
+func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicPartition, from int64) ([]StateRecord, int64, error) {
+	if err := t.useStateTopic(partition); err != nil {
+		return nil, from, err
+	}
+	if from < 0 {
+		return nil, from, fmt.Errorf("coordination: read %s from the negative offset %d", partition, from)
+	}
+	records, next, err := t.wire.Reader().ReadFrom(ctx, partitionOf(partition), from)
+	if err != nil {
+		return nil, from, kafkaError(err)
+	}
+	return stateRecords(records), next, nil
+}
+
+// WatchPartition subscribes to the partition, and follows it from now on.
+// The channel receives when the transport's view of the partition moves: a
+// committed record arrived, the last stable offset or the high watermark
+// moved, or a fetch failed. It holds at most one pending value, so nothing
+// that happens between a read and the wait is missed. The fetch loop
+// long-polls, so a record wakes the channel within a round trip of its
+// commit. stop ends the subscription; it is safe to call more than once.
+//
+// On a closed transport the channel receives once, and the next read
+// reports the error.
+func (t *KafkaTransport) WatchPartition(partition TopicPartition) (changed <-chan struct{}, stop func()) {
+	if err := t.useStateTopic(partition); err != nil {
+		ch := make(chan struct{}, 1)
+		ch <- struct{}{} // the next read reports the error
+		return ch, func() {}
+	}
+	return t.wire.Reader().Watch(partitionOf(partition))
+}
+
+// StableOffsets reports the last stable offset and the high watermark of a
+// followed partition, as its latest fetch returned them; ok is false for a
+// partition that no read or watch of this transport asked for yet, and
+// before its first fetch. Neither value needs a request, and a change of
+// either wakes the watchers.
+//
+// The leader answers a read_committed long poll when the last stable offset
+// moves, and otherwise at the end of the poll's max wait (a quarter of the
+// lease slack, at most 5 s), so a high watermark that moved alone is at
+// most one max wait old. A high watermark above the last stable offset
+// means that an open transaction hides the records from the last stable
+// offset on, of every role on the partition, from a read_committed reader.
+// A member about to challenge an expired lease can use it to wait rather
+// than act on a view that it knows is incomplete: the transaction ends at
+// the latest when the coordinator aborts it, a transaction timeout (the
+// lease duration of its writer) plus the abort sweep after it began.
+func (t *KafkaTransport) StableOffsets(partition TopicPartition) (lastStable, highWatermark int64, ok bool) {
+	if checkTopicPartition(partition) != nil {
+		return -1, -1, false // no read or watch follows it
+	}
+	return t.wire.Reader().Offsets(partitionOf(partition))
+}

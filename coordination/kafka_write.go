@@ -1,0 +1,102 @@
+package coordination
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
+)
+
+// This file holds the transactional writes of KafkaTransport: WriteLease
+// and WriteGuarded check the token, the key and the records, and run one
+// transaction of the token's epoch (kafkawire's Epoch.Transact). See
+// KafkaTransport for the rules.
+
+// WriteLease writes one record to the partition in a transaction of the
+// producer that minted token, and returns after the commit. A nil or empty
+// value goes out as a null value, which clears the lease and which the log
+// cleaner removes.
+//
+// The token must be the newest epoch that this transport minted for its
+// role. An older token, a token of another transport, a token whose
+// producer the transport ended after a fence, and a broker's refusal of
+// the token all give an error that wraps [ErrFenced], and the first three
+// send no request. A key that decodes as the key of another role than the
+// token's is refused. A write that fails for a transient reason aborts its
+// transaction and returns an error that does not wrap ErrFenced.
+//
+// ctx bounds the write, the wait for a write in flight of the same token
+// included, and the call returns at most 250 ms after ctx
+// ends. A transaction still in flight then returns an error that wraps
+// [ErrOutcomeUnknown] and the context's error, and goes on in the
+// background, holding the token's turn, within the transaction timeout (the
+// lease duration): a batch that got no answer goes again until its leader
+// answers, so that its partition's next sequence number is known, and the
+// transaction is then aborted, unless its commit was on its way. The
+// producer stays; only a transaction that cannot be resolved within the
+// timeout ends it, and the next write then gets [ErrProducerLost]. A write
+// that gave up while it waited for the token's previous transaction wrote
+// nothing and leaves the producer alone. Writes under one token run one at
+// a time.
+func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error {
+	if err := t.useStateTopic(partition); err != nil {
+		return err
+	}
+	epoch, err := t.epochOf("lease write", token)
+	if err != nil {
+		return err
+	}
+	if decoded, err := DecodeKey(key); err == nil && decoded.Role.String() != epoch.TxnID() {
+		return fmt.Errorf("coordination: lease write under %s: the key belongs to role %s, the token to role %s", token, decoded.Role, epoch.TxnID())
+	}
+	record := kafkawire.Record{Partition: partitionOf(partition), Key: key, Value: tombstoneAsNull(value)}
+	op := fmt.Sprintf("lease write of role %s to %s under %s", epoch.TxnID(), partition, token)
+	return kafkaError(epoch.Transact(ctx, op, []kafkawire.Record{record}))
+}
+
+// WriteGuarded writes the caller's records in one transaction of the
+// producer that minted token, and returns after the commit: a read_committed
+// reader sees all of them or none, and they are on the in-sync replicas of
+// their partitions (acks=all). Each record goes to the partition it names,
+// with its headers, and the records of one partition keep their order.
+//
+// The token rules and the errors are those of [KafkaTransport.WriteLease]:
+// a deposed leader's write fails with an error that wraps [ErrFenced], and
+// then none of its records becomes visible. It refuses a record without a
+// topic, with a negative partition, or for a topic that this transport uses
+// as a state topic (StateTopic, or any topic of its lease writes,
+// registrations and reads). A record for a topic that does not exist, or
+// that the member may not write, fails the write only (the error says which
+// topic, and for a refused topic which ACL is missing). An empty list
+// checks the token and writes nothing. It runs one at a time with the lease
+// writes of the token.
+func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error {
+	out := make([]kafkawire.Record, 0, len(records))
+	t.mu.Lock()
+	for i, r := range records {
+		var refuse string
+		switch {
+		case r.Topic == "":
+			refuse = "has no topic"
+		case r.Partition < 0 || r.Partition > 1<<31-1:
+			refuse = fmt.Sprintf("has the partition %d, outside 0 to 2^31-1", r.Partition)
+		case r.Topic == StateTopic || t.stateTopics[r.Topic]:
+			refuse = fmt.Sprintf("is for the state topic %s, which holds only registrations and leases", r.Topic)
+		}
+		if refuse != "" {
+			t.mu.Unlock()
+			return fmt.Errorf("coordination: guarded write under %s: record %d %s", token, i, refuse)
+		}
+		out = append(out, kafkawire.Record{Partition: kafkawire.Partition{Topic: r.Topic, Partition: int32(r.Partition)},
+			Key: r.Key, Value: r.Value, Headers: headersOf(r.Headers)})
+	}
+	t.mu.Unlock()
+	epoch, err := t.epochOf("guarded write", token)
+	if err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		return kafkaError(epoch.Ended())
+	}
+	return kafkaError(epoch.Transact(ctx, fmt.Sprintf("guarded write of role %s under %s", epoch.TxnID(), token), out))
+}
