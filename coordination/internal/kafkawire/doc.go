@@ -16,9 +16,10 @@
 //
 // # Files
 //
-//   - classify.go: [Classify], per request [Path], and the predicates of
-//     the bookkeeping; [Error] and [Class]. The only file that names broker
-//     codes.
+//   - classify.go: [Classify], per request [Path], into a [Class], and the
+//     predicates of the bookkeeping. The only file that names broker codes.
+//   - error.go: the package's [*Error], which carries the call, the class
+//     and the cause.
 //   - types.go: the plain types.
 //   - wire.go: [Wire], its clients and options, the version cap that keeps
 //     an epoch fixed, Close.
