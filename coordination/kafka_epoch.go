@@ -62,7 +62,9 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 
 // Minted reports whether this transport minted token, and implements
 // [MintRecorder]. It is safe for concurrent use.
-func (t *KafkaTransport) Minted(token FencingToken) bool { return t.wire.Epoch(producerOf(token)) != nil }
+func (t *KafkaTransport) Minted(token FencingToken) bool {
+	return t.wire.Epoch(producerOf(token)) != nil
+}
 
 // Fenced reports whether this transport minted token and the cluster
 // refused a write under it as fenced (or this transport minted a newer

@@ -85,4 +85,3 @@ func (c *Consumer) Poll(ctx context.Context) (records []Record, failures []Failu
 
 // Close ends the consumer; a Poll in flight returns with ended set.
 func (c *Consumer) Close() { c.client.Close() }
-
