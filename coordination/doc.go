@@ -112,11 +112,14 @@
 // The core of this package reaches a broker through the small interfaces in
 // [Transport]: a caller can write an adapter over another client, such as
 // confluent-kafka-go, and it is the same boundary that the columnar group
-// runner draws. A correct adapter is more than glue: [KafkaTransport], the
-// adapter over franz-go, caps request versions so that the epoch does not
-// move, routes each role's requests to its transaction coordinator, and
-// bounds every call past its context. Only its files, named kafka_*.go,
-// import a Kafka client. Everything
+// runner draws. [KafkaTransport], the adapter over franz-go, caps request
+// versions so that the epoch does not move, routes each role's requests to
+// its transaction coordinator, and bounds every call past its context. That
+// machinery lives in an internal package, split by concept (transactions,
+// reads, the coordinator cache, failure detection), with one classifier
+// that says what each broker error means on each request path. The files
+// named kafka_*.go are the thin layer of [KafkaTransport] over it, and they
+// are the only files of this package that reach a Kafka client. Everything
 // else is here: the record codec, the roster and the rank logic, the
 // challenge timing, the lease clock, the renewal loop, [AcquireLeadership],
 // [DescribeLeadership], [Elector], [TryAcquire], [Observe] and [Gate].

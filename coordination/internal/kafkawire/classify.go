@@ -222,7 +222,7 @@ func Classify(path Path, err error) Class {
 		return Retriable // a connection error
 	case PathAddPartitions:
 		switch {
-		case errors.Is(err, kerr.ConcurrentTransactions), CoordinatorMoved(err), errors.Is(err, kerr.OperationNotAttempted):
+		case errors.Is(err, kerr.ConcurrentTransactions), coordinatorMoved(err), errors.Is(err, kerr.OperationNotAttempted):
 			return Retriable
 		case code:
 			return Refused
@@ -247,7 +247,7 @@ func Classify(path Path, err error) Class {
 			return Missing
 		}
 	case PathCoordinator:
-		if CoordinatorMoved(err) {
+		if coordinatorMoved(err) {
 			return Retriable
 		}
 	}
@@ -322,11 +322,11 @@ func producerStateRefused(err error) bool {
 // (withConcurrentTransactions).
 func busy(err error) bool { return errors.Is(err, kerr.ConcurrentTransactions) }
 
-// CoordinatorMoved reports a code with which a broker says that it is
+// coordinatorMoved reports a code with which a broker says that it is
 // not, or not yet, the coordinator of a transactional id: 16
 // NOT_COORDINATOR, 15 COORDINATOR_NOT_AVAILABLE, 14
 // COORDINATOR_LOAD_IN_PROGRESS. It is safe for concurrent use.
-func CoordinatorMoved(err error) bool {
+func coordinatorMoved(err error) bool {
 	return errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) || coordinatorLoading(err)
 }
 
@@ -339,7 +339,7 @@ func coordinatorLoading(err error) bool { return errors.Is(err, kerr.Coordinator
 // says nothing of where the coordinator is.
 func coordinatorRefused(err error) bool {
 	var ke *kerr.Error
-	return errors.As(err, &ke) && !CoordinatorMoved(err)
+	return errors.As(err, &ke) && !coordinatorMoved(err)
 }
 
 // appended reports a leader's answer that the batch is in the log: no

@@ -238,8 +238,8 @@ func TestBookkeepingPredicates(t *testing.T) {
 		if got := notAppended(c.err); got != c.notAppended {
 			t.Errorf("notAppended(%s) = %v, want %v", c.name, got, c.notAppended)
 		}
-		if got := CoordinatorMoved(c.err); got != c.moved {
-			t.Errorf("CoordinatorMoved(%s) = %v, want %v", c.name, got, c.moved)
+		if got := coordinatorMoved(c.err); got != c.moved {
+			t.Errorf("coordinatorMoved(%s) = %v, want %v", c.name, got, c.moved)
 		}
 		if got := producerStateRefused(c.err); got != c.state {
 			t.Errorf("producerStateRefused(%s) = %v, want %v", c.name, got, c.state)

@@ -72,7 +72,7 @@ func (c *txnCoordinators) request(ctx context.Context, txnID string, build func(
 			resp, err = c.client.Broker(int(node)).Request(ctx, build())
 			if err != nil {
 				c.forget(txnID, node)
-			} else if err = codeOf(resp); err == nil || !CoordinatorMoved(err) {
+			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {
 				return resp, err
 			} else if !coordinatorLoading(err) {
 				c.forget(txnID, node)

@@ -140,7 +140,7 @@ func (w *Wire) describeTransaction(ctx context.Context, txnID string) (kadm.Desc
 		return req
 	}, func(kresp kmsg.Response) error {
 		for _, state := range kresp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
-			if err := codeError(state.ErrorCode); CoordinatorMoved(err) {
+			if err := codeError(state.ErrorCode); coordinatorMoved(err) {
 				return err
 			}
 		}

@@ -36,7 +36,7 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 		kresp, err := e.wire.coords.request(ctx, req.TransactionalID, func() kmsg.Request { return req }, func(kresp kmsg.Response) error {
 			for _, topic := range kresp.(*kmsg.AddPartitionsToTxnResponse).Topics {
 				for _, p := range topic.Partitions {
-					if err := codeError(p.ErrorCode); CoordinatorMoved(err) {
+					if err := codeError(p.ErrorCode); coordinatorMoved(err) {
 						return err
 					}
 				}
