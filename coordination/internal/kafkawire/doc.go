@@ -53,7 +53,8 @@
 //   - topic.go: topic admin and the reads of a topic check.
 //   - consumer.go: the read_committed [Consumer] of guarded topics.
 //
-// A new request path gets a [Path] and its rules in Classify (with rows
-// in the table test), a file of its own for the request, and is asked
+// A new request path gets a [Path] and its rules in Classify (with a
+// column in the table of classify_test.go, which says the class of every
+// code on every path), a file of its own for the request, and is asked
 // nowhere else what a code means.
 package kafkawire
