@@ -30,7 +30,7 @@ type Config struct {
 	TxnTimeout time.Duration
 	// RenewInterval bounds a request without a timeout of its own
 	// ([RequestTimeoutOverhead]); with TxnTimeout it sets the long poll of
-	// the reader ([ReaderTimings]).
+	// the reader (readerTimings, in reader.go).
 	RenewInterval time.Duration
 }
 
