@@ -111,7 +111,7 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	}
 	rank, _ := state.RankOf(member)
 	decision := Evaluate(state, member, now, c.settings.lease)
-	own := c.classifyOwnLease(state)
+	own := classifyOwnLease(state, member, state.Lease != nil && c.sawFenced(state.Lease.Token), c.settings.duplicateCheck)
 	live := state.Lease != nil && c.settings.lease.Timing(*state.Lease).LiveAt(now)
 	if lease := state.Lease; own == ownLeaseDeposed {
 		decision = evaluateDeposed(state, member, now, c.settings.lease) // a successor minted: no failback
@@ -138,7 +138,11 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	default:
 		return nil, refuse(rank, poll, "the rules say %s", decision.Action)
 	}
-	if c.viewIncomplete(now) {
+	var stable stableOffsets
+	if reporter, ok := c.transport.(StableOffsetReporter); ok {
+		stable.stable, stable.high, stable.reported = reporter.StableOffsets(c.partition)
+	}
+	if _, hold, _ := c.memory.watchStable(stable, now, c.settings.lease); hold {
 		return nil, refuse(rank, poll, "an open transaction hides the newest records of %s, so an expired lease may have been renewed", c.partition)
 	}
 	leadership, err := c.challenge(ctx)
