@@ -1,5 +1,9 @@
 package coordination
 
+// The loop of a campaign: AcquireLeadership, and the steps that its loop
+// carries out (register, read, heartbeat, describe the epoch, challenge,
+// wait, abandon). What it does next, the rules decide: campaign_rules.go.
+
 import (
 	"context"
 	"errors"
@@ -351,8 +355,8 @@ func (c *campaign) register(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat writes this member's heartbeat when heartbeats are on
-// ([WithHeartbeatInterval]) and one is due: the first right after the
+// heartbeat writes this member's heartbeat, which the rules found due
+// (heartbeats on, [WithHeartbeatInterval]): the first right after the
 // registration is seen (an entry with a heartbeat can lapse, one without
 // never does), then one every heartbeat interval. A waiting standby so
 // shows that it is alive without a new registration, which would move it
@@ -361,9 +365,6 @@ func (c *campaign) register(ctx context.Context) error {
 // roster lapse.
 func (c *campaign) heartbeat(ctx context.Context, now int64) {
 	interval := c.settings.lease.HeartbeatInterval()
-	if interval <= 0 || now < c.heartbeatDue {
-		return
-	}
 	value := EncodeHeartbeat(Heartbeat{Member: c.member, SeenAt: now})
 	if err := c.transport.Append(ctx, c.partition, EncodeKey(HeartbeatKey(c.role, c.member)), value); err != nil {
 		if ctx.Err() == nil {
@@ -464,37 +465,6 @@ func (c *campaign) sawFenced(token FencingToken) bool {
 	}
 	recorder, ok := c.transport.(FenceRecorder)
 	return ok && recorder.Fenced(token)
-}
-
-// withClockTimeout is context.WithTimeout on the campaign's clock, so that a
-// test that drives a ManualClock drives the bound too. The context ends
-// with context.DeadlineExceeded as its error when the extent passes on
-// clock. Its goroutine ends when the context ends; the caller calls cancel.
-func withClockTimeout(parent context.Context, clock Clock, extent time.Duration) (context.Context, context.CancelFunc) {
-	if _, system := clock.(SystemClock); system {
-		return context.WithTimeout(parent, extent)
-	}
-	ctx, cancel := context.WithCancelCause(parent)
-	expired := clock.After(extent)
-	go func() {
-		select {
-		case <-expired:
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-		}
-	}()
-	return &deadlineContext{ctx}, func() { cancel(context.Canceled) }
-}
-
-// deadlineContext reports the cause of its end as its error, so that a
-// bound that passed on a ManualClock reads as context.DeadlineExceeded.
-type deadlineContext struct{ context.Context }
-
-func (c *deadlineContext) Err() error {
-	if c.Context.Err() == nil {
-		return nil
-	}
-	return context.Cause(c.Context)
 }
 
 // wait parks until the instant untilMillis, one poll interval, a wake-up

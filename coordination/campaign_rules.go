@@ -1,8 +1,9 @@
-// This file holds the rules of a campaign: what one call of
-// AcquireLeadership does next, as pure functions beside Evaluate. The loop
-// that carries their steps out is campaign.go.
-
 package coordination
+
+// The rules of a campaign: what one call of AcquireLeadership does next,
+// as pure functions beside Evaluate (decideCampaign, decideNamedLease,
+// decideFailure), with the view and the memory they read. The loop that
+// carries their steps out is campaign.go.
 
 import (
 	"errors"

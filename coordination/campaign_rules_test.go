@@ -1,8 +1,8 @@
-// This file holds the table test of the campaign's rules
-// (campaign_rules.go): every branch that the loop of AcquireLeadership
-// decides, with and without each extension's option that changes it.
-
 package coordination
+
+// The table test of the rules of a campaign (campaign_rules.go): every
+// branch that the loop of AcquireLeadership decides, with and without each
+// extension's option that changes it.
 
 import (
 	"errors"
