@@ -246,8 +246,21 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 // coordinator's answer on this read, keeps the memory that they return,
 // and logs their notes.
 func (c *campaign) decide(state RoleState, epoch epochAnswer, now int64) campaignStep {
+	view := c.view(state, epoch)
+	step := decideCampaign(state, c.member, view, c.rules, now)
+	c.memory = step.memory
+	c.note(step, state, view, now)
+	return step
+}
+
+// view gathers what the rules read beside state: this call's own
+// registration and epoch, what the transport and the Elector know of the
+// lease's token and of the partition's stable offsets, epoch, and the
+// rules' memory.
+func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 	view := campaignView{
 		role:         c.role,
+		partition:    c.partition,
 		registeredAt: c.registeredAt,
 		appendedAt:   c.appendedAt,
 		minted:       c.minted != nil,
@@ -264,10 +277,7 @@ func (c *campaign) decide(state RoleState, epoch epochAnswer, now int64) campaig
 	if reporter, ok := c.transport.(StableOffsetReporter); ok {
 		view.stable.stable, view.stable.high, view.stable.reported = reporter.StableOffsets(c.partition)
 	}
-	step := decideCampaign(state, c.member, view, c.rules, now)
-	c.memory = step.memory
-	c.note(step, state, view, now)
-	return step
+	return view
 }
 
 // note logs what a step of the rules found.

@@ -2,8 +2,9 @@ package coordination
 
 // The rules of a campaign: what one call of AcquireLeadership does next,
 // as pure functions beside Evaluate (decideCampaign, decideNamedLease,
-// decideFailure), with the view and the memory they read. The loop that
-// carries their steps out is campaign.go.
+// decideFailure), and what the one round of TryAcquire does (decideTry),
+// with the view and the memory they read. The loop that carries their
+// steps out is campaign.go, the round try_acquire.go.
 
 import (
 	"errors"
@@ -31,7 +32,8 @@ func (s *settings) campaignRules() campaignRules {
 // the rules' own memory. The loop builds it for every decision; it holds
 // no reference that the rules could change.
 type campaignView struct {
-	role Role
+	role      Role
+	partition TopicPartition // the partition of the role, for the reasons of decideTry
 
 	registeredAt int64 // the RegisteredAt of this call's registration
 	appendedAt   int64 // when its append succeeded, in ms
@@ -440,4 +442,68 @@ func (m campaignMemory) watchStable(view stableOffsets, nowMillis int64, config 
 		return m, false, noteViewGivenUp
 	}
 	return m, true, note
+}
+
+// tryStep is what the one round of [TryAcquire] does: challenge, or refuse
+// with a [TurnError] of this rank, retry instant and reason.
+type tryStep struct {
+	challenge bool
+	rank      int
+	retryAt   int64 // in ms
+	reason    string
+	// keepRegistration: the registration key may be a live duplicate's
+	// too, so the refusal writes no tombstone on it.
+	keepRegistration bool
+}
+
+// decideTry decides the one round of [TryAcquire] on the role state that
+// it read at nowMillis: the rules of [Evaluate], with a refusal where
+// AcquireLeadership would wait. It refuses while the round's registration
+// is not visible (retry one poll interval later), while Evaluate says wait
+// (retry at its instant), and while an open transaction hides the newest
+// records of the partition (one poll interval). A live lease that names
+// the member is an earlier incarnation, which the round fences (the
+// specification), unless this process saw its token fenced (a standby:
+// evaluateDeposed), or the duplicate-member watch is on and this transport
+// did not mint its token: the round then refuses until the lease's
+// deadline, and leaves the registration, which may be that process's too.
+// The rank is [RoleState.RankOf]'s.
+func decideTry(state RoleState, member MemberID, view campaignView, rules campaignRules, nowMillis int64) tryStep {
+	poll := nowMillis + rules.pollInterval.Milliseconds()
+	if entry, ok := state.Entry(member); !ok || entry.RegisteredAt != view.registeredAt {
+		return tryStep{retryAt: poll, reason: fmt.Sprintf("its registration is not visible in %s yet", view.partition)}
+	}
+	rank, _ := state.RankOf(member)
+	refuse := func(retryAt int64, format string, args ...any) tryStep {
+		return tryStep{rank: rank, retryAt: retryAt, reason: fmt.Sprintf(format, args...)}
+	}
+	decision := Evaluate(state, member, nowMillis, rules.lease)
+	lease := state.Lease
+	live := lease != nil && rules.lease.Timing(*lease).LiveAt(nowMillis)
+	switch own := classifyOwnLease(state, member, view.leaseFenced, rules.duplicateCheck); {
+	case own == ownLeaseDeposed:
+		decision = evaluateDeposed(state, member, nowMillis, rules.lease) // a successor minted: no failback
+	case own == ownLeaseEarlier && live:
+		decision = Decision{Action: ActionChallenge} // the specification's restart path
+	case own == ownLeaseWatch && live && !view.leaseMinted:
+		step := refuse(lease.Deadline, "the live lease names this member under %s, which this transport did not mint: an earlier incarnation, or another live process with this member id", lease.Token)
+		step.keepRegistration = true
+		return step
+	case own == ownLeaseWatch && live:
+		decision = Decision{Action: ActionChallenge} // an earlier leadership of this process: take it back
+	}
+	switch decision.Action {
+	case ActionChallenge:
+	case ActionWait:
+		if live {
+			return refuse(decision.WaitUntil, "role held by %s under %s until %d ms, and this member ranks %d", lease.Member, lease.Token, lease.Deadline, rank)
+		}
+		return refuse(decision.WaitUntil, "this member ranks %d, and the stagger of its rank has not passed", rank)
+	default:
+		return refuse(poll, "the rules say %s", decision.Action)
+	}
+	if _, hold, _ := view.memory.watchStable(view.stable, nowMillis, rules.lease); hold {
+		return refuse(poll, "an open transaction hides the newest records of %s, so an expired lease may have been renewed", view.partition)
+	}
+	return tryStep{challenge: true, rank: rank}
 }

@@ -1,13 +1,14 @@
 package coordination
 
-// The table test of the rules of a campaign (campaign_rules.go): every
-// branch that the loop of AcquireLeadership decides, with and without each
-// extension's option that changes it.
+// The table tests of the rules of a campaign (campaign_rules.go): every
+// branch that the loop of AcquireLeadership and the round of TryAcquire
+// decide, with and without each extension's option that changes it.
 
 import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 	"testing"
 	"time"
 )
@@ -407,4 +408,114 @@ func sameMemory(a, b campaignMemory) bool {
 	}
 	a.namedLease, b.namedLease = nil, nil
 	return a == b
+}
+
+func TestTryRules(t *testing.T) {
+	f := newRulesFixture(t)
+	const T = rulesT
+	meAt := T - 10_000
+	roster := []RosterEntry{entry(f.n1, 0, T-20_000), entry(f.me, 1, meAt), entry(f.n3, 2, T-5_000)}
+	live := leaseOf(f.n1, f.tok, T-10_000)
+	expired := leaseOf(f.n1, f.tok, T-30_000)
+	mine := leaseOf(f.me, f.older, T-5_000)
+	mineExpired := leaseOf(f.me, f.older, T-30_000)
+
+	spec := campaignRules{lease: f.spec, pollInterval: time.Second}
+	heartbeats := campaignRules{lease: f.heartbeats, pollInterval: time.Second}
+	anchor := campaignRules{lease: f.anchor, pollInterval: time.Second}
+	watch := campaignRules{lease: f.spec, pollInterval: time.Second, duplicateCheck: true}
+
+	partition := TopicPartition{Topic: StateTopic, Partition: 12}
+	round := campaignView{role: f.role, partition: partition, registeredAt: meAt, appendedAt: meAt}
+	with := func(change func(*campaignView)) campaignView {
+		v := round
+		change(&v)
+		return v
+	}
+	rows := []struct {
+		branch  string
+		options string
+		rules   campaignRules
+		state   RoleState
+		view    campaignView
+
+		challenge bool
+		rank      int
+		retryAt   int64
+		reason    string // a part of the reason
+		keep      bool
+	}{
+		{branch: "registration not visible", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[:1], Lease: live}, view: round,
+			retryAt: T + 1_000, reason: "its registration is not visible in " + partition.String()},
+		{branch: "only an older registration visible", options: "spec", rules: spec,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), entry(f.me, 1, T-50_000)}}, view: round,
+			retryAt: T + 1_000, reason: "not visible"},
+		{branch: "rank 0 behind a live lease", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: live}, view: round,
+			retryAt: T + 20_000, reason: "role held by node-1 under " + f.tok.String()},
+		{branch: "rank 1 behind a live lease", options: "spec", rules: spec,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), entry(f.n3, 1, T-15_000), entry(f.me, 2, meAt)}, Lease: live}, view: round,
+			rank: 1, retryAt: T + 25_000, reason: "this member ranks 1"},
+		{branch: "rank 0 at the deadline", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: expired}, view: round,
+			challenge: true},
+		{branch: "no lease, rank 0", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:]}, view: round,
+			challenge: true},
+		{branch: "no lease, rank 1 within its stagger", options: "spec", rules: spec,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), entry(f.me, 1, T-1_000)}}, view: with(func(v *campaignView) { v.registeredAt = T - 1_000 }),
+			rank: 1, retryAt: T + 4_000, reason: "the stagger of its rank has not passed"},
+		{branch: "after a resignation, rank 1", options: "anchor", rules: anchor,
+			state: RoleState{Roster: roster, LeaseClearedAt: T - 500}, view: round,
+			rank: 1, retryAt: T + 4_500, reason: "the stagger of its rank has not passed"},
+		{branch: "after a resignation, rank 1", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, LeaseClearedAt: T - 500}, view: round,
+			rank: 1, challenge: true},
+		{branch: "the standby ahead lapsed", options: "heartbeats", rules: heartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), seenAt(entry(f.n3, 1, T-15_000), T-7_000), entry(f.me, 2, meAt)}, Lease: expired}, view: round,
+			rank: 1, challenge: true},
+		{branch: "the standby ahead lapsed", options: "spec", rules: spec,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), seenAt(entry(f.n3, 1, T-15_000), T-7_000), entry(f.me, 2, meAt)}, Lease: expired}, view: round,
+			rank: 1, retryAt: T + 5_000, reason: "the stagger of its rank has not passed"},
+		{branch: "own rank lapsed", options: "heartbeats", rules: heartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), seenAt(entry(f.me, 1, meAt), T-7_000)}, Lease: live}, view: round,
+			retryAt: T + 1_000, reason: "the rules say not registered"},
+		{branch: "own live lease: an earlier incarnation, fenced at once", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: mine}, view: round,
+			rank: 0, challenge: true},
+		{branch: "own live lease, token seen fenced: a standby", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: mine}, view: with(func(v *campaignView) { v.leaseFenced = true }),
+			rank: 0, retryAt: T + 30_000, reason: "role held by node-2"},
+		{branch: "own live lease, token seen fenced, own rank lapsed", options: "heartbeats", rules: heartbeats,
+			state:   RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), seenAt(entry(f.me, 1, meAt), T-7_000)}, Lease: mine},
+			view:    with(func(v *campaignView) { v.leaseFenced = true }),
+			retryAt: T + 1_000, reason: "the rules say not registered"},
+		{branch: "own live lease not minted here", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: mine}, view: round,
+			retryAt: T + 25_000, reason: "which this transport did not mint", keep: true},
+		{branch: "own live lease minted here", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: mine}, view: with(func(v *campaignView) { v.leaseMinted = true }),
+			challenge: true},
+		{branch: "own expired lease", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: mineExpired}, view: round,
+			challenge: true},
+		{branch: "an open transaction hides records", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:]}, view: with(func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }),
+			retryAt: T + 1_000, reason: "an open transaction hides the newest records of " + partition.String()},
+	}
+	for _, r := range rows {
+		t.Run(r.options+"/"+r.branch, func(t *testing.T) {
+			got := decideTry(r.state, f.me, r.view, r.rules, T)
+			if got.challenge != r.challenge {
+				t.Fatalf("challenge = %v (reason %q); want %v", got.challenge, got.reason, r.challenge)
+			}
+			if got.rank != r.rank || got.retryAt != r.retryAt || got.keepRegistration != r.keep {
+				t.Errorf("rank %d, retry at %d, keep the registration %v; want %d, %d, %v", got.rank, got.retryAt, got.keepRegistration, r.rank, r.retryAt, r.keep)
+			}
+			if !strings.Contains(got.reason, r.reason) || r.challenge && got.reason != "" {
+				t.Errorf("reason %q; want one with %q", got.reason, r.reason)
+			}
+		})
+	}
 }
