@@ -1,5 +1,9 @@
 package coordination
 
+// The loop of a campaign: AcquireLeadership, and the steps that its loop
+// carries out (register, read, heartbeat, describe the epoch, challenge,
+// wait, abandon). What it does next, the rules decide: campaign_rules.go.
+
 import (
 	"context"
 	"errors"
@@ -130,6 +134,7 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 		member:    member,
 		partition: partition,
 		settings:  s,
+		rules:     s.campaignRules(),
 		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
 		skipped:   make(map[int64]bool),
 	}
@@ -137,13 +142,16 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 }
 
 // campaign is the state of one AcquireLeadership call. It lives on the
-// caller's goroutine and starts none of its own.
+// caller's goroutine and starts none of its own. The rules of
+// campaign_rules.go decide each of its steps; the methods here carry them
+// out.
 type campaign struct {
 	transport Transport
 	role      Role
 	member    MemberID
 	partition TopicPartition
 	settings  *settings
+	rules     campaignRules
 	logger    *slog.Logger
 
 	follower PartitionFollower // nil for a poll-only transport
@@ -160,12 +168,7 @@ type campaign struct {
 
 	lastErr error // the last error of the transport, for the error of a wait that ends
 
-	stuckStable int64 // the last stable offset that an open transaction holds
-	stuckSince  int64 // when this call first saw it held, in ms; 0 for none
-
-	ownRegistrationSeen bool   // this call's registration was in the roster once
-	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
-	namedLeaseSeenAt    int64  // when it was first seen, in ms
+	memory campaignMemory // the rules' memory (decideCampaign)
 
 	heartbeatDue int64 // the instant of the next heartbeat, in ms
 	heartbeated  bool  // a heartbeat of this member was written
@@ -173,43 +176,10 @@ type campaign struct {
 	mintTimeouts int // mint attempts in a row that ran out of their bound
 }
 
-// openTransactionSweep bounds how long a challenger waits for an open
-// transaction that hides the newest records of its partition: the
-// transaction timeout that KafkaTransport sets (the lease duration) plus
-// this, the default period of Kafka's abort sweep,
-// transaction.abort.timed.out.transaction.cleanup.interval.ms.
-const openTransactionSweep = 10 * time.Second
-
-// viewIncomplete reports whether an open transaction hides records of the
-// partition past the last stable offset, so that a lease that looks expired
-// may have been renewed behind it. A holder of another role that stalls in
-// the middle of its lease transaction holds the last stable offset of the
-// whole partition; a challenge on that view would depose a healthy holder.
-// The challenger waits until the transaction ends, or until the coordinator
-// must have aborted it: the lease duration plus the abort sweep.
-func (c *campaign) viewIncomplete(now int64) bool {
-	reporter, ok := c.transport.(StableOffsetReporter)
-	if !ok {
-		return false
-	}
-	stable, high, ok := reporter.StableOffsets(c.partition)
-	if !ok || high <= stable {
-		c.stuckSince = 0
-		return false
-	}
-	if c.stuckSince == 0 || stable != c.stuckStable {
-		c.stuckStable, c.stuckSince = stable, now
-		c.logger.Info("coordination: an open transaction hides records past the last stable offset; holding the challenge",
-			slog.Int64("last_stable_offset", stable), slog.Int64("high_watermark", high))
-	}
-	if now-c.stuckSince >= (c.settings.lease.duration + openTransactionSweep).Milliseconds() {
-		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",
-			slog.Int64("last_stable_offset", stable), slog.Int64("high_watermark", high))
-		return false
-	}
-	return true
-}
-
+// run is the loop of AcquireLeadership: it registers the member, reads
+// the partition, and carries out what the rules decide on each read
+// (decideCampaign), until a challenge wins or the rules or the context end
+// the call.
 func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 	clock := c.settings.clock
 	if follower, ok := c.transport.(PartitionFollower); ok {
@@ -225,136 +195,163 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		}
 		if !c.registered {
 			if err := c.register(ctx); err != nil {
-				c.lastErr = err
-				if ctx.Err() != nil {
-					return nil, c.abandon(ctx, ctx.Err())
-				}
-				if errors.Is(err, ErrNotAuthorized) {
+				if err := c.fail(ctx, stageRegister, err); err != nil {
 					return nil, err
 				}
-				c.logger.Warn("coordination: registration failed; retrying", slog.Any("error", err))
-				c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
 				continue
 			}
 		}
 		state, err := c.read(ctx)
 		if err != nil {
-			c.lastErr = err
-			if ctx.Err() != nil {
-				return nil, c.abandon(ctx, ctx.Err())
+			if err := c.fail(ctx, stageRead, err); err != nil {
+				return nil, err
 			}
-			if errors.Is(err, ErrNotAuthorized) {
-				return nil, c.abandon(ctx, err)
-			}
-			c.logger.Warn("coordination: read of the state partition failed; retrying", slog.Any("error", err))
-			c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
 			continue
 		}
 		now := clock.NowMillis()
-		if entry, ok := state.Entry(c.member); ok && entry.RegisteredAt != c.registeredAt && c.ownRegistrationSeen && c.settings.duplicateCheck {
-			// This call's registration was in the roster, and another
-			// registration of the same member replaced it: a second live
-			// process runs under this member id.
-			return nil, c.abandon(ctx, fmt.Errorf("coordination: member %s of role %s: another registration of the same member id (registered at %d ms, this call's at %d ms) replaced this call's: "+
-				"two live processes use one member id, and each would fence the other: %w", c.member, c.role, entry.RegisteredAt, c.registeredAt, ErrDuplicateMember))
-		}
-		if _, ok := state.Entry(c.member); !ok && c.ownRegistrationSeen {
-			// A tombstone took this call's registration away: the member
-			// has no rank (rule 1), so it registers again, at the tail.
-			c.logger.Warn("coordination: this member's registration was removed from the roster; registering again, at the tail")
-			c.registeredAt, c.registered, c.ownRegistrationSeen, c.heartbeatDue = now, false, false, 0
-			continue
-		}
-		if entry, ok := state.Entry(c.member); !ok || (entry.RegisteredAt != c.registeredAt && !c.ownRegistrationSeen) {
-			// This call's own registration is not visible yet; an older one
-			// would rank the member where it no longer stands.
-			if now-c.appendedAt >= 2*c.settings.lease.duration.Milliseconds() {
-				c.logger.Warn("coordination: own registration still not visible; appending it again",
-					slog.Duration("waited", time.Duration(now-c.appendedAt)*time.Millisecond))
-				c.registered = false
-				continue
+		var epoch epochAnswer
+		step := c.decide(state, epoch, now)
+		for step.action == campaignHeartbeat || step.action == campaignDescribeEpoch {
+			// A step on the side: carry it out, and decide again on the
+			// same read.
+			if step.action == campaignHeartbeat {
+				c.heartbeat(ctx, now)
+			} else if epoch = c.describeEpoch(ctx); ctx.Err() != nil {
+				return nil, c.abandon(ctx, ctx.Err())
 			}
-			c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
-			continue
+			step = c.decide(state, epoch, now)
 		}
-		c.ownRegistrationSeen = true
-		c.heartbeat(ctx, now)
-		decision := Evaluate(state, c.member, now, c.settings.lease)
-		if decision.Action == ActionNotRegistered {
-			// This member's rank lapsed: its heartbeats did not land for
-			// the roster lapse, so the others skip it. It registers again
-			// and joins at the tail, as a recovered member does.
-			entry, _ := state.Entry(c.member)
-			c.logger.Warn("coordination: this member's rank lapsed (no heartbeat landed for the roster lapse); registering again, at the tail",
-				slog.Int64("last_seen", entry.LastSeen), slog.Duration("roster_lapse", c.settings.lease.RosterLapse()))
-			c.registeredAt, c.registered, c.ownRegistrationSeen, c.heartbeatDue = now, false, false, 0
-			continue
-		}
-		if c.minted != nil {
-			// An epoch minted by this call fenced the holder already: write
-			// its lease now rather than leave the role without a writer.
-			decision = Decision{Action: ActionChallenge}
-		} else if own := c.classifyOwnLease(state); own == ownLeaseDeposed {
-			decision = evaluateDeposed(state, c.member, now, c.settings.lease)
-		} else if own == ownLeaseEarlier {
-			decision = Decision{Action: ActionChallenge}
-		} else if own == ownLeaseWatch {
-			var err error
-			if decision, err = c.namedByLease(ctx, state, now, decision); err != nil {
-				if ctx.Err() != nil {
-					return nil, c.abandon(ctx, ctx.Err())
-				}
-				if errors.Is(err, ErrDuplicateMember) || errors.Is(err, ErrNotAuthorized) {
-					return nil, c.abandon(ctx, err)
-				}
-				c.lastErr = err
-				c.logger.Warn("coordination: could not tell whether the lease that names this member is superseded; reading again", slog.Any("error", err))
-				c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
-				continue
+		switch step.action {
+		case campaignStop:
+			return nil, c.abandon(ctx, step.err)
+		case campaignRegister:
+			c.registeredAt, c.registered, c.heartbeatDue = now, false, 0
+		case campaignAppendAgain:
+			c.registered = false
+		case campaignWait:
+			c.wait(ctx, step.until)
+		case campaignChallenge:
+			leadership, err := c.challenge(ctx)
+			if leadership != nil {
+				return leadership, nil
+			}
+			if err := c.fail(ctx, stageChallenge, err); err != nil {
+				return nil, err
 			}
 		}
-		switch decision.Action {
-		case ActionWait:
-			// The heartbeat's own record wakes a follower once: the member
-			// then reads, decides again and waits again.
-			until := decision.WaitUntil
-			if c.heartbeatDue > 0 {
-				until = min(until, c.heartbeatDue)
-			}
-			c.wait(ctx, until)
-			continue
-		case ActionHold, ActionChallenge:
-			if c.minted == nil && now < c.notBefore {
-				c.wait(ctx, c.notBefore)
-				continue
-			}
-			if c.minted == nil && c.viewIncomplete(now) {
-				c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
-				continue
-			}
-		default:
-			c.wait(ctx, now+c.settings.pollInterval.Milliseconds())
-			continue
-		}
-		leadership, err := c.challenge(ctx)
-		if leadership != nil {
-			return leadership, nil
-		}
-		c.lastErr = err
-		if ctx.Err() != nil {
-			return nil, c.abandon(ctx, ctx.Err())
-		}
-		if errors.Is(err, ErrNotAuthorized) || errors.Is(err, ErrMisconfigured) {
-			return nil, c.abandon(ctx, err)
-		}
-		if errors.Is(err, ErrFenced) {
-			c.logger.Info("coordination: challenge lost to a newer epoch; waiting", slog.Any("error", err))
-			c.notBefore = clock.NowMillis() + c.settings.pollInterval.Milliseconds()
-			continue
-		}
-		c.logger.Warn("coordination: challenge failed; retrying", slog.Any("error", err))
-		c.wait(ctx, clock.NowMillis()+c.settings.pollInterval.Milliseconds())
 	}
+}
+
+// decide asks the rules what to do on state, read at now, with epoch the
+// coordinator's answer on this read, keeps the memory that they return,
+// and logs their notes.
+func (c *campaign) decide(state RoleState, epoch epochAnswer, now int64) campaignStep {
+	view := c.view(state, epoch)
+	step := decideCampaign(state, c.member, view, c.rules, now)
+	c.memory = step.memory
+	c.note(step, state, view, now)
+	return step
+}
+
+// view gathers what the rules read beside state: this call's own
+// registration and epoch, what the transport and the Elector know of the
+// lease's token and of the partition's stable offsets, epoch, and the
+// rules' memory.
+func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
+	view := campaignView{
+		role:         c.role,
+		partition:    c.partition,
+		registeredAt: c.registeredAt,
+		appendedAt:   c.appendedAt,
+		minted:       c.minted != nil,
+		notBefore:    c.notBefore,
+		heartbeatDue: c.heartbeatDue,
+		epoch:        epoch,
+		memory:       c.memory,
+	}
+	if lease := state.Lease; lease != nil && lease.Member == c.member {
+		view.leaseFenced = c.sawFenced(lease.Token)
+		recorder, ok := c.transport.(MintRecorder)
+		view.leaseMinted = ok && recorder.Minted(lease.Token)
+	}
+	if reporter, ok := c.transport.(StableOffsetReporter); ok {
+		view.stable.stable, view.stable.high, view.stable.reported = reporter.StableOffsets(c.partition)
+	}
+	return view
+}
+
+// note logs what a step of the rules found.
+func (c *campaign) note(step campaignStep, state RoleState, view campaignView, now int64) {
+	notes := step.notes
+	if notes&noteRegistrationRemoved != 0 {
+		c.logger.Warn("coordination: this member's registration was removed from the roster; registering again, at the tail")
+	}
+	if notes&noteRegistrationInvisible != 0 {
+		c.logger.Warn("coordination: own registration still not visible; appending it again",
+			slog.Duration("waited", time.Duration(now-c.appendedAt)*time.Millisecond))
+	}
+	if notes&noteRankLapsed != 0 {
+		entry, _ := state.Entry(c.member)
+		c.logger.Warn("coordination: this member's rank lapsed (no heartbeat landed for the roster lapse); registering again, at the tail",
+			slog.Int64("last_seen", entry.LastSeen), slog.Duration("roster_lapse", c.settings.lease.RosterLapse()))
+	}
+	if notes&noteEpochUnknown != 0 {
+		// The coordinator cannot tell now; the quiet test still tells a
+		// live duplicate from an earlier incarnation.
+		c.logger.Warn("coordination: could not ask the coordinator whether the lease that names this member is superseded; watching the lease for a renewal instead",
+			slog.Any("error", view.epoch.err))
+	}
+	if notes&noteLeaseSuperseded != 0 {
+		c.logger.Info("coordination: the lease names this member, but the coordinator holds a newer token: competing as a standby",
+			slog.String("lease_token", state.Lease.Token.String()), slog.String("coordinator_token", view.epoch.current.String()))
+	}
+	if notes&noteViewHeld != 0 {
+		c.logger.Info("coordination: an open transaction hides records past the last stable offset; holding the challenge",
+			slog.Int64("last_stable_offset", c.memory.stuckStable), slog.Int64("high_watermark", view.stable.high))
+	}
+	if notes&noteViewGivenUp != 0 {
+		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",
+			slog.Int64("last_stable_offset", c.memory.stuckStable), slog.Int64("high_watermark", view.stable.high))
+	}
+}
+
+// fail carries out what the rules decide after a transport call of stage
+// failed with err (decideFailure): it returns the error that ends the call,
+// and nil when the loop goes on. A call whose context ended returns the
+// context's error itself.
+func (c *campaign) fail(ctx context.Context, stage campaignStage, err error) error {
+	c.lastErr = err
+	if ctx.Err() != nil {
+		return c.abandon(ctx, ctx.Err())
+	}
+	step := decideFailure(stage, err, c.rules, c.settings.clock.NowMillis())
+	switch step.action {
+	case campaignStop:
+		return c.abandon(ctx, step.err)
+	case campaignRead:
+		c.logger.Info("coordination: challenge lost to a newer epoch; waiting", slog.Any("error", err))
+		c.notBefore = step.notBefore
+	default:
+		c.logger.Warn("coordination: "+failedCalls[stage]+" failed; retrying", slog.Any("error", err))
+		c.wait(ctx, step.until)
+	}
+	return nil
+}
+
+// failedCalls names the call of each stage in the log of a failure.
+var failedCalls = [...]string{
+	stageRegister:  "registration",
+	stageRead:      "read of the state partition",
+	stageChallenge: "challenge",
+}
+
+// describeEpoch asks the coordinator for the role's token, bounded like a
+// mint attempt, for the duplicate-member watch (decideNamedLease).
+func (c *campaign) describeEpoch(ctx context.Context) epochAnswer {
+	describeCtx, cancel := withClockTimeout(ctx, c.settings.clock, c.mintAttemptBound())
+	current, held, err := c.transport.DescribeEpoch(describeCtx, c.role)
+	cancel()
+	return epochAnswer{asked: true, current: current, held: held, err: err}
 }
 
 // register appends this call's registration record.
@@ -368,8 +365,8 @@ func (c *campaign) register(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat writes this member's heartbeat when heartbeats are on
-// ([WithHeartbeatInterval]) and one is due: the first right after the
+// heartbeat writes this member's heartbeat, which the rules found due
+// (heartbeats on, [WithHeartbeatInterval]): the first right after the
 // registration is seen (an entry with a heartbeat can lapse, one without
 // never does), then one every heartbeat interval. A waiting standby so
 // shows that it is alive without a new registration, which would move it
@@ -378,9 +375,6 @@ func (c *campaign) register(ctx context.Context) error {
 // roster lapse.
 func (c *campaign) heartbeat(ctx context.Context, now int64) {
 	interval := c.settings.lease.HeartbeatInterval()
-	if interval <= 0 || now < c.heartbeatDue {
-		return
-	}
 	value := EncodeHeartbeat(Heartbeat{Member: c.member, SeenAt: now})
 	if err := c.transport.Append(ctx, c.partition, EncodeKey(HeartbeatKey(c.role, c.member)), value); err != nil {
 		if ctx.Err() == nil {
@@ -472,102 +466,6 @@ func (c *campaign) mintAttemptBound() time.Duration {
 // minMintAttempt is the floor of mintAttemptBound.
 const minMintAttempt = 500 * time.Millisecond
 
-// namedByLease decides what this call does about a lease that names its own
-// member, which this call did not write. Three processes can have written
-// it, and only the coordinator's token and the lease's renewals tell them
-// apart:
-//
-//   - A member that was deposed since: the transaction coordinator holds
-//     another token than the lease's, so another member minted after this
-//     lease, and its own lease is on the way. The member is a standby now, at
-//     the rank of this call's registration (the tail of the roster): no
-//     failback. It evaluates as if the lease named nobody.
-//   - A live process with the same member id: it renews the lease. Seen
-//     renewed while this call waits, it ends the call with an error that
-//     wraps [ErrDuplicateMember], instead of fencing that process.
-//   - An earlier incarnation of this member (a crash, a restart, or a
-//     leadership of this process that ended without a fence): the
-//     coordinator still holds the lease's token, and nobody renews it. The
-//     member takes the role back under a new epoch: at once when this
-//     process minted the lease's token, and otherwise once the lease went
-//     one renew interval plus one poll interval without a renewal, or
-//     expired.
-func (c *campaign) namedByLease(ctx context.Context, state RoleState, now int64, decision Decision) (Decision, error) {
-	lease := *state.Lease
-	if decision.Action != ActionHold && decision.Action != ActionChallenge {
-		return decision, nil
-	}
-	describeCtx, cancel := withClockTimeout(ctx, c.settings.clock, c.mintAttemptBound())
-	current, held, err := c.transport.DescribeEpoch(describeCtx, c.role)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return decision, ctx.Err()
-		}
-		if errors.Is(err, ErrNotAuthorized) {
-			return decision, wrapf(err, nil, "describe the epoch of role %s", c.role)
-		}
-		// The coordinator cannot tell now; the quiet test below still
-		// tells a live duplicate from an earlier incarnation.
-		c.logger.Warn("coordination: could not ask the coordinator whether the lease that names this member is superseded; watching the lease for a renewal instead",
-			slog.Any("error", err))
-		held = false
-	}
-	if held && current != lease.Token {
-		if c.namedLease == nil || c.namedLease.Token != lease.Token {
-			c.logger.Info("coordination: the lease names this member, but the coordinator holds a newer token: competing as a standby",
-				slog.String("lease_token", lease.Token.String()), slog.String("coordinator_token", current.String()))
-		}
-		c.namedLease, c.namedLeaseSeenAt = &lease, now
-		return evaluateDeposed(state, c.member, now, c.settings.lease), nil
-	}
-	if recorder, ok := c.transport.(MintRecorder); ok && recorder.Minted(lease.Token) {
-		return Decision{Action: ActionChallenge}, nil
-	}
-	switch {
-	case c.namedLease == nil || c.namedLease.Token != lease.Token:
-		c.namedLease, c.namedLeaseSeenAt = &lease, now
-	case lease.GrantedAt > c.namedLease.GrantedAt:
-		return decision, fmt.Errorf("coordination: member %s of role %s: the lease that names this member was renewed under %s while this call waited (granted at %d ms, then at %d ms): "+
-			"another live process uses this member id, and this call would fence it: %w", c.member, c.role, lease.Token, c.namedLease.GrantedAt, lease.GrantedAt, ErrDuplicateMember)
-	}
-	quietUntil := c.namedLeaseSeenAt + (c.settings.lease.renewInterval + c.settings.pollInterval).Milliseconds()
-	if decision.Action == ActionHold && now < quietUntil {
-		return Decision{Action: ActionWait, WaitUntil: quietUntil}, nil
-	}
-	return Decision{Action: ActionChallenge}, nil
-}
-
-// ownLease is what a lease that names this call's member is, as the loop
-// and TryAcquire treat it (classifyOwnLease).
-type ownLease int
-
-const (
-	ownLeaseNone    ownLease = iota // no lease, or one of another member
-	ownLeaseDeposed                 // its token was fenced: a successor minted (FenceRecorder)
-	ownLeaseEarlier                 // an earlier incarnation, which the challenge fences (the specification)
-	ownLeaseWatch                   // WithDuplicateMemberCheck: tell a live duplicate first
-)
-
-// classifyOwnLease says what the lease of state is to this call: a lease
-// that names the member under a token this process saw fenced names a
-// deposed member, who competes as a standby (no failback); otherwise, by
-// the specification, it came from an earlier incarnation of the member,
-// because this call holds no epoch yet, and the challenge fences it at
-// once, for one epoch; with the duplicate-member watch on, the call first
-// tells an earlier incarnation from a second live process.
-func (c *campaign) classifyOwnLease(state RoleState) ownLease {
-	switch {
-	case state.Lease == nil || state.Lease.Member != c.member:
-		return ownLeaseNone
-	case c.sawFenced(state.Lease.Token):
-		return ownLeaseDeposed
-	case c.settings.duplicateCheck:
-		return ownLeaseWatch
-	}
-	return ownLeaseEarlier
-}
-
 // sawFenced reports whether this process saw a write under token refused
 // as fenced: the transport says so ([FenceRecorder]), or the [Elector]
 // that runs the call does.
@@ -577,47 +475,6 @@ func (c *campaign) sawFenced(token FencingToken) bool {
 	}
 	recorder, ok := c.transport.(FenceRecorder)
 	return ok && recorder.Fenced(token)
-}
-
-// evaluateDeposed evaluates a role whose lease names member under a token
-// that is known superseded: as if the lease named nobody, with its
-// deadline kept, so the member ranks as the standby of its registration
-// (the tail of the roster: no failback) and waits for the deadline.
-func evaluateDeposed(state RoleState, member MemberID, now int64, config LeaseConfig) Decision {
-	lease := *state.Lease
-	state.Lease = &Lease{Token: lease.Token, GrantedAt: lease.GrantedAt, Deadline: lease.Deadline}
-	return Evaluate(state, member, now, config)
-}
-
-// withClockTimeout is context.WithTimeout on the campaign's clock, so that a
-// test that drives a ManualClock drives the bound too. The context ends
-// with context.DeadlineExceeded as its error when the extent passes on
-// clock. Its goroutine ends when the context ends; the caller calls cancel.
-func withClockTimeout(parent context.Context, clock Clock, extent time.Duration) (context.Context, context.CancelFunc) {
-	if _, system := clock.(SystemClock); system {
-		return context.WithTimeout(parent, extent)
-	}
-	ctx, cancel := context.WithCancelCause(parent)
-	expired := clock.After(extent)
-	go func() {
-		select {
-		case <-expired:
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-		}
-	}()
-	return &deadlineContext{ctx}, func() { cancel(context.Canceled) }
-}
-
-// deadlineContext reports the cause of its end as its error, so that a
-// bound that passed on a ManualClock reads as context.DeadlineExceeded.
-type deadlineContext struct{ context.Context }
-
-func (c *deadlineContext) Err() error {
-	if c.Context.Err() == nil {
-		return nil
-	}
-	return context.Cause(c.Context)
 }
 
 // wait parks until the instant untilMillis, one poll interval, a wake-up

@@ -1,6 +1,10 @@
 package coordination
 
+// The clock: the Clock seam, SystemClock, ManualClock, and a context
+// bounded on a Clock (withClockTimeout).
+
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -144,4 +148,36 @@ func (c *ManualClock) BlockUntil(n int) {
 		}
 		<-changed
 	}
+}
+
+// withClockTimeout is context.WithTimeout on clock (a campaign's or a
+// leadership's), so that a test that drives a ManualClock drives the bound
+// too. The context ends
+// with context.DeadlineExceeded as its error when the extent passes on
+// clock. Its goroutine ends when the context ends; the caller calls cancel.
+func withClockTimeout(parent context.Context, clock Clock, extent time.Duration) (context.Context, context.CancelFunc) {
+	if _, system := clock.(SystemClock); system {
+		return context.WithTimeout(parent, extent)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	expired := clock.After(extent)
+	go func() {
+		select {
+		case <-expired:
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return &deadlineContext{ctx}, func() { cancel(context.Canceled) }
+}
+
+// deadlineContext reports the cause of its end as its error, so that a
+// bound that passed on a ManualClock reads as context.DeadlineExceeded.
+type deadlineContext struct{ context.Context }
+
+func (c *deadlineContext) Err() error {
+	if c.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.Context)
 }

@@ -1,5 +1,9 @@
 package coordination
 
+// The group commit of guarded writes: the queue of Leadership.Write calls
+// that wait for the write slot, and the batches that share one
+// transaction.
+
 import (
 	"context"
 	"errors"
@@ -107,14 +111,6 @@ func (l *Leadership) abandonQueued(call *writeCall, waiting string) error {
 		return <-call.outcome
 	}
 	return fmt.Errorf("coordination: write role %s: %s, nothing written: %w", l.role, waiting, call.ctx.Err())
-}
-
-// renewalGate returns the gate of a due renewal that waits for the write
-// slot, and nil when none waits.
-func (l *Leadership) renewalGate() chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.renewGate
 }
 
 // commitNext writes the next batch of the queue in one transaction and
@@ -236,41 +232,6 @@ func (l *Leadership) takeBatch() []*writeCall {
 	}
 	l.queue = slices.Delete(l.queue, 0, n)
 	return batch
-}
-
-// writeTxn writes the records of calls calls of Write in one transaction
-// under the leadership's token, under ctx: for a batch, the context of all
-// its calls (batchContext), so that the first of them to end ends the
-// transaction, as the end of a caller's context ends its own write. A due
-// renewal that has waited for the slot preemptAfter cancels it (see
-// renewLoop). It ends the leadership on an error that leaves the token
-// unable to write.
-func (l *Leadership) writeTxn(ctx context.Context, writer GuardedWriter, records []GuardedRecord, calls int) error {
-	writeCtx, cancel := context.WithCancelCause(ctx)
-	l.mu.Lock()
-	l.preempt, l.writeFrom = cancel, l.settings.clock.NowMillis()
-	l.mu.Unlock()
-	err := writer.WriteGuarded(writeCtx, l.token, records)
-	l.mu.Lock()
-	l.preempt = nil
-	l.mu.Unlock()
-	preempted := ctx.Err() == nil && errors.Is(context.Cause(writeCtx), errPreempted)
-	cancel(nil)
-	if err == nil {
-		return nil
-	}
-	if preempted {
-		err = fmt.Errorf("%w: %w", errPreempted, err)
-	}
-	if calls > 1 {
-		err = wrapf(err, nil, "guarded write by member %s, one transaction for %d calls", l.member, calls)
-	} else {
-		err = wrapf(err, nil, "guarded write by member %s", l.member)
-	}
-	if endsLeadership(err) {
-		l.end(err)
-	}
-	return err
 }
 
 // batchContext returns a context that ends when the context of any call of

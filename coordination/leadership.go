@@ -1,12 +1,17 @@
 package coordination
 
+// The lifetime of a leadership: the Leadership handle, its start, what it
+// reports (Role, Token, Lease, Done, Err, Context), and its end (Resign,
+// end, and what ends it). Its renewal is leadership_renewal.go, its write
+// slot leadership_slot.go, its guarded writes leadership_write.go and
+// group_commit.go.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 )
 
 // Leadership is the live leadership of one member over one role.
@@ -144,152 +149,24 @@ func (l *Leadership) Err() error {
 	return l.err
 }
 
-// Renew writes a fresh lease record under the same epoch. The background
-// loop calls it at every renew interval, and a caller that drives its own
-// schedule calls it too. It returns when the transport's write returns; ctx
-// bounds the write, and the wait for a write in flight of the same
-// leadership.
+// Context returns a context that is cancelled when the leadership ends, for
+// any reason that [Leadership.Done] names, with [Leadership.Err] as its
+// cause ([context.Cause]); its Err is [context.Canceled]. Pass it to the
+// work of the role, so that the work stops when the leadership does:
 //
-// A renewal that the broker fences ends the leadership. Renew then returns
-// an error that wraps [ErrFenced], and [Leadership.Done] closes. So does a
-// renewal that gets [ErrProducerLost] or [ErrNotAuthorized]. A renewal that
-// fails for another, transient reason leaves the leadership as it is and
-// returns the transport's error. Renew on an ended leadership writes nothing and
-// returns an error that wraps [ErrNotHeld], and the fence too if a fence
-// ended it.
-func (l *Leadership) Renew(ctx context.Context) error {
-	if err := l.lock(ctx, "renew"); err != nil {
-		return err
-	}
-	defer l.unlock()
-	return l.renewHeld(ctx)
-}
-
-// renewHeld writes one renewal. The caller holds the write slot.
-func (l *Leadership) renewHeld(ctx context.Context) error {
-	if err := l.endedErr("renew"); err != nil {
-		return err
-	}
-	lease := l.settings.lease.Grant(l.member, l.token, l.settings.clock.NowMillis())
-	err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(lease))
-	if err != nil {
-		err = wrapf(err, nil, "renewal by member %s", l.member)
-		if endsLeadership(err) || errors.Is(err, ErrNotAuthorized) {
-			l.end(err) // no renewal under the token can land again
-		}
-		return err
-	}
-	l.mu.Lock()
-	l.lease = lease
-	l.mu.Unlock()
-	return nil
-}
-
-// Write writes the caller's own records, such as commands to devices, in
-// one transaction under the epoch of this leadership, and returns after the
-// commit. It is the guarded write: the broker refuses it once another member
-// minted a newer epoch, so a deposed leader's records never become visible
-// to a read_committed reader after its successor's first write.
+//	leader, err := coordination.AcquireLeadership(ctx, transport, role, me)
+//	...
+//	work(leader.Context(), leader) // returns when the leadership ends
 //
-// The transport must implement [GuardedWriter]; [KafkaTransport] does. Write
-// is safe to call from many goroutines and concurrently with the background
-// renewal. The role has one transactional producer, which runs one
-// transaction at a time, so the writes take turns on one write slot with
-// the renewals and the resignation.
+// It is the same context on every call, it carries no deadline and no
+// value, and it does not end with the context of [AcquireLeadership]: join
+// it with a context of your own ([context.AfterFunc]) to stop at the
+// earlier of the two. An [Elector] hands OnStartedLeading such a join.
 //
-// # Group commit
-//
-// Calls that arrive while a transaction of the leadership is in flight wait
-// in a queue, and the next transaction writes all of them: one
-// AddPartitionsToTxn, Produce and EndTxn for the lot, the records of each
-// call together and in their order, the calls in the order they queued. A
-// call that finds nothing in flight starts its transaction at once and
-// waits for no company. Each call returns its own outcome:
-//
-//   - The shared transaction commits: every call of it returns nil.
-//   - The broker fences the token: every call of the transaction returns an
-//     error that wraps [ErrFenced], none of their records is visible, and
-//     the leadership ends; the calls still queued return an error that
-//     wraps [ErrNotHeld] and the fence.
-//   - The transaction's outcome is unknown, or the producer is lost (the
-//     error wraps [ErrProducerLost]): every call of it returns that error,
-//     which says whether the records may have committed, and the
-//     leadership ends.
-//   - The transaction fails without committing anything and leaves the
-//     leadership alone: a record for a topic that the member may not write
-//     (TOPIC_AUTHORIZATION_FAILED; the error wraps [ErrNotAuthorized]) or
-//     that does not exist, a record too large, a transient broker error,
-//     the end of one call's context before anything was sent. One call
-//     does not fail the others: when the transaction carried more than one
-//     call, each call whose context still runs is written again at once in
-//     a transaction of its own, in the same order, and returns the outcome
-//     of that one. A call whose context ended returns the shared
-//     transaction's error. (The retry rests on the contract of
-//     [GuardedWriter]: an error that wraps none of ErrFenced,
-//     ErrProducerLost and ErrOutcomeUnknown means that nothing committed;
-//     see mayHaveCommitted.)
-//   - A due renewal preempts the transaction (below): every call of it
-//     returns the error that says so.
-//
-// ctx bounds the call. A call whose context ends while it waits in the
-// queue leaves the queue and returns the context's error; nothing of it is
-// written. A transaction runs under the contexts of all its calls, the
-// earliest deadline among them included: the first context to end ends the
-// transaction for all of them, as the end of a caller's context ends its
-// own write. Over [KafkaTransport] the calls then return at most 250 ms
-// after that context ended; a transaction still in flight then ends in the
-// background, and every call of it returns an error that wraps
-// [ErrOutcomeUnknown]: its records may commit, or not. The leadership goes
-// on, and no call of such a transaction is written again.
-//
-// A write never lets the lease lapse: a renewal that falls due while a
-// transaction of writes holds the slot waits for it until one renew
-// interval before the lease's deadline (the lease duration minus two renew
-// intervals on the regular schedule: 10 s with the defaults), then cancels
-// it, and the queued writes wait for the renewal.
-// A renewal shares no transaction with guarded writes: it goes alone,
-// ahead of the queue, so that a caller's record (refused, or slow to be
-// acknowledged) never holds the lease back, at the cost of one transaction
-// per renew interval.
-// Over [KafkaTransport] records not yet sent are then failed and the
-// transaction is aborted, so nothing of it commits and the leadership goes
-// on, while a transaction already in flight ends in the background as
-// above (ErrOutcomeUnknown).
-//
-// Write on an ended leadership writes nothing and returns an error that
-// wraps [ErrNotHeld]. It rejects an empty list, a record without a topic or
-// with a negative partition, and a record for the coordination topic,
-// before anything is queued.
-func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error {
-	writer, ok := l.transport.(GuardedWriter)
-	if !ok {
-		return fmt.Errorf("coordination: transport %T does not implement GuardedWriter", l.transport)
-	}
-	if len(records) == 0 {
-		return errors.New("coordination: Write: no records")
-	}
-	for i, record := range records {
-		switch {
-		case record.Topic == "":
-			return fmt.Errorf("coordination: Write: record %d has no topic", i)
-		case record.Topic == l.partition.Topic:
-			return fmt.Errorf("coordination: Write: record %d is for the coordination topic %s, which holds only registrations and leases", i, record.Topic)
-		case record.Partition < 0:
-			return fmt.Errorf("coordination: Write: record %d has partition %d", i, record.Partition)
-		}
-	}
-	if err := l.endedErr("write"); err != nil {
-		return err
-	}
-	if done, err := l.writeAlone(ctx, writer, records); done {
-		return err
-	}
-	return l.awaitWrite(writer, &writeCall{ctx: ctx, records: records, outcome: make(chan error, 1)})
-}
-
-// errPreempted is the cause with which a due renewal cancels a guarded
-// write that holds the write slot too long.
-var errPreempted = errors.New("the write held the role's producer past the due renewal of the lease, so the renewal cancelled it")
+// The context learns of a fence when the leadership does, at the next
+// renewal or guarded write; with [WithRenewDeadline] it also ends on the
+// holder's own lease clock. It is safe for concurrent use.
+func (l *Leadership) Context() context.Context { return l.ctx }
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
 // on the lease key, so the first standby challenges at once instead of at
@@ -373,189 +250,6 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	return nil
 }
 
-// renewLoop renews at every renew interval, and at most one poll interval
-// after a renewal that failed for a reason other than a fence; an attempt
-// may take until the deadline of the lease it renews (renewAttemptBound).
-// It returns when the leadership ends or Resign stops it.
-//
-// A due renewal does not wait behind a guarded write for long: it waits
-// for the write slot at most preemptAfter, then cancels the guarded write
-// in flight (see [Leadership.Write]) and takes the slot when the write has
-// given it back. While it waits, no new guarded write takes the slot.
-func (l *Leadership) renewLoop(ctx context.Context) {
-	defer close(l.loopDone)
-	clock := l.settings.clock
-	retryAt := int64(0) // after a failure: the instant of the retry
-	for {
-		at := l.settings.lease.Timing(l.Lease()).RenewAt()
-		if retryAt != 0 {
-			at = retryAt
-		}
-		select {
-		case <-l.stop:
-			return
-		case <-l.done:
-			return
-		case <-clock.After(time.Duration(at-clock.NowMillis()) * time.Millisecond):
-		}
-		attempt, cancel := withClockTimeout(ctx, clock, l.renewAttemptBound())
-		err := l.lockForRenewal(attempt)
-		if err == nil {
-			err = l.renewHeld(attempt)
-			l.unlock()
-		}
-		cancel()
-		switch {
-		case err == nil:
-			retryAt = 0
-		case errors.Is(err, ErrNotHeld), endsLeadership(err), errors.Is(err, ErrNotAuthorized):
-			return // renewHeld ended the leadership
-		default:
-			select {
-			case <-l.stop:
-				return
-			case <-l.done:
-				return // the renew deadline ended it, and cancelled this attempt
-			default:
-			}
-			l.logger.Warn("coordination: renewal failed; retrying", slog.Any("error", err),
-				slog.Duration("retry_in", l.settings.pollInterval))
-			retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
-		}
-	}
-}
-
-// renewAttemptBound is how long one renewal attempt may take: until the
-// deadline of the lease it renews, and at least one renew interval. An
-// attempt whose transaction is still in flight at its end loses the epoch's
-// producer (outcome unknown) and ends the leadership, so a bound of one
-// renew interval ended healthy leaderships whose commit was only slow, as
-// while the role's transaction coordinator moves: the lease stays valid,
-// and no standby challenges, until its deadline. A failed attempt that
-// returns early is retried as before, one poll interval later.
-func (l *Leadership) renewAttemptBound() time.Duration {
-	remaining := time.Duration(l.Lease().Deadline-l.settings.clock.NowMillis()) * time.Millisecond
-	return max(l.settings.lease.renewInterval, remaining)
-}
-
-// preemptAfter is how long a due renewal waits for a guarded write in
-// flight before it cancels it: until one renew interval before the
-// deadline of the current lease, and not at all past that instant. On the
-// regular schedule (a renewal due one renew interval after the grant) that
-// is the lease duration minus two renew intervals: 10 s with the defaults
-// (30 s, 10 s), 2 s with lease 6 s / renew 2 s, and at least one renew
-// interval for a lease that follows the advice of [NewLeaseConfig] (a renew
-// interval of at most a third of the lease). The renewal then still has one
-// renew interval to commit before a standby may challenge. lockForRenewal
-// also gives a write that has just begun half a renew interval.
-//
-// It waits that long, rather than a fixed half renew interval, because over
-// [KafkaTransport] a write cancelled with its transaction at the broker
-// still holds the epoch's turn until its transaction ends in the
-// background, so the renewal gains nothing by cancelling early: on the
-// 3-node cluster most writes that stall (1 to 5 s while a partition leader
-// or a transaction coordinator moves) commit within the longer wait.
-func (l *Leadership) preemptAfter() time.Duration {
-	lease := l.Lease()
-	until := time.Duration(lease.Deadline-l.settings.clock.NowMillis())*time.Millisecond - l.settings.lease.renewInterval
-	return max(until, 0)
-}
-
-// lockForRenewal takes the write slot for a due renewal. It holds back new
-// guarded writes while it waits, and cancels the guarded write in flight
-// once it has waited preemptAfter, or gives up when ctx ends.
-func (l *Leadership) lockForRenewal(ctx context.Context) error {
-	select {
-	case l.slot <- struct{}{}:
-		return nil
-	default:
-	}
-	gate := make(chan struct{})
-	l.mu.Lock()
-	l.renewGate = gate
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.renewGate = nil
-		l.mu.Unlock()
-		close(gate)
-	}()
-	wait := l.preemptAfter()
-	l.mu.Lock()
-	if l.preempt != nil {
-		// A write that has just begun gets half a renew interval: a
-		// renewal retried in the last renew interval before the deadline
-		// would otherwise cancel every write at once, and over
-		// KafkaTransport the cancellation of a write at the broker costs
-		// the epoch's producer.
-		held := time.Duration(l.settings.clock.NowMillis()-l.writeFrom) * time.Millisecond
-		wait = max(wait, l.settings.lease.renewInterval/2-held)
-	}
-	l.mu.Unlock()
-	preempt := l.settings.clock.After(wait)
-	for {
-		select {
-		case l.slot <- struct{}{}:
-			return nil
-		case <-preempt:
-			preempt = nil
-			l.mu.Lock()
-			cancel := l.preempt
-			l.mu.Unlock()
-			if cancel != nil {
-				l.logger.Warn("coordination: a guarded write holds the role's producer past a due renewal; cancelling it to renew the lease",
-					slog.Duration("waited", wait))
-				cancel(errPreempted)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("coordination: renew role %s: waiting for the write in flight: %w", l.role, ctx.Err())
-		}
-	}
-}
-
-// lock takes the write slot, or gives up when ctx ends first. It lets a due
-// renewal that waits for the slot go first.
-func (l *Leadership) lock(ctx context.Context, operation string) error {
-	for {
-		l.mu.Lock()
-		gate := l.renewGate
-		l.mu.Unlock()
-		if gate == nil {
-			break
-		}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return fmt.Errorf("coordination: %s role %s: waiting for the due renewal of the lease: %w", operation, l.role, ctx.Err())
-		}
-	}
-	select {
-	case l.slot <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("coordination: %s role %s: waiting for the write in flight: %w", operation, l.role, ctx.Err())
-	}
-}
-
-// unlock gives the write slot back.
-func (l *Leadership) unlock() { <-l.slot }
-
-// endsLeadership reports whether a write error leaves the token unable to
-// write again: a fence, or a lost producer (which includes a transactional
-// id that the cluster no longer lets the member use). A guarded record that
-// the member may not write to its topic fails its write only.
-func endsLeadership(err error) bool {
-	return errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost)
-}
-
-// mayHaveCommitted reports an error of a [GuardedWriter] after which the
-// records of the call may be in the log, so that they are never written
-// again: a fence or a lost producer (endsLeadership), or a write of
-// unknown outcome ([ErrOutcomeUnknown]).
-func mayHaveCommitted(err error) bool {
-	return endsLeadership(err) || errors.Is(err, ErrOutcomeUnknown)
-}
-
 // endedErr returns the error of an operation on an ended leadership, and nil
 // while it holds.
 func (l *Leadership) endedErr(operation string) error {
@@ -581,4 +275,12 @@ func (l *Leadership) end(err error) {
 	l.err = err
 	close(l.done)
 	l.cancel(err)
+}
+
+// endsLeadership reports whether a write error leaves the token unable to
+// write again: a fence, or a lost producer (which includes a transactional
+// id that the cluster no longer lets the member use). A guarded record that
+// the member may not write to its topic fails its write only.
+func endsLeadership(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost)
 }

@@ -105,42 +105,15 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 		}
 		return c.abandon(ctx, turn)
 	}
-	poll := now + c.settings.pollInterval.Milliseconds()
-	if entry, ok := state.Entry(member); !ok || entry.RegisteredAt != c.registeredAt {
-		return nil, refuse(0, poll, "its registration is not visible in %s yet", c.partition)
-	}
-	rank, _ := state.RankOf(member)
-	decision := Evaluate(state, member, now, c.settings.lease)
-	own := c.classifyOwnLease(state)
-	live := state.Lease != nil && c.settings.lease.Timing(*state.Lease).LiveAt(now)
-	if lease := state.Lease; own == ownLeaseDeposed {
-		decision = evaluateDeposed(state, member, now, c.settings.lease) // a successor minted: no failback
-	} else if own == ownLeaseEarlier && live {
-		decision = Decision{Action: ActionChallenge} // the specification's restart path
-	} else if own == ownLeaseWatch && live {
-		recorder, ok := c.transport.(MintRecorder)
-		if !ok || !recorder.Minted(lease.Token) {
-			// The registration key may be a live process's too: no
-			// tombstone on it (as AcquireLeadership leaves it for
-			// ErrDuplicateMember).
+	step := decideTry(state, member, c.view(state, epochAnswer{}), c.rules, now)
+	if !step.challenge {
+		if step.keepRegistration {
+			// As AcquireLeadership leaves it for ErrDuplicateMember.
 			c.registered = false
-			return nil, refuse(rank, lease.Deadline, "the live lease names this member under %s, which this transport did not mint: an earlier incarnation, or another live process with this member id", lease.Token)
 		}
-		decision = Decision{Action: ActionChallenge} // an earlier leadership of this process: take it back
+		return nil, refuse(step.rank, step.retryAt, "%s", step.reason)
 	}
-	switch decision.Action {
-	case ActionChallenge:
-	case ActionWait:
-		if lease := state.Lease; lease != nil && c.settings.lease.Timing(*lease).LiveAt(now) {
-			return nil, refuse(rank, decision.WaitUntil, "role held by %s under %s until %d ms, and this member ranks %d", lease.Member, lease.Token, lease.Deadline, rank)
-		}
-		return nil, refuse(rank, decision.WaitUntil, "this member ranks %d, and the stagger of its rank has not passed", rank)
-	default:
-		return nil, refuse(rank, poll, "the rules say %s", decision.Action)
-	}
-	if c.viewIncomplete(now) {
-		return nil, refuse(rank, poll, "an open transaction hides the newest records of %s, so an expired lease may have been renewed", c.partition)
-	}
+	rank := step.rank
 	leadership, err := c.challenge(ctx)
 	if leadership == nil && err != nil && c.minted != nil && !errors.Is(err, ErrNotAuthorized) && ctx.Err() == nil {
 		// The epoch is minted, and it fenced the holder: one more try of

@@ -1,0 +1,509 @@
+package coordination
+
+// The rules of a campaign: what one call of AcquireLeadership does next,
+// as pure functions beside Evaluate (decideCampaign, decideNamedLease,
+// decideFailure), and what the one round of TryAcquire does (decideTry),
+// with the view and the memory they read. The loop that carries their
+// steps out is campaign.go, the round try_acquire.go.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// campaignRules is what the rules of a campaign read of the member's
+// options: the lease policy with its extensions (heartbeats and the
+// resignation anchor ride in [LeaseConfig]), the poll interval, and the
+// duplicate-member watch.
+type campaignRules struct {
+	lease          LeaseConfig
+	pollInterval   time.Duration
+	duplicateCheck bool // WithDuplicateMemberCheck
+}
+
+// campaignRules returns the rules that these settings give.
+func (s *settings) campaignRules() campaignRules {
+	return campaignRules{lease: s.lease, pollInterval: s.pollInterval, duplicateCheck: s.duplicateCheck}
+}
+
+// campaignView is what one call knows beside the role state when the rules
+// decide: its own registration, its epoch, what the transport told it, and
+// the rules' own memory. The loop builds it for every decision; it holds
+// no reference that the rules could change.
+type campaignView struct {
+	role      Role
+	partition TopicPartition // the partition of the role, for the reasons of decideTry
+
+	registeredAt int64 // the RegisteredAt of this call's registration
+	appendedAt   int64 // when its append succeeded, in ms
+	minted       bool  // this call holds an epoch that it minted
+	notBefore    int64 // no challenge before this instant, in ms (decideFailure)
+	heartbeatDue int64 // the instant of the next heartbeat, in ms; 0 for none yet
+
+	// leaseFenced: this process saw a write under the lease's token
+	// refused as fenced ([FenceRecorder], or the [Elector]'s
+	// withFencedToken). leaseMinted: this transport minted the lease's
+	// token ([MintRecorder]).
+	leaseFenced bool
+	leaseMinted bool
+
+	epoch  epochAnswer   // the coordinator's answer on this read, for the duplicate-member watch
+	stable stableOffsets // what a [StableOffsetReporter] reports of the partition
+
+	memory campaignMemory
+}
+
+// epochAnswer is what DescribeEpoch answered on the current read of the
+// partition: asked is false until the loop asked; err is the error of a
+// DescribeEpoch that failed (other than the end of the call's context).
+type epochAnswer struct {
+	asked   bool
+	current FencingToken
+	held    bool
+	err     error
+}
+
+// stableOffsets is what a [StableOffsetReporter] says of the partition;
+// reported is false without one, or before it read the partition.
+type stableOffsets struct {
+	reported     bool
+	stable, high int64
+}
+
+// campaignMemory is what the rules remember from one decision to the next:
+// each step returns it, updated, and the loop hands it to the next call.
+type campaignMemory struct {
+	ownRegistrationSeen bool   // this call's registration was in the roster once
+	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
+	namedLeaseSeenAt    int64  // when it was first seen, in ms
+
+	stuckStable int64 // the last stable offset that an open transaction holds
+	stuckSince  int64 // when the rules first saw it held, in ms; 0 for none
+}
+
+// campaignAction is what the loop does next.
+type campaignAction int
+
+const (
+	// campaignWait parks until campaignStep.until, one poll interval, a
+	// wake-up of the follower, or the end of the call, and reads again.
+	campaignWait campaignAction = iota
+	// campaignRead reads the partition again at once.
+	campaignRead
+	// campaignRegister registers the member anew, at the tail: a new
+	// registration stamped now, and the first heartbeat due at once.
+	campaignRegister
+	// campaignAppendAgain appends this call's registration once more,
+	// with the same RegisteredAt.
+	campaignAppendAgain
+	// campaignHeartbeat writes the member's heartbeat, then asks the
+	// rules again on the same read.
+	campaignHeartbeat
+	// campaignDescribeEpoch asks the coordinator for the role's token
+	// (DescribeEpoch), then asks the rules again on the same read.
+	campaignDescribeEpoch
+	// campaignChallenge mints an epoch, unless the call holds one, and
+	// writes the first lease.
+	campaignChallenge
+	// campaignStop ends the call with campaignStep.err.
+	campaignStop
+)
+
+// String names the action, for the table test's messages.
+func (a campaignAction) String() string {
+	switch a {
+	case campaignWait:
+		return "wait"
+	case campaignRead:
+		return "read"
+	case campaignRegister:
+		return "register"
+	case campaignAppendAgain:
+		return "append again"
+	case campaignHeartbeat:
+		return "heartbeat"
+	case campaignDescribeEpoch:
+		return "describe epoch"
+	case campaignChallenge:
+		return "challenge"
+	case campaignStop:
+		return "stop"
+	}
+	return fmt.Sprintf("campaignAction(%d)", int(a))
+}
+
+// campaignNote marks what a step found that the loop logs.
+type campaignNote int
+
+const (
+	noteRegistrationRemoved   campaignNote = 1 << iota // a tombstone took this call's registration away
+	noteRegistrationInvisible                          // the registration stayed invisible for two lease durations
+	noteRankLapsed                                     // this member's heartbeats did not land for the roster lapse
+	noteLeaseSuperseded                                // first sight: the lease names this member, the coordinator holds a newer token
+	noteEpochUnknown                                   // DescribeEpoch failed: the quiet test decides alone
+	noteViewHeld                                       // an open transaction hides records: the challenge waits
+	noteViewGivenUp                                    // it hid them for a lease duration plus the abort sweep: challenge anyway
+)
+
+// campaignStep is one decision of the rules.
+type campaignStep struct {
+	action    campaignAction
+	until     int64 // campaignWait: the instant, in ms
+	notBefore int64 // campaignRead after a lost challenge: no challenge before it, in ms
+	err       error // campaignStop: the call's error
+	notes     campaignNote
+	memory    campaignMemory // the rules' memory for the next decision
+}
+
+// decideCampaign decides what one call of [AcquireLeadership] does next,
+// on the role state it has just read, at nowMillis. It is the rules of
+// the loop around [Evaluate], and like Evaluate it reads no clock and no
+// log; the loop (campaign.run) carries its steps out.
+//
+// In order:
+//
+//  1. Duplicate registration (WithDuplicateMemberCheck): another
+//     registration of the member replaced this call's, which the roster
+//     showed before: stop with [ErrDuplicateMember]. Without the watch the
+//     call ranks on the registration that the roster shows.
+//  2. Registration removed: the roster showed this call's registration,
+//     and no longer shows the member: register anew, at the tail.
+//  3. Registration not visible: the roster shows no registration of the
+//     member, or an older one: read again one poll interval later; after
+//     two lease durations, append it again.
+//  4. Heartbeat (WithHeartbeatInterval): one is due: write it, then decide
+//     again.
+//  5. Rank lapsed (heartbeats): Evaluate says not registered: register
+//     anew, at the tail.
+//  6. Minted: this call holds an epoch, which fenced the holder already:
+//     challenge, to write its lease.
+//  7. A lease that names the member (classifyOwnLease): a deposed member
+//     evaluates as a standby (evaluateDeposed); an earlier incarnation is
+//     challenged at once (the specification); with the duplicate-member
+//     watch, decideNamedLease decides.
+//  8. Evaluate's answer: wait until its instant (or the next heartbeat,
+//     if sooner); a challenge waits for notBefore and for a view that no
+//     open transaction hides (watchStable), then challenges.
+func decideCampaign(state RoleState, member MemberID, view campaignView, rules campaignRules, nowMillis int64) campaignStep {
+	memory := view.memory
+	poll := nowMillis + rules.pollInterval.Milliseconds()
+	entry, registered := state.Entry(member)
+	switch {
+	case registered && entry.RegisteredAt != view.registeredAt && memory.ownRegistrationSeen && rules.duplicateCheck:
+		return campaignStep{action: campaignStop, memory: memory, err: fmt.Errorf("coordination: member %s of role %s: another registration of the same member id (registered at %d ms, this call's at %d ms) replaced this call's: "+
+			"two live processes use one member id, and each would fence the other: %w", member, view.role, entry.RegisteredAt, view.registeredAt, ErrDuplicateMember)}
+	case !registered && memory.ownRegistrationSeen:
+		// The member has no rank (rule 1 of Evaluate), so it registers
+		// again, at the tail.
+		memory.ownRegistrationSeen = false
+		return campaignStep{action: campaignRegister, notes: noteRegistrationRemoved, memory: memory}
+	case !registered || (entry.RegisteredAt != view.registeredAt && !memory.ownRegistrationSeen):
+		// An older registration would rank the member where it no longer
+		// stands.
+		if nowMillis-view.appendedAt >= 2*rules.lease.duration.Milliseconds() {
+			return campaignStep{action: campaignAppendAgain, notes: noteRegistrationInvisible, memory: memory}
+		}
+		return campaignStep{action: campaignWait, until: poll, memory: memory}
+	}
+	memory.ownRegistrationSeen = true
+	if rules.lease.HeartbeatInterval() > 0 && nowMillis >= view.heartbeatDue {
+		return campaignStep{action: campaignHeartbeat, memory: memory}
+	}
+	decision := Evaluate(state, member, nowMillis, rules.lease)
+	if decision.Action == ActionNotRegistered {
+		// The rank lapsed: the others skip this member, so it joins at the
+		// tail, as a recovered member does.
+		memory.ownRegistrationSeen = false
+		return campaignStep{action: campaignRegister, notes: noteRankLapsed, memory: memory}
+	}
+	if view.minted {
+		return campaignStep{action: campaignChallenge, memory: memory}
+	}
+	var notes campaignNote
+	switch classifyOwnLease(state, member, view.leaseFenced, rules.duplicateCheck) {
+	case ownLeaseDeposed:
+		decision = evaluateDeposed(state, member, nowMillis, rules.lease)
+	case ownLeaseEarlier:
+		decision = Decision{Action: ActionChallenge}
+	case ownLeaseWatch:
+		named := decideNamedLease(state, member, view, memory, rules, nowMillis, decision)
+		if named.step != nil {
+			return *named.step
+		}
+		decision, memory, notes = named.decision, named.memory, named.notes
+	}
+	switch decision.Action {
+	case ActionWait:
+		return campaignStep{action: campaignWait, until: decision.WaitUntil, notes: notes, memory: memory}.withHeartbeat(view)
+	case ActionHold, ActionChallenge:
+		// Hold comes only of a lease that names this member, which this
+		// call did not write: the restart path challenges.
+		if nowMillis < view.notBefore {
+			return campaignStep{action: campaignWait, until: view.notBefore, notes: notes, memory: memory}
+		}
+		var hold bool
+		var note campaignNote
+		memory, hold, note = memory.watchStable(view.stable, nowMillis, rules.lease)
+		if hold {
+			return campaignStep{action: campaignWait, until: poll, notes: notes | note, memory: memory}
+		}
+		return campaignStep{action: campaignChallenge, notes: notes | note, memory: memory}
+	}
+	// A deposed member whose own rank lapsed once the lease no longer
+	// counts as its: read again.
+	return campaignStep{action: campaignWait, until: poll, notes: notes, memory: memory}
+}
+
+// withHeartbeat brings the instant of a wait forward to the next
+// heartbeat, when heartbeats are on: the heartbeat's own record wakes a
+// follower once, and the member then reads, decides again and waits again.
+func (s campaignStep) withHeartbeat(view campaignView) campaignStep {
+	if view.heartbeatDue > 0 {
+		s.until = min(s.until, view.heartbeatDue)
+	}
+	return s
+}
+
+// namedLeaseStep is what decideNamedLease decides: a step to take now
+// (ask the coordinator, or stop), or else the decision, the memory and
+// the notes that the rest of the rules go on with.
+type namedLeaseStep struct {
+	step     *campaignStep
+	decision Decision
+	memory   campaignMemory
+	notes    campaignNote
+}
+
+// decideNamedLease decides, with the duplicate-member watch on, what a
+// call does about a lease that names its own member, which it did not
+// write. Three processes can have written it, and only the coordinator's
+// token and the lease's renewals tell them apart:
+//
+//   - A member that was deposed since: the transaction coordinator holds
+//     another token than the lease's, so another member minted after this
+//     lease, and its own lease is on the way. The member is a standby now,
+//     at the rank of this call's registration (the tail of the roster): no
+//     failback. It evaluates as if the lease named nobody.
+//   - A live process with the same member id: it renews the lease. Seen
+//     renewed while this call waits, it ends the call with an error that
+//     wraps [ErrDuplicateMember], instead of fencing that process.
+//   - An earlier incarnation of this member (a crash, a restart, or a
+//     leadership of this process that ended without a fence): the
+//     coordinator still holds the lease's token, and nobody renews it. The
+//     member takes the role back under a new epoch: at once when this
+//     process minted the lease's token, and otherwise once the lease went
+//     one renew interval plus one poll interval without a renewal, or
+//     expired.
+//
+// decision is Evaluate's answer, and memory the rules' memory so far. The
+// step is campaignDescribeEpoch until the loop asked the coordinator on
+// this read. A DescribeEpoch refused for a missing permission stops the
+// call; one that failed otherwise leaves the quiet test to decide alone.
+func decideNamedLease(state RoleState, member MemberID, view campaignView, memory campaignMemory, rules campaignRules, nowMillis int64, decision Decision) namedLeaseStep {
+	if decision.Action != ActionHold && decision.Action != ActionChallenge {
+		return namedLeaseStep{decision: decision, memory: memory}
+	}
+	if !view.epoch.asked {
+		return namedLeaseStep{step: &campaignStep{action: campaignDescribeEpoch, memory: memory}}
+	}
+	lease := *state.Lease
+	current, held := view.epoch.current, view.epoch.held
+	var notes campaignNote
+	if err := view.epoch.err; err != nil {
+		if errors.Is(err, ErrNotAuthorized) {
+			return namedLeaseStep{step: &campaignStep{action: campaignStop, memory: memory, err: wrapf(err, nil, "describe the epoch of role %s", view.role)}}
+		}
+		notes, held = noteEpochUnknown, false
+	}
+	if held && current != lease.Token {
+		if memory.namedLease == nil || memory.namedLease.Token != lease.Token {
+			notes |= noteLeaseSuperseded
+		}
+		memory.namedLease, memory.namedLeaseSeenAt = &lease, nowMillis
+		return namedLeaseStep{decision: evaluateDeposed(state, member, nowMillis, rules.lease), memory: memory, notes: notes}
+	}
+	if view.leaseMinted {
+		return namedLeaseStep{decision: Decision{Action: ActionChallenge}, memory: memory, notes: notes}
+	}
+	switch {
+	case memory.namedLease == nil || memory.namedLease.Token != lease.Token:
+		memory.namedLease, memory.namedLeaseSeenAt = &lease, nowMillis
+	case lease.GrantedAt > memory.namedLease.GrantedAt:
+		return namedLeaseStep{step: &campaignStep{action: campaignStop, notes: notes, memory: memory, err: fmt.Errorf("coordination: member %s of role %s: the lease that names this member was renewed under %s while this call waited (granted at %d ms, then at %d ms): "+
+			"another live process uses this member id, and this call would fence it: %w", member, view.role, lease.Token, memory.namedLease.GrantedAt, lease.GrantedAt, ErrDuplicateMember)}}
+	}
+	quietUntil := memory.namedLeaseSeenAt + (rules.lease.renewInterval + rules.pollInterval).Milliseconds()
+	if decision.Action == ActionHold && nowMillis < quietUntil {
+		return namedLeaseStep{decision: Decision{Action: ActionWait, WaitUntil: quietUntil}, memory: memory, notes: notes}
+	}
+	return namedLeaseStep{decision: Decision{Action: ActionChallenge}, memory: memory, notes: notes}
+}
+
+// campaignStage names the step of a campaign whose transport call failed.
+type campaignStage int
+
+const (
+	stageRegister  campaignStage = iota // the append of the registration
+	stageRead                           // the read of the partition
+	stageChallenge                      // the mint, or the first lease write
+)
+
+// decideFailure decides what a call does after a transport call of stage
+// failed with err, while its context still runs (the loop returns the
+// context's error itself when it ended): a missing permission
+// ([ErrNotAuthorized]), and a configuration that the cluster refuses
+// ([ErrMisconfigured]) on a challenge, stop the call; a challenge fenced
+// by a newer epoch is no win, and the call reads again and challenges no
+// sooner than one poll interval later, so two challengers do not fence
+// each other in turn while the winner writes its lease; any other failure
+// is retried one poll interval later.
+func decideFailure(stage campaignStage, err error, rules campaignRules, nowMillis int64) campaignStep {
+	poll := nowMillis + rules.pollInterval.Milliseconds()
+	switch {
+	case errors.Is(err, ErrNotAuthorized):
+		return campaignStep{action: campaignStop, err: err}
+	case stage == stageChallenge && errors.Is(err, ErrMisconfigured):
+		return campaignStep{action: campaignStop, err: err}
+	case stage == stageChallenge && errors.Is(err, ErrFenced):
+		return campaignStep{action: campaignRead, notBefore: poll}
+	}
+	return campaignStep{action: campaignWait, until: poll}
+}
+
+// ownLease is what a lease that names this call's member is, as the loop
+// and TryAcquire treat it (classifyOwnLease).
+type ownLease int
+
+const (
+	ownLeaseNone    ownLease = iota // no lease, or one of another member
+	ownLeaseDeposed                 // its token was fenced: a successor minted (FenceRecorder)
+	ownLeaseEarlier                 // an earlier incarnation, which the challenge fences (the specification)
+	ownLeaseWatch                   // WithDuplicateMemberCheck: tell a live duplicate first
+)
+
+// classifyOwnLease says what the lease of state is to member: a lease that
+// names the member under a token this process saw fenced (fenced) names a
+// deposed member, who competes as a standby (no failback); otherwise, by
+// the specification, it came from an earlier incarnation of the member,
+// because the call holds no epoch yet, and the challenge fences it at
+// once, for one epoch; with the duplicate-member watch on (watch), the
+// call first tells an earlier incarnation from a second live process.
+func classifyOwnLease(state RoleState, member MemberID, fenced, watch bool) ownLease {
+	switch {
+	case state.Lease == nil || state.Lease.Member != member:
+		return ownLeaseNone
+	case fenced:
+		return ownLeaseDeposed
+	case watch:
+		return ownLeaseWatch
+	}
+	return ownLeaseEarlier
+}
+
+// evaluateDeposed evaluates a role whose lease names member under a token
+// that is known superseded: as if the lease named nobody, with its
+// deadline kept, so the member ranks as the standby of its registration
+// (the tail of the roster: no failback) and waits for the deadline.
+func evaluateDeposed(state RoleState, member MemberID, now int64, config LeaseConfig) Decision {
+	lease := *state.Lease
+	state.Lease = &Lease{Token: lease.Token, GrantedAt: lease.GrantedAt, Deadline: lease.Deadline}
+	return Evaluate(state, member, now, config)
+}
+
+// openTransactionSweep bounds how long a challenger waits for an open
+// transaction that hides the newest records of its partition: the
+// transaction timeout that KafkaTransport sets (the lease duration) plus
+// this, the default period of Kafka's abort sweep,
+// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+const openTransactionSweep = 10 * time.Second
+
+// watchStable reports whether a challenge holds because an open
+// transaction hides records of the partition past the last stable offset,
+// so that a lease that looks expired may have been renewed behind it. A
+// holder of another role that stalls in the middle of its lease
+// transaction holds the last stable offset of the whole partition; a
+// challenge on that view would depose a healthy holder. The challenger
+// waits until the transaction ends, or until the coordinator must have
+// aborted it: the lease duration plus the abort sweep after the last
+// stable offset stopped moving. It returns the memory with the held offset
+// and the instant it was first seen, and the note that the loop logs.
+func (m campaignMemory) watchStable(view stableOffsets, nowMillis int64, config LeaseConfig) (campaignMemory, bool, campaignNote) {
+	if !view.reported || view.high <= view.stable {
+		m.stuckSince = 0
+		return m, false, 0
+	}
+	var note campaignNote
+	if m.stuckSince == 0 || view.stable != m.stuckStable {
+		m.stuckStable, m.stuckSince = view.stable, nowMillis
+		note = noteViewHeld
+	}
+	if nowMillis-m.stuckSince >= (config.duration + openTransactionSweep).Milliseconds() {
+		return m, false, noteViewGivenUp
+	}
+	return m, true, note
+}
+
+// tryStep is what the one round of [TryAcquire] does: challenge, or refuse
+// with a [TurnError] of this rank, retry instant and reason.
+type tryStep struct {
+	challenge bool
+	rank      int
+	retryAt   int64 // in ms
+	reason    string
+	// keepRegistration: the registration key may be a live duplicate's
+	// too, so the refusal writes no tombstone on it.
+	keepRegistration bool
+}
+
+// decideTry decides the one round of [TryAcquire] on the role state that
+// it read at nowMillis: the rules of [Evaluate], with a refusal where
+// AcquireLeadership would wait. It refuses while the round's registration
+// is not visible (retry one poll interval later), while Evaluate says wait
+// (retry at its instant), and while an open transaction hides the newest
+// records of the partition (one poll interval). A live lease that names
+// the member is an earlier incarnation, which the round fences (the
+// specification), unless this process saw its token fenced (a standby:
+// evaluateDeposed), or the duplicate-member watch is on and this transport
+// did not mint its token: the round then refuses until the lease's
+// deadline, and leaves the registration, which may be that process's too.
+// The rank is [RoleState.RankOf]'s.
+func decideTry(state RoleState, member MemberID, view campaignView, rules campaignRules, nowMillis int64) tryStep {
+	poll := nowMillis + rules.pollInterval.Milliseconds()
+	if entry, ok := state.Entry(member); !ok || entry.RegisteredAt != view.registeredAt {
+		return tryStep{retryAt: poll, reason: fmt.Sprintf("its registration is not visible in %s yet", view.partition)}
+	}
+	rank, _ := state.RankOf(member)
+	refuse := func(retryAt int64, format string, args ...any) tryStep {
+		return tryStep{rank: rank, retryAt: retryAt, reason: fmt.Sprintf(format, args...)}
+	}
+	decision := Evaluate(state, member, nowMillis, rules.lease)
+	lease := state.Lease
+	live := lease != nil && rules.lease.Timing(*lease).LiveAt(nowMillis)
+	switch own := classifyOwnLease(state, member, view.leaseFenced, rules.duplicateCheck); {
+	case own == ownLeaseDeposed:
+		decision = evaluateDeposed(state, member, nowMillis, rules.lease) // a successor minted: no failback
+	case own == ownLeaseEarlier && live:
+		decision = Decision{Action: ActionChallenge} // the specification's restart path
+	case own == ownLeaseWatch && live && !view.leaseMinted:
+		step := refuse(lease.Deadline, "the live lease names this member under %s, which this transport did not mint: an earlier incarnation, or another live process with this member id", lease.Token)
+		step.keepRegistration = true
+		return step
+	case own == ownLeaseWatch && live:
+		decision = Decision{Action: ActionChallenge} // an earlier leadership of this process: take it back
+	}
+	switch decision.Action {
+	case ActionChallenge:
+	case ActionWait:
+		if live {
+			return refuse(decision.WaitUntil, "role held by %s under %s until %d ms, and this member ranks %d", lease.Member, lease.Token, lease.Deadline, rank)
+		}
+		return refuse(decision.WaitUntil, "this member ranks %d, and the stagger of its rank has not passed", rank)
+	default:
+		return refuse(poll, "the rules say %s", decision.Action)
+	}
+	if _, hold, _ := view.memory.watchStable(view.stable, nowMillis, rules.lease); hold {
+		return refuse(poll, "an open transaction hides the newest records of %s, so an expired lease may have been renewed", view.partition)
+	}
+	return tryStep{challenge: true, rank: rank}
+}
