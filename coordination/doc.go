@@ -126,6 +126,10 @@
 // [KafkaCommandReader], the device side's reader of a guarded topic, is in
 // a kafka_*.go file too. Package coordinationtest holds an in-memory
 // transport, with fault injection, for tests driven by a [ManualClock].
+// The campaign's decisions are pure rules beside [Evaluate]; the loop only
+// carries out the step they return. docs/layout.md in the repository maps
+// every file to its concept, and says where a new rule or a new request
+// path goes.
 //
 // # Clock assumptions
 //
