@@ -46,17 +46,28 @@ func (w *Wire) Append(ctx context.Context, record Record) error {
 func (w *Wire) produceBounded(ctx context.Context, record *kgo.Record) error {
 	done := make(chan error, 1)
 	w.plain.Produce(ctx, record, func(_ *kgo.Record, err error) { done <- err })
+	if answered, err := awaitWithGrace(ctx, done); answered {
+		return err
+	}
+	return fmt.Errorf("the call's context ended (%w) with the record in flight; its outcome is unknown, and it may still be appended", ctx.Err())
+}
+
+// awaitWithGrace waits for the answer of a request in flight on done, for
+// the end of ctx, and then for AbandonGrace more. It reports true and the
+// answer, or false when the grace ran out with the request still in
+// flight (its outcome is unknown to the caller then).
+func awaitWithGrace(ctx context.Context, done <-chan error) (answered bool, err error) {
 	select {
 	case err := <-done:
-		return err
+		return true, err
 	case <-ctx.Done():
 	}
 	grace := time.NewTimer(AbandonGrace)
 	defer grace.Stop()
 	select {
 	case err := <-done:
-		return err
+		return true, err
 	case <-grace.C:
-		return fmt.Errorf("the call's context ended (%w) with the record in flight; its outcome is unknown, and it may still be appended", ctx.Err())
+		return false, nil
 	}
 }

@@ -62,17 +62,8 @@ func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error
 		defer func() { <-e.slot }()
 		done <- e.transactHeld(ctx, op, records)
 	}()
-	select {
-	case err := <-done:
+	if answered, err := awaitWithGrace(ctx, done); answered {
 		return err
-	case <-ctx.Done():
-	}
-	grace := time.NewTimer(AbandonGrace)
-	defer grace.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-grace.C:
 	}
 	return &Error{Op: op, Class: OutcomeUnknown, Err: ctx.Err()}
 }
