@@ -40,7 +40,9 @@ type seamUnit struct {
 	// directly.
 	imports []string
 	// deps is what a package depends on, directly or not (go list -deps);
-	// nil for a file.
+	// for a file, what its imports reach, directly or through the packages
+	// they depend on (a wrapper package cannot hide franz-go), except
+	// through package coordination itself, whose thin layer may.
 	deps []string
 }
 
@@ -76,6 +78,7 @@ var seamRules = []seamRule{
 	},
 	{
 		pkg:     coordinationtestPkg,
+		covers:  func(string) bool { return true },
 		forbids: []string{franzGoPath + "/...", kafkawirePath + "/..."},
 		why:     "the fakes and the conformance suite stand in for a broker behind Transport; they need no Kafka client",
 	},
@@ -109,14 +112,22 @@ func seamViolations(units []seamUnit, rules []seamRule) []string {
 			name, verb, paths := "package "+unit.pkg, "imports", unit.imports
 			if unit.file != "" {
 				name = strings.TrimPrefix(unit.pkg, modulePath+"/") + "/" + unit.file
+				paths = slices.Concat(unit.imports, unit.deps)
 			} else if rule.deps {
 				verb, paths = "depends on", unit.deps
 			}
+			reported := make(map[string]bool)
 			for _, path := range paths {
 				for _, pattern := range rule.forbids {
-					if forbidden(pattern, path) {
-						violations = append(violations, name+" "+verb+" "+path+": "+rule.why)
+					if !forbidden(pattern, path) || reported[path] {
+						continue
 					}
+					reported[path] = true
+					verb := verb
+					if unit.file != "" && !slices.Contains(unit.imports, path) {
+						verb = "reaches, through an import,"
+					}
+					violations = append(violations, name+" "+verb+" "+path+": "+rule.why)
 				}
 			}
 		}
@@ -133,8 +144,11 @@ type listPackage struct {
 	Dir        string
 	GoFiles    []string
 	CgoFiles   []string
-	Imports    []string
-	Deps       []string
+	// IgnoredGoFiles are the files that a build constraint leaves out on
+	// this machine: a rule checks them too, since another GOOS builds them.
+	IgnoredGoFiles []string
+	Imports        []string
+	Deps           []string
 }
 
 // seamUnits lists the packages of coordination with go list -json (which
@@ -142,17 +156,19 @@ type listPackage struct {
 // the go command builds.
 func seamUnits(t *testing.T) []seamUnit {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json", "./...")
+	// -deps lists every package that ./... reaches too, with its Deps, so
+	// that a file's reach through a wrapper package is known.
+	cmd := exec.Command("go", "list", "-deps", "-json", "./...")
 	out, err := cmd.Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			t.Fatalf("go list -json ./...: %v\n%s", err, exit.Stderr)
+			t.Fatalf("go list -deps -json ./...: %v\n%s", err, exit.Stderr)
 		}
-		t.Fatalf("go list -json ./...: %v", err)
+		t.Fatalf("go list -deps -json ./...: %v", err)
 	}
-	var units []seamUnit
-	fset := token.NewFileSet()
+	var listed []listPackage
+	depsOf := make(map[string][]string)
 	for dec := json.NewDecoder(strings.NewReader(string(out))); ; {
 		var p listPackage
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
@@ -160,8 +176,17 @@ func seamUnits(t *testing.T) []seamUnit {
 		} else if err != nil {
 			t.Fatalf("decode go list -json: %v", err)
 		}
+		depsOf[p.ImportPath] = p.Deps
+		if forbidden(coordinationPath+"/...", p.ImportPath) {
+			listed = append(listed, p)
+		}
+	}
+	var units []seamUnit
+	fset := token.NewFileSet()
+	for _, p := range listed {
 		units = append(units, seamUnit{pkg: p.ImportPath, imports: p.Imports, deps: p.Deps})
-		for _, file := range slices.Concat(p.GoFiles, p.CgoFiles) {
+		ignored := slices.DeleteFunc(slices.Clone(p.IgnoredGoFiles), func(file string) bool { return strings.HasSuffix(file, "_test.go") })
+		for _, file := range slices.Concat(p.GoFiles, p.CgoFiles, ignored) {
 			parsed, err := parser.ParseFile(fset, filepath.Join(p.Dir, file), nil, parser.ImportsOnly)
 			if err != nil {
 				t.Fatal(err)
@@ -173,6 +198,9 @@ func seamUnits(t *testing.T) []seamUnit {
 					t.Fatalf("%s: import %s: %v", file, imp.Path.Value, err)
 				}
 				unit.imports = append(unit.imports, path)
+				if path != coordinationPath {
+					unit.deps = append(unit.deps, depsOf[path]...)
+				}
 			}
 			units = append(units, unit)
 		}
@@ -220,16 +248,19 @@ func TestBoundaryRuleFindsViolations(t *testing.T) {
 		{pkg: coordinationPath, file: "leadership.go", imports: []string{"context", kgo}},
 		{pkg: coordinationPath, file: "renewal.go", imports: []string{kafkawirePath}},
 		{pkg: coordinationPath, file: "lease.go", imports: []string{"time"}},
+		{pkg: coordinationPath, file: "succession.go", imports: []string{coordinationPath + "/internal/shim"}, deps: []string{"errors", franzGoPath + "/pkg/kerr"}},
 		{pkg: coordinationPath, file: "kafka_transport.go", imports: []string{kgo, kafkawirePath}}, // the thin layer may
 		{pkg: kafkawirePath, imports: []string{kgo}, deps: []string{"context", coordinationPath, kgo}},
-		{pkg: coordinationtestPkg, imports: []string{coordinationPath, franzGoPath + "/pkg/kerr"}, deps: []string{kgo}},
+		{pkg: coordinationtestPkg, file: "cluster.go", imports: []string{coordinationPath, franzGoPath + "/pkg/kerr"}},
+		{pkg: coordinationtestPkg, file: "faults.go", imports: []string{coordinationPath}}, // through coordination it may
 	}
 	got := seamViolations(units, seamRules)
 	want := []string{
 		"coordination/leadership.go imports " + kgo + ": ",
 		"coordination/renewal.go imports " + kafkawirePath + ": ",
+		"coordination/succession.go reaches, through an import, " + franzGoPath + "/pkg/kerr: ",
 		"package " + kafkawirePath + " depends on " + coordinationPath + ": ",
-		"package " + coordinationtestPkg + " imports " + franzGoPath + "/pkg/kerr: ",
+		"coordination/coordinationtest/cluster.go imports " + franzGoPath + "/pkg/kerr: ",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("seamViolations found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

@@ -233,7 +233,7 @@ func (t *KafkaTransport) isClosed() bool { return t.wire.Closed() }
 // [ErrProducerLost]: the epoch's producer is gone, though no other member
 // fenced it. Close is idempotent and safe for concurrent use.
 //
-// Close returns within 500 ms (kafkawire.CloseBound). franz-go's own Close of a
+// Close returns within 500 ms. franz-go's own Close of a
 // client waits up to a second for requests in flight to a silent broker;
 // such a client finishes closing in the background, on a goroutine of the
 // transport, and sends nothing more.

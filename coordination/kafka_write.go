@@ -71,26 +71,17 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // checks the token and writes nothing. It runs one at a time with the lease
 // writes of the token.
 func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error {
-	out := make([]kafkawire.Record, 0, len(records))
 	t.mu.Lock()
-	for i, r := range records {
-		var refuse string
-		switch {
-		case r.Topic == "":
-			refuse = "has no topic"
-		case r.Partition < 0 || r.Partition > 1<<31-1:
-			refuse = fmt.Sprintf("has the partition %d, outside 0 to 2^31-1", r.Partition)
-		case r.Topic == StateTopic || t.stateTopics[r.Topic]:
-			refuse = fmt.Sprintf("is for the state topic %s, which holds only registrations and leases", r.Topic)
-		}
-		if refuse != "" {
-			t.mu.Unlock()
-			return fmt.Errorf("coordination: guarded write under %s: record %d %s", token, i, refuse)
-		}
+	err := checkGuardedRecords(records, func(topic string) bool { return t.stateTopics[topic] }) // leadership_write.go
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("coordination: guarded write under %s: %w", token, err)
+	}
+	out := make([]kafkawire.Record, 0, len(records))
+	for _, r := range records {
 		out = append(out, kafkawire.Record{Partition: kafkawire.Partition{Topic: r.Topic, Partition: int32(r.Partition)},
 			Key: r.Key, Value: r.Value, Headers: headersOf(r.Headers)})
 	}
-	t.mu.Unlock()
 	epoch, err := t.epochOf("guarded write", token)
 	if err != nil {
 		return err

@@ -126,19 +126,6 @@ func formatAgo(millis, nowMillis int64) string {
 	return formatSeconds(-d) + " ago"
 }
 
-// rankText writes a rank for a table: "holder" for the holder, "-" for a
-// member that has none.
-func rankText(state coordination.RoleState, member coordination.MemberID) string {
-	if holder, ok := state.Holder(); ok && holder == member {
-		return "holder"
-	}
-	rank, ok := state.RankOf(member)
-	if !ok {
-		return "-"
-	}
-	return fmt.Sprint(rank)
-}
-
 // tokenText writes a token of a JSON field for text output: "-" for none.
 func tokenText(token *tokenJSON) string {
 	if token == nil {
