@@ -441,30 +441,19 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 	token := *c.minted
 	lease := c.settings.lease.Grant(c.member, token, c.settings.clock.NowMillis())
 	if err := c.transport.WriteLease(ctx, c.partition, token, EncodeKey(LeaseKey(c.role)), EncodeLease(lease)); err != nil {
-		if errors.Is(err, ErrFenced) || errors.Is(err, ErrProducerLost) {
-			c.minted = nil // no later write under this epoch can land
+		if !epochServesAgain(err) {
+			c.minted = nil
 		}
 		return nil, wrapf(err, nil, "write the first lease of role %s under %s", c.role, token)
 	}
 	return startLeadership(c, lease), nil
 }
 
-// mintAttemptBound bounds one InitProducerId attempt of a challenge: the
-// poll interval, and at least minMintAttempt so that a cold client on a
-// loaded machine can finish a healthy mint, doubled for each attempt in a
-// row that ran out of it, up to the lease duration: a cluster whose mints
-// are slow still serves one, and a challenge never waits longer than a
-// lease for a mint whose reason may be gone.
+// mintAttemptBound is the bound of the next mint attempt of this call
+// (campaign_rules.go).
 func (c *campaign) mintAttemptBound() time.Duration {
-	bound := max(c.settings.pollInterval, minMintAttempt)
-	for range min(c.mintTimeouts, 16) {
-		bound *= 2
-	}
-	return max(min(bound, c.settings.lease.duration), minMintAttempt)
+	return mintAttemptBound(c.settings.pollInterval, c.settings.lease.duration, c.mintTimeouts)
 }
-
-// minMintAttempt is the floor of mintAttemptBound.
-const minMintAttempt = 500 * time.Millisecond
 
 // sawFenced reports whether this process saw a write under token refused
 // as fenced: the transport says so ([FenceRecorder]), or the [Elector]

@@ -507,3 +507,30 @@ func decideTry(state RoleState, member MemberID, view campaignView, rules campai
 	}
 	return tryStep{challenge: true, rank: rank}
 }
+
+// mintAttemptBound bounds one InitProducerId attempt of a challenge: the
+// poll interval, and at least minMintAttempt so that a cold client on a
+// loaded machine can finish a healthy mint, doubled for each of timeouts,
+// the attempts in a row that ran out of it, up to the lease duration: a
+// cluster whose mints are slow still serves one, and a challenge never
+// waits longer than a lease for a mint whose reason may be gone.
+func mintAttemptBound(pollInterval, leaseDuration time.Duration, timeouts int) time.Duration {
+	bound := max(pollInterval, minMintAttempt)
+	for range min(timeouts, 16) {
+		bound *= 2
+	}
+	return max(min(bound, leaseDuration), minMintAttempt)
+}
+
+// minMintAttempt is the floor of mintAttemptBound.
+const minMintAttempt = 500 * time.Millisecond
+
+// epochServesAgain reports whether the epoch that a challenge minted may
+// serve the next challenge of the same call after the first lease write
+// under it failed with err: not after a fence ([ErrFenced]) or a lost
+// producer ([ErrProducerLost]), under which no later write can land; after
+// any other failure (a timeout, an unreachable partition leader) the
+// epoch may still be the newest, and minting again would only use one up.
+func epochServesAgain(err error) bool {
+	return !errors.Is(err, ErrFenced) && !errors.Is(err, ErrProducerLost)
+}

@@ -5,6 +5,7 @@ package coordination
 // decide, with and without each extension's option that changes it.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -517,5 +518,40 @@ func TestTryRules(t *testing.T) {
 				t.Errorf("reason %q; want one with %q", got.reason, r.reason)
 			}
 		})
+	}
+}
+
+// TestMintRules: the bound of a mint attempt doubles per attempt that ran
+// out, from max(poll, 500 ms) up to the lease; and a minted epoch serves
+// the next challenge unless its write was fenced or its producer lost.
+func TestMintRules(t *testing.T) {
+	for _, c := range []struct {
+		poll, lease time.Duration
+		timeouts    int
+		want        time.Duration
+	}{
+		{time.Second, 30 * time.Second, 0, time.Second},                       // the default poll
+		{100 * time.Millisecond, 30 * time.Second, 0, 500 * time.Millisecond}, // the floor
+		{100 * time.Millisecond, 30 * time.Second, 2, 2 * time.Second},        // doubled twice
+		{time.Second, 6 * time.Second, 5, 6 * time.Second},                    // capped at the lease
+		{time.Second, 30 * time.Second, 1000, 30 * time.Second},               // no overflow
+		{time.Second, 200 * time.Millisecond, 3, 500 * time.Millisecond},      // the floor wins over a shorter lease
+	} {
+		if got := mintAttemptBound(c.poll, c.lease, c.timeouts); got != c.want {
+			t.Errorf("mintAttemptBound(poll %v, lease %v, %d timeouts) = %v, want %v", c.poll, c.lease, c.timeouts, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("write: %w", ErrFenced), false},
+		{fmt.Errorf("write: %w", ErrProducerLost), false},
+		{context.DeadlineExceeded, true},
+		{errors.New("the partition leader is unreachable"), true},
+	} {
+		if got := epochServesAgain(c.err); got != c.want {
+			t.Errorf("epochServesAgain(%v) = %t, want %t", c.err, got, c.want)
+		}
 	}
 }
