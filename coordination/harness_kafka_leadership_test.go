@@ -83,9 +83,16 @@ func (e *klEnv) member(t *testing.T, name string) *klTransport {
 // describe asks the observer which token holds the role.
 func (e *klEnv) describe(t *testing.T, role coordination.Role) coordination.LeadershipStatus {
 	t.Helper()
+	return klDescribe(t, e.observer, role)
+}
+
+// klDescribe asks the transaction coordinator, through observer, which
+// token holds the role, within 20 s, or fails the test.
+func klDescribe(t *testing.T, observer *coordination.KafkaTransport, role coordination.Role) coordination.LeadershipStatus {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	status, err := coordination.DescribeLeadership(ctx, e.observer, role)
+	status, err := coordination.DescribeLeadership(ctx, observer, role)
 	if err != nil {
 		t.Fatalf("DescribeLeadership(%s): %v", role, err)
 	}

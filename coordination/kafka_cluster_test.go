@@ -529,13 +529,7 @@ func TestKafkaClusterBrokerCrash(t *testing.T) {
 // role.
 func (e *kcEnv) describeAt(t *testing.T, role coordination.Role) coordination.LeadershipStatus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	status, err := coordination.DescribeLeadership(ctx, e.observer, role)
-	if err != nil {
-		t.Fatalf("DescribeLeadership(%s): %v", role, err)
-	}
-	return status
+	return klDescribe(t, e.observer, role)
 }
 
 // TestKafkaClusterRollingRestart (issue 9, "0 for a rolling restart"):
