@@ -274,6 +274,10 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		recorder, ok := c.transport.(MintRecorder)
 		view.leaseMinted = ok && recorder.Minted(lease.Token)
 	}
+	if minter, ok := c.transport.(lateMinter); ok && epoch.asked && epoch.held {
+		minted, pending := minter.lateMint(c.role, epoch.current)
+		view.ownMint = minted || pending
+	}
 	if reporter, ok := c.transport.(StableOffsetReporter); ok {
 		view.stable.stable, view.stable.high, view.stable.reported = reporter.StableOffsets(c.partition)
 	}
@@ -308,6 +312,15 @@ func (c *campaign) note(step campaignStep, state RoleState, view campaignView, n
 	if notes&noteViewHeld != 0 {
 		c.logger.Info("coordination: an open transaction hides records past the last stable offset; holding the challenge",
 			slog.Int64("last_stable_offset", c.memory.stuckStable), slog.Int64("high_watermark", view.stable.high))
+	}
+	if notes&noteRivalMint != 0 {
+		c.logger.Info("coordination: the coordinator holds a newer token than the expired lease: another challenger minted; waiting for its first lease",
+			slog.String("lease_token", state.Lease.Token.String()), slog.String("coordinator_token", view.epoch.current.String()),
+			slog.Int64("challenge_not_before", c.memory.rival.until))
+	}
+	if notes&noteRivalGivenUp != 0 {
+		c.logger.Warn("coordination: no lease of the other challenger's mint landed for a lease duration plus this rank's stagger; challenging",
+			slog.String("coordinator_token", view.epoch.current.String()))
 	}
 	if notes&noteViewGivenUp != 0 {
 		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",

@@ -20,11 +20,12 @@ type campaignRules struct {
 	lease          LeaseConfig
 	pollInterval   time.Duration
 	duplicateCheck bool // WithDuplicateMemberCheck
+	rivalWatch     bool // WithRivalMintWatch
 }
 
 // campaignRules returns the rules that these settings give.
 func (s *settings) campaignRules() campaignRules {
-	return campaignRules{lease: s.lease, pollInterval: s.pollInterval, duplicateCheck: s.duplicateCheck}
+	return campaignRules{lease: s.lease, pollInterval: s.pollInterval, duplicateCheck: s.duplicateCheck, rivalWatch: s.rivalWatch}
 }
 
 // campaignView is what one call knows beside the role state when the rules
@@ -52,6 +53,12 @@ type campaignView struct {
 	stable stableOffsets // what a [StableOffsetReporter] reports of the partition
 
 	memory campaignMemory
+
+	// ownMint: the token that the coordinator holds (epoch.current) may be
+	// this transport's own, minted by a mint attempt that gave up before
+	// the coordinator answered, or still waiting for its answer
+	// ([lateMinter]); watchRival does not wait for it.
+	ownMint bool
 }
 
 // epochAnswer is what DescribeEpoch answered on the current read of the
@@ -80,6 +87,20 @@ type campaignMemory struct {
 
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when the rules first saw it held, in ms; 0 for none
+
+	// rival is a mint of another challenger that the rules wait for
+	// (watchRival); the zero value for none.
+	rival rivalMint
+}
+
+// rivalMint is a token that the transaction coordinator held for the role
+// while the newest lease on the partition carried an older one: another
+// challenger minted it and has not yet written its first lease.
+type rivalMint struct {
+	token      FencingToken // the coordinator's token
+	leaseToken FencingToken // the token of the expired lease it superseded
+	seenAt     int64        // when the rules first saw it, in ms; 0 for none
+	until      int64        // no challenge before this instant, in ms
 }
 
 // campaignAction is what the loop does next.
@@ -144,6 +165,8 @@ const (
 	noteEpochUnknown                                   // DescribeEpoch failed: the quiet test decides alone
 	noteViewHeld                                       // an open transaction hides records: the challenge waits
 	noteViewGivenUp                                    // it hid them for a lease duration plus the abort sweep: challenge anyway
+	noteRivalMint                                      // first sight: another challenger minted after the expired lease; waiting for its lease
+	noteRivalGivenUp                                   // no lease of that mint landed for a lease duration plus this rank's stagger: challenge
 )
 
 // campaignStep is one decision of the rules.
@@ -183,8 +206,10 @@ type campaignStep struct {
 //     challenged at once (the specification); with the duplicate-member
 //     watch, decideNamedLease decides.
 //  8. Evaluate's answer: wait until its instant (or the next heartbeat,
-//     if sooner); a challenge waits for notBefore and for a view that no
-//     open transaction hides (watchStable), then challenges.
+//     if sooner); a challenge waits for notBefore, for a view that no
+//     open transaction hides (watchStable), and for the first lease of a
+//     rival challenger that minted after an expired lease (watchRival),
+//     then challenges.
 func decideCampaign(state RoleState, member MemberID, view campaignView, rules campaignRules, nowMillis int64) campaignStep {
 	memory := view.memory
 	poll := nowMillis + rules.pollInterval.Milliseconds()
@@ -248,7 +273,13 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		if hold {
 			return campaignStep{action: campaignWait, until: poll, notes: notes | note, memory: memory}
 		}
-		return campaignStep{action: campaignChallenge, notes: notes | note, memory: memory}
+		notes |= note
+		rival := watchRival(state, member, view, memory, rules, nowMillis)
+		if rival.step != nil {
+			rival.step.notes |= notes
+			return *rival.step
+		}
+		return campaignStep{action: campaignChallenge, notes: notes | rival.notes, memory: rival.memory}
 	}
 	// A deposed member whose own rank lapsed once the lease no longer
 	// counts as its: read again.
@@ -442,6 +473,66 @@ func (m campaignMemory) watchStable(view stableOffsets, nowMillis int64, config 
 		return m, false, noteViewGivenUp
 	}
 	return m, true, note
+}
+
+// rivalStep is what watchRival decides: a step to take now (ask the
+// coordinator, or wait for the rival's lease), or else the memory and the
+// notes that the challenge goes on with.
+type rivalStep struct {
+	step   *campaignStep
+	memory campaignMemory
+	notes  campaignNote
+}
+
+// watchRival decides, with the rival-mint watch on ([WithRivalMintWatch]),
+// whether a challenge of an expired lease waits for a rival: another
+// challenger that minted after that lease, and whose first lease has not
+// landed yet. Without the watch (the specification), a
+// challenge lost to a newer epoch, or a standby of the next rank, mints
+// again one poll interval later, and while the state partition cannot take
+// a write (its leader moves after a broker fault) two challengers fence each
+// other's first lease in turn, one epoch each time, until one lease lands.
+// A mint is then the claim of a lease that was never written: the
+// challenger waits as it would for that lease, one lease duration from when
+// it first saw the mint, plus the stagger of its rank, and challenges only
+// if no lease under a newer token landed by then (the rival died between
+// its mint and its lease).
+//
+// The rule asks the coordinator (DescribeEpoch) once per read, and only
+// to challenge a lease that expired: a lease that Resign tombstoned, a
+// role without a lease, and a handover take the specification's path with
+// no extra request. It waits only when the coordinator holds another token
+// than the expired lease's; a coordinator that cannot answer, and a token
+// that this transport's own abandoned mint attempt may have minted
+// (view.ownMint: the next mint takes that token instead of minting
+// again), leave the challenge as the specification has it.
+func watchRival(state RoleState, member MemberID, view campaignView, memory campaignMemory, rules campaignRules, nowMillis int64) rivalStep {
+	lease := state.Lease
+	if !rules.rivalWatch || lease == nil || rules.lease.Timing(*lease).LiveAt(nowMillis) {
+		memory.rival = rivalMint{}
+		return rivalStep{memory: memory}
+	}
+	if r := memory.rival; r.seenAt != 0 && r.leaseToken == lease.Token && nowMillis < r.until {
+		// Waiting for the rival's lease already: no question per read.
+		return rivalStep{step: &campaignStep{action: campaignWait, until: r.until, memory: memory}}
+	}
+	if !view.epoch.asked {
+		return rivalStep{step: &campaignStep{action: campaignDescribeEpoch, memory: memory}}
+	}
+	if view.epoch.err != nil || !view.epoch.held || view.epoch.current == lease.Token || view.ownMint {
+		memory.rival = rivalMint{}
+		return rivalStep{memory: memory}
+	}
+	r := memory.rival
+	if r.seenAt == 0 || r.token != view.epoch.current || r.leaseToken != lease.Token {
+		rank, _ := state.RankOf(member)
+		wait := rules.lease.duration + rules.lease.ChallengeDelay(rank)
+		memory.rival = rivalMint{token: view.epoch.current, leaseToken: lease.Token, seenAt: nowMillis, until: nowMillis + wait.Milliseconds()}
+		return rivalStep{step: &campaignStep{action: campaignWait, until: memory.rival.until, notes: noteRivalMint, memory: memory}}
+	}
+	// The rival's mint stood for its whole wait, and no lease of it landed.
+	memory.rival = rivalMint{}
+	return rivalStep{memory: memory, notes: noteRivalGivenUp}
 }
 
 // tryStep is what the one round of [TryAcquire] does: challenge, or refuse

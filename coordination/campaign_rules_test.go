@@ -88,6 +88,7 @@ func TestCampaignRules(t *testing.T) {
 	anchor := campaignRules{lease: f.anchor, pollInterval: time.Second}
 	watch := campaignRules{lease: f.spec, pollInterval: time.Second, duplicateCheck: true}
 	watchHeartbeats := campaignRules{lease: f.heartbeats, pollInterval: time.Second, duplicateCheck: true}
+	rival := campaignRules{lease: f.spec, pollInterval: time.Second, rivalWatch: true}
 
 	// seen is the view of a call whose registration the roster showed.
 	seen := campaignView{role: f.role, registeredAt: meAt, appendedAt: meAt, memory: campaignMemory{ownRegistrationSeen: true}}
@@ -261,53 +262,111 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "rank 0 at the deadline", options: "spec", rules: spec,
 			state: RoleState{Roster: roster, Lease: expired}, view: seen, now: T,
 			action: campaignChallenge},
-		{branch: "rank 0 one ms before the deadline", options: "spec", rules: spec,
+		{branch: "rank 0 at the deadline, the coordinator holds a newer token: the specification challenges", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: expired}, view: with(seen, asked(f.newer, true, nil)), now: T,
+			action: campaignChallenge},
+		{branch: "rank 0 at the deadline: ask the coordinator first", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired}, view: seen, now: T,
+			action: campaignDescribeEpoch},
+		{branch: "rank 0 at the deadline, the coordinator holds the lease's token", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired}, view: with(seen, asked(f.tok, true, nil)), now: T,
+			action: campaignChallenge},
+
+		// 8b. A rival's mint (watchRival).
+		{branch: "expired lease, the coordinator holds a newer token: wait a lease (rank 0: no stagger)", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired}, view: with(seen, asked(f.newer, true, nil)), now: T + 5_000,
+			action: campaignWait, until: T + 5_000 + 30_000, notes: noteRivalMint,
+			memory: &campaignMemory{ownRegistrationSeen: true, rival: rivalMint{token: f.newer, leaseToken: f.tok, seenAt: T + 5_000, until: T + 35_000}}},
+		{branch: "expired lease, a newer token, rank 1: wait a lease and one stagger", options: "rival", rules: rival,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), entry(f.n3, 1, T-15_000), entry(f.me, 2, meAt)}, Lease: expired},
+			view:  with(seen, asked(f.newer, true, nil)), now: T + 5_000,
+			action: campaignWait, until: T + 5_000 + 30_000 + 5_000, notes: noteRivalMint},
+		{branch: "waiting for the rival's lease: no question on the next read", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired},
+			view: with(seen, func(v *campaignView) {
+				v.memory.rival = rivalMint{token: f.newer, leaseToken: f.tok, seenAt: T + 5_000, until: T + 40_000}
+			}), now: T + 20_000,
+			action: campaignWait, until: T + 40_000},
+		{branch: "the rival's wait passed: ask again", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired},
+			view: with(seen, func(v *campaignView) {
+				v.memory.rival = rivalMint{token: f.newer, leaseToken: f.tok, seenAt: T + 5_000, until: T + 40_000}
+			}), now: T + 40_000,
+			action: campaignDescribeEpoch},
+		{branch: "the rival's mint stood its wait with no lease: challenge", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired},
+			view: with(with(seen, asked(f.newer, true, nil)), func(v *campaignView) {
+				v.memory.rival = rivalMint{token: f.newer, leaseToken: f.tok, seenAt: T + 5_000, until: T + 40_000}
+			}), now: T + 40_000,
+			action: campaignChallenge, notes: noteRivalGivenUp, memory: &campaignMemory{ownRegistrationSeen: true}},
+		{branch: "another rival minted meanwhile: wait anew", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired},
+			view: with(with(seen, asked(f.older, true, nil)), func(v *campaignView) {
+				v.memory.rival = rivalMint{token: f.newer, leaseToken: f.tok, seenAt: T + 5_000, until: T + 40_000}
+			}), now: T + 40_000,
+			action: campaignWait, until: T + 40_000 + 30_000, notes: noteRivalMint},
+		{branch: "the newer token is this transport's own abandoned mint: challenge", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired}, view: with(with(seen, asked(f.newer, true, nil)), func(v *campaignView) { v.ownMint = true }), now: T,
+			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true}},
+		{branch: "the coordinator cannot answer: the specification's challenge", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired}, view: with(seen, asked(FencingToken{}, false, errors.New("coordinator not available"))), now: T,
+			action: campaignChallenge},
+		{branch: "the coordinator holds no token: challenge", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: expired}, view: with(seen, asked(FencingToken{}, false, nil)), now: T,
+			action: campaignChallenge},
+		{branch: "a rival's lease landed: a live lease, Evaluate waits", options: "rival", rules: rival,
+			state: RoleState{Roster: roster, Lease: leaseOf(f.n3, f.newer, T)},
+			view: with(seen, func(v *campaignView) {
+				v.memory.rival = rivalMint{token: f.newer, leaseToken: f.tok, seenAt: T - 1_000, until: T + 29_000}
+			}), now: T + 1_000,
+			action: campaignWait, until: T + 35_000},
+		{branch: "rank 0 one ms before the deadline", options: "rival", rules: rival,
 			state: RoleState{Roster: roster, Lease: expired}, view: seen, now: T - 1,
 			action: campaignWait, until: T},
-		{branch: "no lease, rank 0", options: "spec", rules: spec,
+		{branch: "no lease, rank 0", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]}, view: seen, now: T,
 			action: campaignChallenge},
-		{branch: "no lease, rank 1: anchored on the registration", options: "spec", rules: spec,
+		{branch: "no lease, rank 1: anchored on the registration", options: "rival", rules: rival,
 			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), entry(f.me, 1, T-1_000)}},
 			view:  with(seen, func(v *campaignView) { v.registeredAt = T - 1_000 }), now: T,
 			action: campaignWait, until: T + 4_000},
 		{branch: "after a resignation, rank 1: anchored on the tombstone", options: "anchor", rules: anchor,
 			state: RoleState{Roster: roster, LeaseClearedAt: T - 500}, view: seen, now: T,
 			action: campaignWait, until: T + 4_500},
-		{branch: "after a resignation, rank 1: anchored on the registration", options: "spec", rules: spec,
+		{branch: "after a resignation, rank 1: anchored on the registration", options: "rival", rules: rival,
 			state: RoleState{Roster: roster, LeaseClearedAt: T - 500}, view: seen, now: T,
 			action: campaignChallenge},
-		{branch: "challenge lost a moment ago: not before", options: "spec", rules: spec,
+		{branch: "challenge lost a moment ago: not before", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]}, view: with(seen, func(v *campaignView) { v.notBefore = T + 700 }), now: T,
 			action: campaignWait, until: T + 700},
-		{branch: "challenge lost, not-before passed", options: "spec", rules: spec,
+		{branch: "challenge lost, not-before passed", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]}, view: with(seen, func(v *campaignView) { v.notBefore = T }), now: T,
 			action: campaignChallenge},
-		{branch: "an open transaction hides records: hold", options: "spec", rules: spec,
+		{branch: "an open transaction hides records: hold", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: T,
 			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
 			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T}},
-		{branch: "an open transaction, held short of a lease duration plus the sweep", options: "spec", rules: spec,
+		{branch: "an open transaction, held short of a lease duration plus the sweep", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 10, high: 12}, 10, T-39_999
 			}), now: T,
 			action: campaignWait, until: T + 1_000,
 			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T - 39_999}},
-		{branch: "an open transaction, held for a lease duration plus the sweep: challenge", options: "spec", rules: spec,
+		{branch: "an open transaction, held for a lease duration plus the sweep: challenge", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 10, high: 12}, 10, T-40_000
 			}), now: T,
 			action: campaignChallenge, notes: noteViewGivenUp},
-		{branch: "the last stable offset moved: hold anew", options: "spec", rules: spec,
+		{branch: "the last stable offset moved: hold anew", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 10, high: 12}, 8, T-40_000
 			}), now: T,
 			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
 			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T}},
-		{branch: "the view is complete again", options: "spec", rules: spec,
+		{branch: "the view is complete again", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 12, high: 12}, 10, T-5_000
@@ -367,7 +426,7 @@ func TestCampaignRules(t *testing.T) {
 			t.Errorf("no row takes the action %v", a)
 		}
 	}
-	for n := campaignNote(1); n <= noteViewGivenUp; n <<= 1 {
+	for n := campaignNote(1); n <= noteRivalGivenUp; n <<= 1 {
 		if notes&n == 0 {
 			t.Errorf("no row takes the note %d (bit %d)", n, bits.TrailingZeros(uint(n)))
 		}

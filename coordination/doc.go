@@ -224,6 +224,17 @@
 //     leadership on a fence or a resignation only. Tests:
 //     TestRenewDeadline* (renew_deadline_test.go),
 //     TestKafkaClusterRenewDeadline.
+//   - The rival-mint watch: [WithRivalMintWatch]. Why: while the state
+//     partition cannot take a write after a broker fault, the challengers
+//     of an expired lease fence each other's first lease in turn, one epoch
+//     and one leadership change each; with the watch, a challenger that
+//     sees the coordinator hold a newer token than the expired lease's
+//     waits one lease duration plus its stagger for that token's lease.
+//     Why off: by the specification a standby challenges at its instant
+//     whatever the coordinator holds, and a mint that never writes a lease
+//     (an operator's fence) delays the failover by a lease duration.
+//     Tests: TestCampaignRules/rival (the rows of watchRival),
+//     TestElectorRivalMintWatchWaitsForTheMintsLease.
 //   - The transport's lease policy: [KafkaTransport] is built with a lease
 //     policy (its transaction timeout), but the default of every call is
 //     [DefaultLeaseConfig] all the same; pass
@@ -260,10 +271,16 @@
 //     again and decides again: a challenge whose reason is gone is
 //     dropped, and a late mint never deposes a leader that the member did
 //     not see fail (issue 9). The specification bounds the call by its
-//     context only; over a transport whose InitProducerId ignores its
-//     context and mints late, an attempt that ran out may have used up an
-//     epoch. Tests: TestLivenessLateChallengeIsAbandoned,
-//     TestCampaignMintAttemptBoundGrows.
+//     context only. [KafkaTransport] lets the InitProducerId of an attempt
+//     that ran out run on to its answer, and its next AcquireEpoch of the
+//     role takes the pair that the request minted, while the coordinator
+//     still holds it, instead of minting again: the pair that the
+//     specification's unbounded call would have got, so an abandoned
+//     attempt costs no second epoch. Over a transport that cannot do that,
+//     an attempt that ran out may have used up an epoch. Tests:
+//     TestLivenessLateChallengeIsAbandoned,
+//     TestCampaignMintAttemptBoundGrows,
+//     TestKafkaAbandonedMintIsTakenByTheNextMint (kafkawire).
 //
 // Records of kind 0 that the specification's Registration describes ("it
 // writes a tombstone on the same key when it leaves"): [Leadership.Resign]

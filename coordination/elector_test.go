@@ -103,6 +103,39 @@ func (r *elRun) stop(t *testing.T) error {
 	return r.err
 }
 
+// TestElectorRivalMintWatchWaitsForTheMintsLease: with
+// WithRivalMintWatch, a member that would challenge an expired lease while
+// the coordinator holds a newer token (a mint whose lease never came: here
+// an operator's AcquireEpoch) waits one lease duration from first sight
+// before it challenges, where the specification's rules (the test above)
+// take the role at the deadline.
+func TestElectorRivalMintWatchWaitsForTheMintsLease(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		run := elStart(t, e, node1, nil, coordination.WithRivalMintWatch())
+		first := run.leadership(t, 1)
+		scHolds(t, first)
+		if _, err := e.cluster.Transport("operator").AcquireEpoch(context.Background(), e.role); err != nil {
+			t.Fatal(err)
+		}
+		e.runTo(10_000)
+		scEnded(t, first, coordination.ErrFenced)
+		// At the deadline the coordinator holds the operator's token, not
+		// the expired lease's: a rival's mint, whose lease it waits for.
+		e.runTo(59_999)
+		if started, _, _, _ := run.snapshot(); started != 1 {
+			t.Fatalf("the member challenged before the rival's mint had stood a lease duration (at %d starts)", started)
+		}
+		e.runTo(60_000)
+		second := run.leadership(t, 2)
+		scHolds(t, second)
+		e.checkToken(second.Token(), "after the rival's wait")
+		if err := run.stop(t); err != nil {
+			t.Fatalf("Run after its context ended = %v, want nil", err)
+		}
+	})
+}
+
 // TestElectorRejoinsAfterAFenceAndResignsOnShutdown: a fence ends the
 // work's context with the fence as its cause, the elector reports it,
 // rejoins at the tail, takes the role again by the rules, and resigns when

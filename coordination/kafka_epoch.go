@@ -60,6 +60,15 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 	return tokenOf(producer), true, nil
 }
 
+// lateMint reports whether a mint attempt of the role that gave up before
+// the coordinator answered minted token after all (minted), or is still
+// waiting for its answer (pending), and implements lateMinter: the next
+// AcquireEpoch takes such a token instead of minting again while the
+// coordinator still holds it (kafkawire's Wire.Mint).
+func (t *KafkaTransport) lateMint(role Role, token FencingToken) (minted, pending bool) {
+	return t.wire.LateMint(role.String(), producerOf(token))
+}
+
 // Minted reports whether this transport minted token, and implements
 // [MintRecorder]. It is safe for concurrent use.
 func (t *KafkaTransport) Minted(token FencingToken) bool {

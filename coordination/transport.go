@@ -214,6 +214,18 @@ type MintRecorder interface {
 	Minted(token FencingToken) bool
 }
 
+// lateMinter is implemented by a transport whose mint attempt that gave up
+// before the coordinator answered still gets its answer, and whose next
+// AcquireEpoch takes the pair it minted while the coordinator holds it
+// ([KafkaTransport]). The campaign asks it before it waits for a rival's
+// mint (watchRival): a token of the transport's own abandoned attempt is no
+// rival's.
+type lateMinter interface {
+	// lateMint reports whether an abandoned mint attempt of role minted
+	// token (minted), or is still waiting for its answer (pending).
+	lateMint(role Role, token FencingToken) (minted, pending bool)
+}
+
 // FenceRecorder is implemented by a transport that remembers the tokens of
 // its own whose writes the cluster refused as fenced. [AcquireLeadership]
 // and [TryAcquire] ask it about a lease that names their own member: a

@@ -110,6 +110,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	renew := fs.Duration("renew", time.Second, "renew interval")
 	stagger := fs.Duration("stagger", 500*time.Millisecond, "challenge stagger per rank")
 	poll := fs.Duration("poll", 250*time.Millisecond, "poll interval of a waiting member")
+	rivalWatch := fs.Bool("rival-watch", false, "switch the rival-mint watch on (coordination.WithRivalMintWatch): a challenger of an expired lease that sees the coordinator hold a newer token waits a lease duration plus its stagger for that token's lease")
 	heartbeat := fs.Duration("heartbeat", 0, "switch the members' heartbeats on at this interval (coordination.WithHeartbeatInterval); 0, the default, runs the library's defaults: the specification's behaviour, no extension on")
 	interval := fs.Duration("command-interval", 100*time.Millisecond, "gap between two commands of a leader")
 	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "bound of one guarded write")
@@ -171,7 +172,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	info, err := chaos.Orchestrate(ctx, chaos.RunConfig{
 		Brokers: splitList(*brokers), Members: *members, Roles: *roles,
 		Duration: *duration, Seed: *seed,
-		Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll, Heartbeat: *heartbeat,
+		Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll, Heartbeat: *heartbeat, RivalWatch: *rivalWatch,
 		CommandInterval: *interval, WriteTimeout: *writeTimeout,
 		Faults: kinds, MeanGap: *meanGap, MaxSkew: *maxSkew,
 		BrokerRestartEvery: *restartEvery, BrokerRestartCmd: *restartCmd,

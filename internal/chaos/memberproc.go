@@ -122,9 +122,9 @@ func WatchStdin(cancel context.CancelFunc) {
 }
 
 // memberOptions are the library options of a member: the run's timings,
-// topic and clock, and heartbeats only when the run switches them on
-// (RunInfo.Heartbeat); every other extension stays at the specification's
-// default (off).
+// topic and clock, and heartbeats and the rival-mint watch only when the
+// run switches them on (RunInfo.Heartbeat, RunInfo.RivalWatch); every other
+// extension stays at the specification's default (off).
 func memberOptions(info *RunInfo, lease coordination.LeaseConfig, clock coordination.Clock, logger *slog.Logger) []coordination.Option {
 	options := []coordination.Option{
 		coordination.WithLeaseConfig(lease),
@@ -136,6 +136,9 @@ func memberOptions(info *RunInfo, lease coordination.LeaseConfig, clock coordina
 	}
 	if info.Heartbeat > 0 {
 		options = append(options, coordination.WithHeartbeatInterval(info.Heartbeat))
+	}
+	if info.RivalWatch {
+		options = append(options, coordination.WithRivalMintWatch())
 	}
 	return options
 }

@@ -43,7 +43,10 @@ type RunConfig struct {
 	// Heartbeat switches the members' heartbeats on at this interval
 	// (coordination.WithHeartbeatInterval); zero runs the specification's
 	// defaults, without heartbeats.
-	Heartbeat                     time.Duration
+	Heartbeat time.Duration
+	// RivalWatch switches the members' rival-mint watch on
+	// (coordination.WithRivalMintWatch).
+	RivalWatch                    bool
 	CommandInterval, WriteTimeout time.Duration
 
 	// Faults lists the fault kinds; MeanGap is the mean gap between two
@@ -204,6 +207,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Stagger:         config.Stagger,
 		Poll:            config.Poll,
 		Heartbeat:       config.Heartbeat,
+		RivalWatch:      config.RivalWatch,
 		CommandInterval: config.CommandInterval,
 		WriteTimeout:    config.WriteTimeout,
 		Faults:          config.Faults,

@@ -63,7 +63,9 @@ type RunInfo struct {
 	Poll    time.Duration `json:"poll"`
 	// Heartbeat is the members' heartbeat interval, and zero when they run
 	// without heartbeats (the specification's default).
-	Heartbeat       time.Duration `json:"heartbeat,omitempty"`
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// RivalWatch: the members run coordination.WithRivalMintWatch.
+	RivalWatch      bool          `json:"rival_watch,omitempty"`
 	CommandInterval time.Duration `json:"command_interval"`
 	WriteTimeout    time.Duration `json:"write_timeout"`
 

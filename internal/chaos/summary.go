@@ -258,8 +258,15 @@ func CheckRun(ctx context.Context, dir string, brokers []string, settle time.Dur
 
 // runOptions names the library extensions of a run's members.
 func runOptions(info *RunInfo) string {
+	var on []string
 	if info.Heartbeat > 0 {
-		return "heartbeats every " + info.Heartbeat.String()
+		on = append(on, "heartbeats every "+info.Heartbeat.String())
 	}
-	return "none (the specification's defaults)"
+	if info.RivalWatch {
+		on = append(on, "the rival-mint watch")
+	}
+	if len(on) == 0 {
+		return "none (the specification's defaults)"
+	}
+	return strings.Join(on, ", ")
 }

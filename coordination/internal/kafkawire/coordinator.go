@@ -61,6 +61,14 @@ const (
 // as the first one, and an InitProducerId sent again mints the next epoch,
 // which only the caller learns.
 func (c *txnCoordinators) request(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
+	return c.requestWith(ctx, ctx, txnID, build, codeOf)
+}
+
+// requestWith is request with the requests to the coordinator sent under
+// send and the retries bounded by ctx: a request in flight when ctx ends
+// runs on to its answer (an InitProducerId whose mint the caller keeps,
+// mint_late.go), and no request goes after ctx ended.
+func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
 	backoff := coordinatorBackoff
 	for {
 		node, err := c.node(ctx, txnID)
@@ -68,8 +76,11 @@ func (c *txnCoordinators) request(ctx context.Context, txnID string, build func(
 		if coordinatorRefused(err) {
 			return nil, err // FindCoordinator refused: a missing ACL, an invalid id
 		}
+		if err == nil && ctx.Err() != nil {
+			return nil, ctx.Err() // no request after ctx ended
+		}
 		if err == nil {
-			resp, err = c.client.Broker(int(node)).Request(ctx, build())
+			resp, err = c.client.Broker(int(node)).Request(send, build())
 			if err != nil {
 				c.forget(txnID, node)
 			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {

@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -108,6 +109,15 @@ func (w *Wire) Epoch(producer Producer) *Epoch {
 // epoch of the id, or allocates a new producer id when the epoch is
 // exhausted, and aborts an open transaction of the previous holder.
 //
+// An attempt that ctx ended before the coordinator answered is not lost:
+// its request in flight runs to its answer, and a pair that it minted is
+// kept (mint_late.go). The next Mint of the id waits for that request
+// first, and takes the kept pair instead of minting again when the
+// coordinator still holds exactly that pair with no transaction open
+// (DescribeTransactions), since a pair that the coordinator holds is the
+// authority whoever asked for it; so a mint abandoned while the
+// coordinator moved costs no second epoch.
+//
 // op names the call in errors. It retries what [Classify] calls Retriable
 // on PathMint until ctx ends, and then returns an *Error of class Canceled;
 // it returns an *Error of class NotAuthorized for a missing WRITE on the
@@ -122,13 +132,14 @@ func (w *Wire) Mint(ctx context.Context, txnID, op string) (*Epoch, error) {
 	}
 	mint := w.minting[txnID]
 	if mint == nil {
-		mint = new(sync.Mutex)
+		mint = newIDMint()
 		w.minting[txnID] = mint
 	}
 	w.mu.Unlock()
 
-	mint.Lock()
-	defer mint.Unlock()
+	if err := mint.acquire(ctx); err != nil {
+		return nil, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w (waiting for the previous mint of the id, abandoned, to get its answer)", err)}
+	}
 	w.mu.Lock()
 	previous := w.current[txnID]
 	w.mu.Unlock()
@@ -137,10 +148,19 @@ func (w *Wire) Mint(ctx context.Context, txnID, op string) (*Epoch, error) {
 			Detail: errors.New("this transport minted a newer epoch of the role")})
 	}
 
-	producer, err := w.initProducerID(ctx, txnID, op)
-	if err != nil {
-		return nil, err
+	producer, adopted := w.adoptLate(ctx, mint, txnID)
+	if !adopted {
+		minted, err, owned := w.mintAttempt(ctx, mint, txnID, op)
+		if !owned {
+			return nil, err // the request in flight gives the slot back when it answers
+		}
+		if err != nil {
+			mint.release()
+			return nil, err
+		}
+		producer = minted
 	}
+	defer mint.release()
 	epoch := newEpoch(w, txnID, producer)
 
 	w.mu.Lock()

@@ -15,13 +15,14 @@ import (
 // DescribeTransactions, which reads the coordinator's pair and state.
 
 // initProducerID sends InitProducerId for txnID until the coordinator
-// mints, refuses for good, or ctx ends.
-func (w *Wire) initProducerID(ctx context.Context, txnID, op string) (Producer, error) {
+// mints, refuses for good, or ctx ends; each request runs under send, so
+// that a request in flight when ctx ends still gets its answer.
+func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string) (Producer, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		var minted Producer
 		err := withConcurrentTransactions(ctx, func() error {
-			kresp, err := w.coords.request(ctx, txnID, func() kmsg.Request {
+			kresp, err := w.coords.requestWith(ctx, send, txnID, func() kmsg.Request {
 				req := kmsg.NewPtrInitProducerIDRequest()
 				req.TransactionalID = &txnID
 				req.TransactionTimeoutMillis = int32(w.config.TxnTimeout.Milliseconds())

@@ -69,8 +69,8 @@ type Wire struct {
 	closed    bool
 	current   map[string]*Epoch   // the newest mint of each transactional id
 	minted    map[Producer]*Epoch // every mint of this wire
-	minting   map[string]*sync.Mutex
-	warmed    map[string]bool // ids whose coordinator a registration looked up
+	minting   map[string]*idMint  // the mint in flight and the late answer of each transactional id (mint_late.go)
+	warmed    map[string]bool     // ids whose coordinator a registration looked up
 	closeOnce sync.Once
 
 	// closers are the franz-go clients being closed in the background: a
@@ -153,7 +153,7 @@ func New(config Config) (*Wire, error) {
 		cancel:  cancel,
 		current: make(map[string]*Epoch),
 		minted:  make(map[Producer]*Epoch),
-		minting: make(map[string]*sync.Mutex),
+		minting: make(map[string]*idMint),
 		warmed:  make(map[string]bool),
 	}, nil
 }
