@@ -231,7 +231,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		case campaignWait:
 			c.wait(ctx, step.until)
 		case campaignChallenge:
-			leadership, err := c.challenge(ctx)
+			leadership, err := c.challenge(ctx, epoch)
 			if leadership != nil {
 				return leadership, nil
 			}
@@ -274,7 +274,7 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		recorder, ok := c.transport.(MintRecorder)
 		view.leaseMinted = ok && recorder.Minted(lease.Token)
 	}
-	if minter, ok := c.transport.(lateMinter); ok && epoch.asked && epoch.held {
+	if minter, ok := c.transport.(rivalMinter); ok && epoch.asked && epoch.held {
 		minted, pending := minter.lateMint(c.role, epoch.current)
 		view.ownMint = minted || pending
 	}
@@ -430,7 +430,12 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 // one already, and writes the first lease under it. It returns the
 // leadership on success, and otherwise the error; a fenced write drops the
 // minted epoch.
-func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
+//
+// With the rival-mint watch on, a mint asked after the coordinator's
+// answer on this read (seen) resends no InitProducerId once a rival minted
+// over that token (rivalMinter): it fails as fenced, and the next read
+// waits for the rival's lease (watchRival).
+func (c *campaign) challenge(ctx context.Context, seen epochAnswer) (*Leadership, error) {
 	if c.minted == nil {
 		// One bounded attempt: a challenge that the cluster cannot serve
 		// now goes back to reading the partition, and mints again only if
@@ -439,7 +444,13 @@ func (c *campaign) challenge(ctx context.Context) (*Leadership, error) {
 		// whoever holds the role by then.
 		bound := c.mintAttemptBound()
 		attempt, cancel := withClockTimeout(ctx, c.settings.clock, bound)
-		token, err := c.transport.AcquireEpoch(attempt, c.role)
+		var token FencingToken
+		var err error
+		if minter, ok := c.transport.(rivalMinter); ok && c.rules.rivalWatch && seen.asked && seen.held && seen.err == nil {
+			token, err = minter.acquireEpochUnless(attempt, c.role, seen.current)
+		} else {
+			token, err = c.transport.AcquireEpoch(attempt, c.role)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil && attempt.Err() != nil {

@@ -57,7 +57,7 @@ type campaignView struct {
 	// ownMint: the token that the coordinator holds (epoch.current) may be
 	// this transport's own, minted by a mint attempt that gave up before
 	// the coordinator answered, or still waiting for its answer
-	// ([lateMinter]); watchRival does not wait for it.
+	// (rivalMinter); watchRival does not wait for it.
 	ownMint bool
 }
 

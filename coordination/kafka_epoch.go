@@ -62,11 +62,26 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 
 // lateMint reports whether a mint attempt of the role that gave up before
 // the coordinator answered minted token after all (minted), or is still
-// waiting for its answer (pending), and implements lateMinter: the next
+// waiting for its answer (pending), and implements rivalMinter: the next
 // AcquireEpoch takes such a token instead of minting again while the
 // coordinator still holds it (kafkawire's Wire.Mint).
 func (t *KafkaTransport) lateMint(role Role, token FencingToken) (minted, pending bool) {
 	return t.wire.LateMint(role.String(), producerOf(token))
+}
+
+// acquireEpochUnless is AcquireEpoch with kafkawire's Wire.MintUnlessMoved:
+// once another producer minted after from was the coordinator's pair, the
+// mint sends no InitProducerId again and returns an error that wraps
+// [ErrFenced]. It implements rivalMinter.
+func (t *KafkaTransport) acquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error) {
+	if role.IsZero() {
+		return NoEpoch, errors.New("coordination: AcquireEpoch: the zero Role has no transactional id")
+	}
+	epoch, err := t.wire.MintUnlessMoved(ctx, role.String(), "AcquireEpoch of role "+role.String(), producerOf(from))
+	if err != nil {
+		return NoEpoch, kafkaError(err)
+	}
+	return tokenOf(epoch.Producer()), nil
 }
 
 // Minted reports whether this transport minted token, and implements

@@ -131,7 +131,7 @@ var (
 	_ PartitionFollower    = (*KafkaTransport)(nil)
 	_ StableOffsetReporter = (*KafkaTransport)(nil)
 	_ MintRecorder         = (*KafkaTransport)(nil)
-	_ lateMinter           = (*KafkaTransport)(nil)
+	_ rivalMinter          = (*KafkaTransport)(nil)
 	_ FenceRecorder        = (*KafkaTransport)(nil)
 )
 

@@ -214,16 +214,23 @@ type MintRecorder interface {
 	Minted(token FencingToken) bool
 }
 
-// lateMinter is implemented by a transport whose mint attempt that gave up
-// before the coordinator answered still gets its answer, and whose next
-// AcquireEpoch takes the pair it minted while the coordinator holds it
-// ([KafkaTransport]). The campaign asks it before it waits for a rival's
-// mint (watchRival): a token of the transport's own abandoned attempt is no
-// rival's.
-type lateMinter interface {
+// rivalMinter is what the rival-mint watch ([WithRivalMintWatch]) asks of
+// a transport beyond [Coordinator], and [KafkaTransport] implements it: a
+// mint attempt that gave up before the coordinator answered still gets its
+// answer, and the next AcquireEpoch takes the pair it minted while the
+// coordinator holds it; and a mint that waits for the coordinator can stop
+// once a rival's mint landed.
+type rivalMinter interface {
 	// lateMint reports whether an abandoned mint attempt of role minted
-	// token (minted), or is still waiting for its answer (pending).
+	// token (minted), or is still waiting for its answer (pending): such a
+	// token is no rival's (watchRival).
 	lateMint(role Role, token FencingToken) (minted, pending bool)
+
+	// acquireEpochUnless is AcquireEpoch, except that once another
+	// producer minted after from was the coordinator's token, it sends no
+	// InitProducerId again and returns an error that wraps [ErrFenced]: the
+	// challenge lost to that rival, whose first lease is on its way.
+	acquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error)
 }
 
 // FenceRecorder is implemented by a transport that remembers the tokens of

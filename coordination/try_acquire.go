@@ -114,11 +114,11 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 		return nil, refuse(step.rank, step.retryAt, "%s", step.reason)
 	}
 	rank := step.rank
-	leadership, err := c.challenge(ctx)
+	leadership, err := c.challenge(ctx, epochAnswer{})
 	if leadership == nil && err != nil && c.minted != nil && !errors.Is(err, ErrNotAuthorized) && ctx.Err() == nil {
 		// The epoch is minted, and it fenced the holder: one more try of
 		// the first lease, rather than leave the role without a writer.
-		leadership, err = c.challenge(ctx)
+		leadership, err = c.challenge(ctx, epochAnswer{})
 	}
 	if leadership != nil {
 		return leadership, nil

@@ -125,6 +125,22 @@ func (w *Wire) Epoch(producer Producer) *Epoch {
 // broker's transaction.max.timeout.ms, and Closed on a closed wire.
 // Concurrent calls for one id run one after the other.
 func (w *Wire) Mint(ctx context.Context, txnID, op string) (*Epoch, error) {
+	return w.mint(ctx, txnID, op, nil)
+}
+
+// MintUnlessMoved is Mint, except that it resends no InitProducerId once
+// another producer minted after from was the coordinator's pair of txnID:
+// a mint that waits for the coordinator (CONCURRENT_TRANSACTIONS while it
+// aborts the deposed holder's transaction, a coordinator that moves) then
+// returns an *Error of class Fenced instead of fencing the rival that got
+// there first. The campaign of the rival-mint watch calls it, with the
+// pair it saw before it challenged.
+func (w *Wire) MintUnlessMoved(ctx context.Context, txnID, op string, from Producer) (*Epoch, error) {
+	return w.mint(ctx, txnID, op, &from)
+}
+
+// mint is Mint, with unless for MintUnlessMoved.
+func (w *Wire) mint(ctx context.Context, txnID, op string, unless *Producer) (*Epoch, error) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -150,7 +166,7 @@ func (w *Wire) Mint(ctx context.Context, txnID, op string) (*Epoch, error) {
 
 	producer, adopted := w.adoptLate(ctx, mint, txnID)
 	if !adopted {
-		minted, err, owned := w.mintAttempt(ctx, mint, txnID, op)
+		minted, err, owned := w.mintAttempt(ctx, mint, txnID, op, unless)
 		if !owned {
 			return nil, err // the request in flight gives the slot back when it answers
 		}

@@ -17,11 +17,27 @@ import (
 // initProducerID sends InitProducerId for txnID until the coordinator
 // mints, refuses for good, or ctx ends; each request runs under send, so
 // that a request in flight when ctx ends still gets its answer.
-func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string) (Producer, error) {
+//
+// With unless set, every InitProducerId after the first of the call is
+// sent only if no other producer minted since unless was the coordinator's
+// pair (rivalMinted); otherwise the call returns an *Error of class Fenced
+// without a request: a rival's mint landed while this one waited for the
+// coordinator (CONCURRENT_TRANSACTIONS while it aborts the deposed holder's
+// transaction, or a coordinator that moves), and a resend would fence the
+// rival's first lease.
+func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unless *Producer) (Producer, error) {
 	backoff := 50 * time.Millisecond
+	sent := false
 	for {
 		var minted Producer
 		err := withConcurrentTransactions(ctx, func() error {
+			if sent && unless != nil {
+				if rival, moved := w.rivalMinted(ctx, txnID, *unless); moved {
+					return &Error{Op: op, Class: Fenced,
+						Detail: fmt.Errorf("another producer minted %v while this mint waited for the coordinator (the pair was %v), so this mint sends no InitProducerId again", rival, *unless)}
+				}
+			}
+			sent = true
 			kresp, err := w.coords.requestWith(ctx, send, txnID, func() kmsg.Request {
 				req := kmsg.NewPtrInitProducerIDRequest()
 				req.TransactionalID = &txnID
@@ -45,6 +61,10 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string) (Prod
 			}
 			return minted, nil
 		}
+		var rival *Error
+		if errors.As(err, &rival) && rival.Class == Fenced && unless != nil {
+			return Producer{}, rival
+		}
 		class := Classify(PathMint, err)
 		if class == Misconfigured {
 			return Producer{}, &Error{Op: op, Class: Misconfigured, Err: err,
@@ -64,6 +84,33 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string) (Prod
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// rivalMinted reports whether the coordinator holds a pair of txnID other
+// than from that another producer minted: one in a state that only a
+// completed InitProducerId or a later transaction leaves (Empty, Ongoing,
+// PrepareCommit, CompleteCommit), which neither this wire minted nor an
+// abandoned attempt of this wire got. An abort in progress (PrepareAbort,
+// CompleteAbort) may be this mint's own: an InitProducerId over an open
+// transaction bumps the epoch to abort it before it mints. A
+// DescribeTransactions that fails says nothing moved.
+func (w *Wire) rivalMinted(ctx context.Context, txnID string, from Producer) (Producer, bool) {
+	txn, err := w.describeTransaction(ctx, txnID)
+	if err != nil || txn.Err != nil {
+		return Producer{}, false
+	}
+	pair := Producer{ID: txn.ProducerID, Epoch: txn.ProducerEpoch}
+	if pair == from || invalidPair(pair) != nil || w.Epoch(pair) != nil {
+		return Producer{}, false
+	}
+	if minted, _ := w.LateMint(txnID, pair); minted {
+		return Producer{}, false
+	}
+	switch txn.State {
+	case "Empty", "Ongoing", "PrepareCommit", "CompleteCommit":
+		return pair, true
+	}
+	return Producer{}, false
 }
 
 // invalidPair returns an error for a pair with a negative id or epoch,

@@ -104,7 +104,7 @@ type mintResult struct {
 // keeps the pair it minted (adoptLate) and gives the slot back. owned
 // reports whether the caller still holds the slot: false when the
 // goroutine took it over.
-func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string) (_ Producer, _ error, owned bool) {
+func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string, unless *Producer) (_ Producer, _ error, owned bool) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -118,7 +118,7 @@ func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string) 
 	mint.mu.Unlock()
 	go func() { // ends when its last request has answered or the wire closed
 		defer w.background.Done()
-		producer, err := w.initProducerID(ctx, w.ctx, txnID, op)
+		producer, err := w.initProducerID(ctx, w.ctx, txnID, op, unless)
 		mint.mu.Lock()
 		defer mint.mu.Unlock()
 		if !mint.abandoned {
