@@ -27,7 +27,10 @@
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
 //     numbers, why it ended) and the registry of mints.
-//   - mint.go: InitProducerId, and DescribeTransactions of an epoch.
+//   - mint.go: InitProducerId, and DescribeTransactions of an epoch; a
+//     mint that resends nothing once a rival minted (rivalMinted).
+//   - mint_late.go: one mint of an id at a time, and the pair of an
+//     abandoned mint attempt, which the next mint takes.
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
 //   - coordinator.go: the cache of transaction coordinators, and the
 //     requests pinned to them.
