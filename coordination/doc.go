@@ -247,7 +247,7 @@
 // and [GuardedWriter], [TryAcquire], [Elector], [Observe], [Gate],
 // [KafkaCommandReader], [WithLogger], and the optional transport interfaces
 // ([PartitionFollower], [StableOffsetReporter], [StateTopicChecker],
-// [MintRecorder]); the fields [StateRecord.Timestamp],
+// [MintRecorder], [TombstoneWriter]); the fields [StateRecord.Timestamp],
 // [RosterEntry.LastSeen] and [RoleState.LeaseClearedAt], which are zero
 // unless an extension fills them (a struct literal with field names, as go
 // vet asks, is unaffected); [KindHeartbeat], which this release decodes so
@@ -326,7 +326,11 @@
 //     registration key), and so does an [AcquireLeadership] whose context
 //     ends before it wins. A member that left ranks nobody behind it, and a
 //     member that comes back joins at the tail, as the no-failback rule
-//     wants.
+//     wants. Over a [TombstoneWriter] ([KafkaTransport]) Resign's lease
+//     and registration tombstones go in one transaction under the epoch,
+//     so the first standby wakes once, on a fold that has both; the
+//     records are the same keys with null values as two separate writes
+//     leave.
 //   - A loser of a simultaneous challenge waits one poll interval before it
 //     challenges again, so two challengers never fence each other in turn
 //     while the winner writes its first lease.

@@ -246,6 +246,57 @@ func klLifecycle(t *testing.T, c *kafkatest.Cluster) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The resignation went as one transaction under the resigned token:
+	// the lease tombstone, then the registration tombstone, at adjacent
+	// offsets, both in a batch of node-a's producer id and epoch (a plain
+	// append would carry the idempotent producer's id).
+	klResignedInOneTransaction(t, e, role, "node-a", la2)
+}
+
+// klResignedInOneTransaction reads the role's partition read_committed and
+// checks that the last lease tombstone and the last registration tombstone
+// of member are adjacent records of one transaction of l's producer.
+func klResignedInOneTransaction(t *testing.T, e *klEnv, role coordination.Role, member string, l *coordination.Leadership) {
+	t.Helper()
+	tp := l.Partition()
+	client := e.c.Client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {int32(tp.Partition): kgo.NewOffset().AtStart()}}))
+	leaseKey := string(coordination.EncodeKey(coordination.LeaseKey(role)))
+	m, err := coordination.NewMemberID(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registrationKey := string(coordination.EncodeKey(coordination.RegistrationKey(role, m)))
+	var lease, registration *kgo.Record
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && (lease == nil || registration == nil || registration.Offset < lease.Offset); {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fetches := client.PollFetches(ctx)
+		cancel()
+		for _, r := range fetches.Records() {
+			switch string(r.Key) {
+			case leaseKey:
+				lease = r
+			case registrationKey:
+				registration = r
+			}
+		}
+	}
+	if lease == nil || registration == nil {
+		t.Fatalf("the partition %v holds lease tombstone %v and registration tombstone %v of %s; want both", tp, lease != nil, registration != nil, member)
+	}
+	token := l.Token()
+	for _, r := range []*kgo.Record{lease, registration} {
+		if r.Value != nil {
+			t.Fatalf("the last record of key %q at offset %d has a value of %d bytes; want a tombstone", r.Key, r.Offset, len(r.Value))
+		}
+		if r.ProducerID != token.ProducerID() || r.ProducerEpoch != token.ProducerEpoch() {
+			t.Fatalf("the tombstone of key %q at offset %d came from producer %d:%d; want the resigned token %s (one transaction)",
+				r.Key, r.Offset, r.ProducerID, r.ProducerEpoch, token)
+		}
+	}
+	if registration.Offset != lease.Offset+1 {
+		t.Fatalf("the lease tombstone at offset %d and the registration tombstone at %d; want adjacent records of one batch", lease.Offset, registration.Offset)
+	}
 }
 
 // klRaces: two members challenge at the same instant, and exactly one

@@ -83,6 +83,7 @@ func runKafkaTransportSuite(t *testing.T, cluster func(*testing.T) *kafkatest.Cl
 		{"SecondMintFencesTheFirstTransport", ktSecondMintFencesTheFirstTransport},
 		{"NewerMintOfTheSameTransportRetiresTheOlderToken", ktNewerMintRetiresTheOlderToken},
 		{"TokenOfAnotherTransportIsRefused", ktTokenOfAnotherTransportIsRefused},
+		{"TombstonesCommitTogetherUnderTheToken", ktTombstonesCommitTogether},
 		{"DescribeEpochOfAnUnknownRole", ktDescribeEpochOfAnUnknownRole},
 		{"StateTopicCheck", ktStateTopicCheck},
 		{"ReadPartitionSeesCommittedRecordsOnly", ktReadPartitionSeesCommittedRecordsOnly},
@@ -392,6 +393,68 @@ func ktTokenOfAnotherTransportIsRefused(t *testing.T, c *kafkatest.Cluster) {
 	otherRole := ktRole(t, "other")
 	if err := holder.WriteLease(ctx, tp, token, coordination.EncodeKey(coordination.LeaseKey(otherRole)), value); err == nil {
 		t.Fatalf("WriteLease of a lease key of role %s under the token of role %s succeeded", otherRole, role)
+	}
+}
+
+// ktTombstonesCommitTogether: WriteTombstones refuses an empty list, a key
+// of another role and a key that does not decode before any request, and a
+// deposed token's call is fenced with none of its tombstones visible; the
+// holder's call commits every tombstone in one transaction, in the order
+// given, under the token.
+func ktTombstonesCommitTogether(t *testing.T, c *kafkatest.Cluster) {
+	ctx := ktContext(t)
+	first, second := ktTransport(t, c), ktTransport(t, c)
+	topic, options := ktStateTopic(t, c, first, 16)
+	role := ktRole(t, "tombstones")
+	tp := ktPartition(t, role, options)
+	member, err := coordination.NewMemberID("node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseKey := coordination.EncodeKey(coordination.LeaseKey(role))
+	registrationKey := coordination.EncodeKey(coordination.RegistrationKey(role, member))
+	if err := first.Append(ctx, tp, registrationKey, coordination.EncodeRegistration(coordination.Registration{Member: member, RegisteredAt: 1})); err != nil {
+		t.Fatalf("Append of the registration: %v", err)
+	}
+	old, err := first.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("AcquireEpoch: %v", err)
+	}
+	if err := first.WriteTombstones(ctx, tp, old); err == nil {
+		t.Fatal("WriteTombstones of no key succeeded")
+	}
+	if err := first.WriteTombstones(ctx, tp, old, coordination.EncodeKey(coordination.LeaseKey(ktRole(t, "other")))); err == nil {
+		t.Fatal("WriteTombstones of another role's lease key succeeded")
+	}
+	if err := first.WriteTombstones(ctx, tp, old, []byte("not a key")); err == nil {
+		t.Fatal("WriteTombstones of a key that does not decode succeeded")
+	}
+	token, err := second.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatalf("the second AcquireEpoch: %v", err)
+	}
+	ktMustFence(t, "WriteTombstones under the deposed token", first.WriteTombstones(ctx, tp, old, leaseKey, registrationKey))
+	if err := second.WriteTombstones(ctx, tp, token, leaseKey, registrationKey); err != nil {
+		t.Fatalf("WriteTombstones under the holder's token: %v", err)
+	}
+	records := ktReadCommitted(t, c, topic, 3) // the registration, then the two tombstones
+	var tombstones []*kgo.Record
+	for _, r := range records {
+		if r.Partition == int32(tp.Partition) && r.Value == nil {
+			tombstones = append(tombstones, r)
+		}
+	}
+	if len(tombstones) != 2 {
+		t.Fatalf("%d tombstones in %v; want the holder's 2, and none of the deposed token's", len(tombstones), tp)
+	}
+	if !bytes.Equal(tombstones[0].Key, leaseKey) || !bytes.Equal(tombstones[1].Key, registrationKey) || tombstones[1].Offset != tombstones[0].Offset+1 {
+		t.Fatalf("tombstones %q at %d and %q at %d; want the lease key, then the registration key at the next offset",
+			tombstones[0].Key, tombstones[0].Offset, tombstones[1].Key, tombstones[1].Offset)
+	}
+	for _, r := range tombstones {
+		if r.ProducerID != token.ProducerID() || r.ProducerEpoch != token.ProducerEpoch() {
+			t.Fatalf("a tombstone at offset %d came from producer %d:%d; want %s", r.Offset, r.ProducerID, r.ProducerEpoch, token)
+		}
 	}
 }
 

@@ -54,6 +54,44 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 	return kafkaError(epoch.Transact(ctx, op, []kafkawire.Record{record}))
 }
 
+// WriteTombstones writes a null value for each key, in the order given, to
+// the partition in one transaction of the producer that minted token, and
+// returns after the commit, so a read_committed reader sees every tombstone
+// of the call or none. [Leadership.Resign] writes the lease tombstone and
+// the member's registration tombstone with it (see [TombstoneWriter]).
+//
+// Every key must decode ([DecodeKey]) as a key of the token's role; a key
+// that does not, or an empty list, is refused before any request. The token
+// rules, the errors and the bounds are those of [KafkaTransport.WriteLease]:
+// a deposed member's call fails with an error that wraps [ErrFenced], and
+// then none of its tombstones is visible. It runs one at a time with the
+// other writes of the token, and is safe for concurrent use.
+func (t *KafkaTransport) WriteTombstones(ctx context.Context, partition TopicPartition, token FencingToken, keys ...[]byte) error {
+	if err := t.useStateTopic(partition); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("coordination: tombstones under %s: no key", token)
+	}
+	epoch, err := t.epochOf("tombstones", token)
+	if err != nil {
+		return err
+	}
+	records := make([]kafkawire.Record, 0, len(keys))
+	for i, key := range keys {
+		decoded, err := DecodeKey(key)
+		if err != nil {
+			return fmt.Errorf("coordination: tombstones under %s: key %d: %w", token, i, err)
+		}
+		if decoded.Role.String() != epoch.TxnID() {
+			return fmt.Errorf("coordination: tombstones under %s: key %d belongs to role %s, the token to role %s", token, i, decoded.Role, epoch.TxnID())
+		}
+		records = append(records, kafkawire.Record{Partition: partitionOf(partition), Key: key})
+	}
+	op := fmt.Sprintf("tombstones of role %s in %s under %s", epoch.TxnID(), partition, token)
+	return kafkaError(epoch.Transact(ctx, op, records))
+}
+
 // WriteGuarded writes the caller's records in one transaction of the
 // producer that minted token, and returns after the commit: a read_committed
 // reader sees all of them or none, and they are on the in-sync replicas of

@@ -173,8 +173,12 @@ func (l *Leadership) Context() context.Context { return l.ctx }
 // the deadline. It then writes a tombstone on the member's registration key
 // (and on its heartbeat key, if it wrote a heartbeat while it waited),
 // so the member leaves the roster: a later [AcquireLeadership] of the same
-// member joins at the tail. It ends the leadership, whatever the writes do,
-// and it returns their error.
+// member joins at the tail. Over a [TombstoneWriter], as [KafkaTransport]
+// is, the tombstones go in one transaction under the epoch and commit
+// together, so the first standby folds the whole resignation at once; a
+// registration tombstone that this transaction did not commit (a fence, a
+// failure) goes again as a plain append. It ends the leadership, whatever
+// the writes do, and it returns their error.
 //
 // A ctx that has already ended does not stop the tombstones: Resign then
 // writes them under a short context of its own (600 ms). Resign returns
@@ -219,24 +223,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		}
 		return wrapf(err, []error{ErrNotHeld}, "resign role %s", l.role)
 	}
-	// The two tombstones go out together, so that the call returns within
-	// its context plus one abandonGrace of the transport, not two.
-	var leaseErr, registrationErr error
-	var tombstones sync.WaitGroup
-	tombstones.Go(func() {
-		registrationErr = l.transport.Append(ctx, l.partition, EncodeKey(RegistrationKey(l.role, l.member)), nil)
-	})
-	if l.heartbeated {
-		// Hygiene only: a heartbeat without a registration counts for
-		// nothing, but compaction keeps it until a tombstone replaces it.
-		tombstones.Go(func() {
-			if err := l.transport.Append(ctx, l.partition, EncodeKey(HeartbeatKey(l.role, l.member)), nil); err != nil {
-				l.logger.Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
-			}
-		})
-	}
-	leaseErr = l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), nil)
-	tombstones.Wait()
+	leaseErr, registrationErr := l.writeTombstones(ctx)
 	if leaseErr != nil && errors.Is(leaseErr, ErrFenced) {
 		err := fmt.Errorf("coordination: resignation of role %s by %s under %s: %w", l.role, l.member, l.token, leaseErr)
 		l.end(err)
@@ -248,6 +235,54 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		return wrapf(err, nil, "resign role %s", l.role)
 	}
 	return nil
+}
+
+// writeTombstones writes the tombstones of a resignation: the lease's, the
+// member's registration's, and its heartbeat's when the campaign wrote one.
+// Over a [TombstoneWriter] they go in one transaction under the token, so a
+// standby folds the resignation whole at its commit; when that transaction
+// does not commit, the registration tombstone (and the heartbeat's) goes
+// again as a plain append, which carries no authority and needs no epoch.
+// Otherwise the lease tombstone goes through [LeaseWriter.WriteLease] and
+// the others through [Registrar.Append], all at once, so that the call
+// returns within its context plus one abandonGrace of the transport, not
+// two. It returns the error of the lease tombstone and the error of the
+// registration tombstone; a failed heartbeat tombstone is only logged.
+func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registrationErr error) {
+	leaseKey := EncodeKey(LeaseKey(l.role))
+	registrationKey := EncodeKey(RegistrationKey(l.role, l.member))
+	var heartbeatKey []byte
+	if l.heartbeated {
+		// Hygiene only: a heartbeat without a registration counts for
+		// nothing, but compaction keeps it until a tombstone replaces it.
+		heartbeatKey = EncodeKey(HeartbeatKey(l.role, l.member))
+	}
+	if writer, ok := l.transport.(TombstoneWriter); ok {
+		keys := [][]byte{leaseKey, registrationKey}
+		if heartbeatKey != nil {
+			keys = append(keys, heartbeatKey)
+		}
+		leaseErr = writer.WriteTombstones(ctx, l.partition, l.token, keys...)
+		if leaseErr == nil {
+			return nil, nil
+		}
+	}
+	var appends sync.WaitGroup
+	appends.Go(func() {
+		registrationErr = l.transport.Append(ctx, l.partition, registrationKey, nil)
+	})
+	if heartbeatKey != nil {
+		appends.Go(func() {
+			if err := l.transport.Append(ctx, l.partition, heartbeatKey, nil); err != nil {
+				l.logger.Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
+			}
+		})
+	}
+	if _, ok := l.transport.(TombstoneWriter); !ok {
+		leaseErr = l.transport.WriteLease(ctx, l.partition, l.token, leaseKey, nil)
+	}
+	appends.Wait()
+	return leaseErr, registrationErr
 }
 
 // endedErr returns the error of an operation on an ended leadership, and nil

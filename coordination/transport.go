@@ -145,6 +145,31 @@ type GuardedWriter interface {
 	WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error
 }
 
+// TombstoneWriter is a [LeaseWriter] that also writes several tombstones
+// of one role's partition in one transaction under the role's epoch.
+// [Leadership.Resign] uses it when the transport implements it: the lease
+// tombstone and the member's registration tombstone (and its heartbeat
+// tombstone, with heartbeats on) then commit together, so a standby that
+// wakes on the commit folds the resignation whole, in one read, instead of
+// a registration tombstone first and the lease tombstone one commit later.
+// The records on the topic are the ones the separate writes leave: the
+// same keys, each with a null value. Over a transport of only the four
+// [Transport] interfaces, Resign writes the lease tombstone with
+// [LeaseWriter.WriteLease] and the registration tombstone with
+// [Registrar.Append]. [KafkaTransport] implements it.
+type TombstoneWriter interface {
+	// WriteTombstones writes a null value for each key, in the order given,
+	// to the partition, in one transaction of the producer that minted
+	// token, and returns after the commit: a read_committed reader sees all
+	// of them or none. Every key belongs to the token's role.
+	//
+	// The errors are those of [LeaseWriter.WriteLease]: an error that wraps
+	// [ErrFenced] when the broker rejects the token, and then no tombstone
+	// of the call is visible; [ErrOutcomeUnknown] when the commit's outcome
+	// is unknown; any other error means that nothing committed.
+	WriteTombstones(ctx context.Context, partition TopicPartition, token FencingToken, keys ...[]byte) error
+}
+
 // PartitionFollower is a [StateReader] that reads a partition incrementally
 // and wakes a waiting member when a record arrives. [AcquireLeadership]
 // uses it when the transport implements it: a waiting member then folds
