@@ -464,14 +464,15 @@ type registrationTombstone int
 
 const (
 	noRegistration       registrationTombstone = iota
-	registrationParallel                       // with the tombstone transaction, as Leadership.Resign does
+	registrationParallel                       // with the tombstone transaction, as Leadership.Resign did until 2026-12-04
 	registrationAfter                          // once the tombstone transaction committed
 )
 
 // NewFloorHandoverWithRegistration is NewFloorHandover whose holder also
 // writes the tombstone of its registration, a plain record to the same
 // partition, in parallel with its tombstone transaction, as
-// Leadership.Resign does.
+// Leadership.Resign did until it wrote that tombstone inside its tombstone
+// transaction (TombstoneWriter, 2026-12-04).
 func (k *Kafka) NewFloorHandoverWithRegistration(ctx context.Context) (*FloorHandover, error) {
 	h, err := k.NewFloorHandover(ctx)
 	if h != nil {
