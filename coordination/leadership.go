@@ -27,8 +27,12 @@ import (
 // watches Done and stops the work of the role at once. A member that keeps
 // competing loops: acquire, work until Done closes, acquire again.
 //
-// The background renewal is a goroutine that the handle owns: it starts in
-// [AcquireLeadership] and ends when the leadership ends. Every write of the
+// The background renewal starts in [AcquireLeadership] and ends when the
+// leadership ends or [Leadership.Resign] stops it. It is no goroutine of
+// its own: one goroutine per [Clock] serves the due renewals of every
+// leadership on that clock, and runs each due renewal on a pool of at most
+// 256 at once, so a process that holds many roles does not pay a goroutine
+// for each; that goroutine exits when no leadership on its clock is left. Every write of the
 // handle (a renewal, [Leadership.Write], the resignation's tombstone) takes
 // one write slot, because they share the role's transactional producer; a
 // caller waits for the slot no longer than its context allows. Guarded
@@ -59,11 +63,21 @@ type Leadership struct {
 	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
 	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
 
-	done     chan struct{} // closed by end, once
-	stop     chan struct{} // closed by Resign to stop the renewal loop
-	stopOnce sync.Once
-	stopLoop context.CancelFunc // cancels a renewal in flight
-	loopDone chan struct{}      // closed when the renewal loop returns
+	done chan struct{} // closed by end, once
+
+	// The renewals (leadership_renewal.go): two tasks on the scheduler of
+	// the leadership's clock (renewal_scheduler.go), and the attempt in
+	// flight, which runs on that scheduler's pool.
+	renewMu      sync.Mutex // guards the fields below, and the tasks' queueing; taken before the scheduler's lock
+	sched        *renewalScheduler
+	renewTask    scheduledTask      // the next renewal
+	deadlineTask scheduledTask      // the end on the renew deadline (renew_deadline.go)
+	retryAt      int64              // after a failed renewal: the instant of the retry, else 0
+	attempting   bool               // a renewal attempt runs
+	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
+	attemptCtx   context.Context    // the parent of every attempt; cancelled when the renewals stop
+	stopAttempt  context.CancelFunc // cancels attemptCtx
+	renewalsDone chan struct{}      // closed once renewalsOver and no attempt runs
 
 	ctx    context.Context         // Context(): cancelled by end, with its error as the cause
 	cancel context.CancelCauseFunc // cancels ctx
@@ -74,7 +88,6 @@ type Leadership struct {
 // startLeadership builds the handle after the first lease write and starts
 // its renewal loop.
 func startLeadership(c *campaign, lease Lease) *Leadership {
-	loopCtx, stopLoop := context.WithCancel(context.Background())
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
 		transport: c.transport,
@@ -89,16 +102,10 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		done:      make(chan struct{}),
 		ctx:       ctx,
 		cancel:    cancel,
-		stop:      make(chan struct{}),
-		stopLoop:  stopLoop,
-		loopDone:  make(chan struct{}),
 
 		heartbeated: c.heartbeated,
 	}
-	go l.renewLoop(loopCtx)
-	if c.settings.renewDeadline > 0 {
-		go l.watchRenewDeadline(c.settings.renewDeadline) // renew_deadline.go
-	}
+	l.startRenewals() // leadership_renewal.go
 	return l
 }
 
@@ -199,11 +206,8 @@ func (l *Leadership) Context() context.Context { return l.ctx }
 // the resigned member until then. A caller that resigns stops its own
 // guarded writes.
 func (l *Leadership) Resign(ctx context.Context) error {
-	l.stopOnce.Do(func() {
-		close(l.stop)
-		l.stopLoop()
-	})
-	defer func() { <-l.loopDone }()
+	l.stopRenewals()
+	defer func() { <-l.renewalsDone }()
 
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
@@ -303,13 +307,15 @@ func (l *Leadership) endedErr(operation string) error {
 // starts after Done closes.
 func (l *Leadership) end(err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return
 	}
 	l.err = err
 	close(l.done)
 	l.cancel(err)
+	l.mu.Unlock()
+	l.stopRenewals() // and cancels a renewal in flight: none starts after Done
 }
 
 // endsLeadership reports whether a write error leaves the token unable to
