@@ -254,4 +254,3 @@ func TestRenewalSchedulerOnAClockThatIsNoMapKey(t *testing.T) {
 		}
 	})
 }
-
