@@ -269,7 +269,9 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		}
 		var hold bool
 		var note campaignNote
-		memory, hold, note = memory.watchStable(view.stable, nowMillis, rules.lease)
+		if !hiddenRecordsRankBehind(state, member) {
+			memory, hold, note = memory.watchStable(view.stable, nowMillis, rules.lease)
+		}
 		if hold {
 			return campaignStep{action: campaignWait, until: poll, notes: notes | note, memory: memory}
 		}
@@ -448,6 +450,24 @@ func evaluateDeposed(state RoleState, member MemberID, now int64, config LeaseCo
 // this, the default period of Kafka's abort sweep,
 // transaction.abort.timed.out.transaction.cleanup.interval.ms.
 const openTransactionSweep = 10 * time.Second
+
+// hiddenRecordsRankBehind reports whether no record that an open
+// transaction hides can stand before the member's own challenge: the view
+// shows no lease of the role, and the member is first in its roster. The
+// last stable offset is a prefix of the partition, and the member ranks
+// on its own registration, which the view shows (decideCampaign checked
+// it), so every hidden record comes after that registration: a later
+// registration ranks behind the member, and a first lease hidden there is
+// a challenge of a member that ranks behind it, which the member's own
+// challenge deposes under the specification's rules whatever it waits
+// for. Waiting for such a view to be complete protects no holder, and on a
+// partition whose other roles renew all the time (many roles over few
+// partitions) the last stable offset trails the high watermark most of
+// the time, so the wait could last until the lease duration plus the
+// abort sweep, or for ever while the offset keeps moving.
+func hiddenRecordsRankBehind(state RoleState, member MemberID) bool {
+	return state.Lease == nil && len(state.Roster) > 0 && state.Roster[0].Member == member
+}
 
 // watchStable reports whether a challenge holds because an open
 // transaction hides records of the partition past the last stable offset,
