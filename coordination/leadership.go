@@ -47,7 +47,6 @@ type Leadership struct {
 	partition TopicPartition
 	token     FencingToken
 	settings  *settings
-	logger    *slog.Logger
 
 	// slot is held for every write: the writes share the role's
 	// transactional producer. It is a channel, not a mutex, so a caller
@@ -75,12 +74,11 @@ type Leadership struct {
 	retryAt      int64              // after a failed renewal: the instant of the retry, else 0
 	attempting   bool               // a renewal attempt runs
 	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
-	attemptCtx   context.Context    // the parent of every attempt; cancelled when the renewals stop
-	stopAttempt  context.CancelFunc // cancels attemptCtx
+	stopAttempt  context.CancelFunc // cancels the attempt in flight; nil when none runs
 	renewalsDone chan struct{}      // closed once renewalsOver and no attempt runs
 
-	ctx    context.Context         // Context(): cancelled by end, with its error as the cause
-	cancel context.CancelCauseFunc // cancels ctx
+	ctx    context.Context         // Context(), built at its first call (under mu): cancelled by end, with its error as the cause
+	cancel context.CancelCauseFunc // cancels ctx; nil until ctx is built
 
 	heartbeated bool // the campaign wrote a heartbeat, which Resign clears
 }
@@ -88,7 +86,6 @@ type Leadership struct {
 // startLeadership builds the handle after the first lease write and starts
 // its renewal loop.
 func startLeadership(c *campaign, lease Lease) *Leadership {
-	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
 		transport: c.transport,
 		role:      c.role,
@@ -96,12 +93,9 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		partition: c.partition,
 		token:     lease.Token,
 		settings:  c.settings,
-		logger:    c.logger.With(slog.String("token", lease.Token.String())),
 		lease:     lease,
 		slot:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
-		ctx:       ctx,
-		cancel:    cancel,
 
 		heartbeated: c.heartbeated,
 	}
@@ -173,7 +167,28 @@ func (l *Leadership) Err() error {
 // The context learns of a fence when the leadership does, at the next
 // renewal or guarded write; with [WithRenewDeadline] it also ends on the
 // holder's own lease clock. It is safe for concurrent use.
-func (l *Leadership) Context() context.Context { return l.ctx }
+func (l *Leadership) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		// Built at the first call, so that a process that holds many
+		// roles and never asks pays nothing for it.
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
+
+// logger returns the logger of the leadership's records: the options'
+// logger, with the role, the member, the partition and the token. It is
+// built when a record is logged, which is rare, so that a process that
+// holds many roles keeps no logger for each.
+func (l *Leadership) logger() *slog.Logger {
+	return l.settings.logger.With(slog.String("role", l.role.String()), slog.String("member", l.member.String()),
+		slog.String("partition", l.partition.String()), slog.String("token", l.token.String()))
+}
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
 // on the lease key, so the first standby challenges at once instead of at
@@ -235,7 +250,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	}
 	l.end(fmt.Errorf("coordination: member %s resigned role %s: %w", l.member, l.role, ErrNotHeld))
 	if err := errors.Join(leaseErr, registrationErr); err != nil {
-		l.logger.Warn("coordination: resignation tombstone failed; standbys wait for the deadline", slog.Any("error", err))
+		l.logger().Warn("coordination: resignation tombstone failed; standbys wait for the deadline", slog.Any("error", err))
 		return wrapf(err, nil, "resign role %s", l.role)
 	}
 	return nil
@@ -278,7 +293,7 @@ func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registratio
 	if heartbeatKey != nil {
 		appends.Go(func() {
 			if err := l.transport.Append(ctx, l.partition, heartbeatKey, nil); err != nil {
-				l.logger.Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
+				l.logger().Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
 			}
 		})
 	}
@@ -313,7 +328,9 @@ func (l *Leadership) end(err error) {
 	}
 	l.err = err
 	close(l.done)
-	l.cancel(err)
+	if l.cancel != nil {
+		l.cancel(err)
+	}
 	l.mu.Unlock()
 	l.stopRenewals() // and cancels a renewal in flight: none starts after Done
 }

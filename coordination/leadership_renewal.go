@@ -56,7 +56,6 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // clock: the first renewal at the RenewAt of the first lease, and with
 // [WithRenewDeadline] the check of the deadline.
 func (l *Leadership) startRenewals() {
-	l.attemptCtx, l.stopAttempt = context.WithCancel(context.Background())
 	l.renewalsDone = make(chan struct{})
 	l.renewTask = scheduledTask{index: -1, pooled: true, fn: l.renewalDue}
 	l.deadlineTask = scheduledTask{index: -1, fn: l.renewDeadlineDue}
@@ -82,7 +81,9 @@ func (l *Leadership) stopRenewals() {
 	l.renewalsOver = true
 	l.sched.cancel(&l.renewTask)
 	l.sched.cancel(&l.deadlineTask)
-	l.stopAttempt()
+	if l.stopAttempt != nil {
+		l.stopAttempt()
+	}
 	if !l.attempting {
 		l.finishRenewals()
 	}
@@ -113,7 +114,10 @@ func (l *Leadership) renewalDue() {
 		return
 	}
 	l.attempting = true
-	parent := l.attemptCtx
+	// The attempt's context is its own, not a child of a context that the
+	// leadership keeps, so that a held leadership keeps none.
+	parent, stop := context.WithCancel(context.Background())
+	l.stopAttempt = stop
 	l.renewMu.Unlock()
 
 	clock := l.settings.clock
@@ -124,11 +128,13 @@ func (l *Leadership) renewalDue() {
 		l.unlock()
 	}
 	cancel()
+	stop()
 
 	retry := err != nil && !errors.Is(err, ErrNotHeld) && !endsLeadership(err) && !errors.Is(err, ErrNotAuthorized)
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
 	l.attempting = false
+	l.stopAttempt = nil
 	if l.renewalsOver {
 		l.finishRenewals() // Resign or the end of the leadership stopped the renewals
 		return
@@ -141,11 +147,10 @@ func (l *Leadership) renewalDue() {
 		// stop them here all the same.
 		l.renewalsOver = true
 		l.sched.cancel(&l.deadlineTask)
-		l.stopAttempt()
 		l.finishRenewals()
 		return
 	default:
-		l.logger.Warn("coordination: renewal failed; retrying", slog.Any("error", err),
+		l.logger().Warn("coordination: renewal failed; retrying", slog.Any("error", err),
 			slog.Duration("retry_in", l.settings.pollInterval))
 		l.retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
 	}

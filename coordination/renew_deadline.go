@@ -84,6 +84,6 @@ func (l *Leadership) renewDeadlineDue() {
 	l.renewMu.Unlock()
 	l.end(fmt.Errorf("coordination: member %s of role %s under %s confirmed no renewal within the renew deadline %v of its lease granted at %d ms (lease deadline %d ms): %w",
 		l.member, l.role, l.token, deadline, lease.GrantedAt, lease.Deadline, ErrRenewDeadline)) // and cancels a renewal in flight; none starts after Done
-	l.logger.Warn("coordination: the leadership ended on its renew deadline: no renewal was confirmed in time",
+	l.logger().Warn("coordination: the leadership ended on its renew deadline: no renewal was confirmed in time",
 		slog.Duration("renew_deadline", deadline), slog.Int64("granted_at_ms", lease.GrantedAt))
 }

@@ -27,6 +27,8 @@
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
 //     numbers, why it ended) and the registry of mints.
+//   - end_context.go: the context of an epoch, which keeps nothing for
+//     the contexts derived from it once they end.
 //   - mint.go: InitProducerId, and DescribeTransactions of an epoch; a
 //     mint that resends nothing once a rival minted (rivalMinted).
 //   - mint_late.go: one mint of an id at a time, and the pair of an

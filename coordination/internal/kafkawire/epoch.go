@@ -42,8 +42,8 @@ type Epoch struct {
 }
 
 func newEpoch(wire *Wire, txnID string, producer Producer) *Epoch {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Epoch{wire: wire, txnID: txnID, producer: producer, slot: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+	ctx := newEndContext() // end_context.go
+	return &Epoch{wire: wire, txnID: txnID, producer: producer, slot: make(chan struct{}, 1), ctx: ctx, cancel: ctx.end,
 		sequences: make(map[Partition]int32)}
 }
 
