@@ -75,7 +75,7 @@ type Leadership struct {
 	attempting   bool               // a renewal attempt runs
 	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
 	stopAttempt  context.CancelFunc // cancels the attempt in flight; nil when none runs
-	renewalsDone chan struct{}      // closed once renewalsOver and no attempt runs
+	renewalsDone chan struct{}      // made by a waiter while an attempt runs after renewalsOver; closed when it ends
 
 	ctx    context.Context         // Context(), built at its first call (under mu): cancelled by end, with its error as the cause
 	cancel context.CancelCauseFunc // cancels ctx; nil until ctx is built
@@ -222,7 +222,7 @@ func (l *Leadership) logger() *slog.Logger {
 // guarded writes.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.stopRenewals()
-	defer func() { <-l.renewalsDone }()
+	defer l.waitRenewals()
 
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc

@@ -56,7 +56,6 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // clock: the first renewal at the RenewAt of the first lease, and with
 // [WithRenewDeadline] the check of the deadline.
 func (l *Leadership) startRenewals() {
-	l.renewalsDone = make(chan struct{})
 	l.renewTask = scheduledTask{index: -1, pooled: true, fn: l.renewalDue}
 	l.deadlineTask = scheduledTask{index: -1, fn: l.renewDeadlineDue}
 	l.sched = schedulerFor(l.transport, l.settings.clock)
@@ -69,8 +68,8 @@ func (l *Leadership) startRenewals() {
 }
 
 // stopRenewals stops the renewals for good: it takes the leadership's tasks
-// off the scheduler and cancels the attempt in flight, whose end then
-// closes renewalsDone (at once when none runs). Resign and end call it; a
+// off the scheduler and cancels the attempt in flight, which then ends
+// them (at once when none runs: waitRenewals). Resign and end call it; a
 // second call does nothing.
 func (l *Leadership) stopRenewals() {
 	l.renewMu.Lock()
@@ -89,11 +88,32 @@ func (l *Leadership) stopRenewals() {
 	}
 }
 
-// finishRenewals closes renewalsDone and leaves the scheduler. The caller
-// holds renewMu, with renewalsOver set and no attempt running.
+// finishRenewals releases a waiter of waitRenewals and leaves the
+// scheduler. The caller holds renewMu, with renewalsOver set and no
+// attempt running.
 func (l *Leadership) finishRenewals() {
-	close(l.renewalsDone)
+	if l.renewalsDone != nil {
+		close(l.renewalsDone)
+	}
 	l.sched.release()
+}
+
+// waitRenewals returns once no renewal attempt runs, after stopRenewals:
+// Resign waits so, because its tombstone goes through the same producer.
+// The channel it waits on is made only then, so that a held leadership
+// keeps none.
+func (l *Leadership) waitRenewals() {
+	l.renewMu.Lock()
+	if !l.attempting {
+		l.renewMu.Unlock()
+		return
+	}
+	if l.renewalsDone == nil {
+		l.renewalsDone = make(chan struct{})
+	}
+	done := l.renewalsDone
+	l.renewMu.Unlock()
+	<-done
 }
 
 // renewalDue runs one due renewal, on the scheduler's pool, and schedules
