@@ -14,8 +14,13 @@ import (
 
 // maxRenewalsInFlight bounds the renewal attempts of one scheduler that run
 // at once. A due renewal past it waits for one of them to end; the others
-// stay on their instants.
-const maxRenewalsInFlight = 256
+// stay on their instants. 10 000 roles with the default renew interval
+// renew 1 000 times a second; on a loaded broker a renewal's three round
+// trips took 250 to 400 ms in the bench of issue 19, so a bound of 256
+// let the renewals fall behind (oldest 14 s and growing), and 1024 kept
+// them on time (oldest 10.5 s). Each attempt in flight is two goroutines
+// (its own and its transaction's) until it ends.
+const maxRenewalsInFlight = 1024
 
 // scheduledTask is one due instant of a leadership in a scheduler's heap.
 // The scheduler runs fn once the clock reaches at: on the pool when pooled

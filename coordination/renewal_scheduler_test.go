@@ -212,7 +212,7 @@ func TestRenewalSchedulerResignDuringAnAttemptLeavesTheOthersRenewing(t *testing
 func TestRenewalSchedulerBoundsTheAttemptsInFlight(t *testing.T) {
 	scBothPaths(t, func(t *testing.T, e *scEnv) {
 		node1 := e.member("node-1")
-		const roles, bound = 300, 256 // bound: maxRenewalsInFlight
+		const roles, bound = 1100, 1024 // bound: maxRenewalsInFlight
 		held := acquireRoles(t, e, node1, roles)
 		grants := node1.raw.Calls(coordinationtest.OpWriteLease)
 		release := node1.raw.Block(coordinationtest.OpWriteLease)
