@@ -30,11 +30,12 @@ import (
 // The background renewal starts in [AcquireLeadership] and ends when the
 // leadership ends or [Leadership.Resign] stops it. It is no goroutine of
 // its own: one goroutine per transport and [Clock] serves the due
-// renewals of every leadership over that transport on that clock, and runs each due renewal on a pool of at most
-// 1024 at once, so a process that holds many roles does not pay a goroutine
-// for each; that goroutine exits when no leadership on its clock is left. Every write of the
-// handle (a renewal, [Leadership.Write], the resignation's tombstone) takes
-// one write slot, because they share the role's transactional producer; a
+// renewals of every leadership over that transport on that clock, and
+// runs each due renewal on a pool of at most 1024 at once, so a process
+// that holds many roles does not pay a goroutine for each; that goroutine
+// exits when no such leadership is left. Every write of the handle (a
+// renewal, [Leadership.Write], the resignation's tombstone) takes one
+// write slot, because they share the role's transactional producer; a
 // caller waits for the slot no longer than its context allows. Guarded
 // writes that wait for the slot together share one transaction (the group
 // commit of [Leadership.Write]). No write starts after Done closes.
