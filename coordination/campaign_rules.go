@@ -87,6 +87,7 @@ type campaignMemory struct {
 
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when the rules first saw it held, in ms; 0 for none
+	stuckHigh   int64 // the high watermark when the hold began: the hold ends once the last stable offset reaches it
 
 	// rival is a mint of another challenger that the rules wait for
 	// (watchRival); the zero value for none.
@@ -479,13 +480,30 @@ func hiddenRecordsRankBehind(state RoleState, member MemberID) bool {
 // aborted it: the lease duration plus the abort sweep after the last
 // stable offset stopped moving. It returns the memory with the held offset
 // and the instant it was first seen, and the note that the loop logs.
+//
+// The hold ends too once the last stable offset reaches the high watermark
+// of the moment the hold began (stuckHigh): every record hidden then is
+// visible, and a record hidden now was written after that moment, which
+// no renewal that the expired-looking lease missed can be. Without that
+// end, a partition whose other roles open transactions all the time (many
+// roles over few partitions: their renewals) has its last stable offset
+// trail the high watermark almost always, moving all the while, and the
+// challenge would wait as long as the traffic lasts, the failover of a
+// dead holder with it.
 func (m campaignMemory) watchStable(view stableOffsets, nowMillis int64, config LeaseConfig) (campaignMemory, bool, campaignNote) {
 	if !view.reported || view.high <= view.stable {
-		m.stuckSince = 0
+		m.stuckSince, m.stuckHigh = 0, 0
 		return m, false, 0
+	}
+	if m.stuckSince != 0 && m.stuckHigh != 0 && view.stable >= m.stuckHigh {
+		m.stuckSince, m.stuckHigh = 0, 0
+		return m, false, 0 // what the hold waited for is visible
 	}
 	var note campaignNote
 	if m.stuckSince == 0 || view.stable != m.stuckStable {
+		if m.stuckSince == 0 {
+			m.stuckHigh = view.high // a new hold: it waits for what is hidden now
+		}
 		m.stuckStable, m.stuckSince = view.stable, nowMillis
 		note = noteViewHeld
 	}

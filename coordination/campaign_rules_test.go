@@ -345,7 +345,20 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "an open transaction hides records: hold", options: "spec", rules: spec,
 			state: RoleState{Roster: roster[1:], Lease: expired}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: T,
 			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
-			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T}},
+			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T, stuckHigh: 12}},
+		{branch: "the last stable offset reached the high watermark of the hold's start: challenge, though newer transactions are open", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
+			view: with(seen, func(v *campaignView) {
+				v.stable, v.memory.stuckStable, v.memory.stuckSince, v.memory.stuckHigh = stableOffsets{reported: true, stable: 12, high: 15}, 11, T-500, 12
+			}), now: T,
+			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 11}},
+		{branch: "the last stable offset moves, short of the high watermark of the hold's start: hold", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
+			view: with(seen, func(v *campaignView) {
+				v.stable, v.memory.stuckStable, v.memory.stuckSince, v.memory.stuckHigh = stableOffsets{reported: true, stable: 11, high: 15}, 10, T-500, 12
+			}), now: T,
+			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
+			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 11, stuckSince: T, stuckHigh: 12}},
 		{branch: "an open transaction, held short of a lease duration plus the sweep", options: "spec", rules: spec,
 			state: RoleState{Roster: roster[1:], Lease: expired},
 			view: with(seen, func(v *campaignView) {
@@ -378,7 +391,7 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "an open transaction, no lease, second in the roster: hold", options: "spec", rules: spec,
 			state: RoleState{Roster: roster}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: meAt + 20_000,
 			action: campaignWait, until: meAt + 21_000, notes: noteViewHeld,
-			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: meAt + 20_000}},
+			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: meAt + 20_000, stuckHigh: 12}},
 	}
 
 	actions := map[campaignAction]bool{}
