@@ -56,7 +56,9 @@ import (
 //     sweep (10 s) after the last stable offset stopped moving.
 //   - A missing permission ([ErrNotAuthorized]) and a configuration the
 //     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
-//     that implements [StateTopicChecker] checks the state topic first.
+//     that implements [StateTopicChecker] checks the state topic first
+//     ([KafkaTransport] once a minute for the campaigns of one topic and
+//     lease: see [KafkaTransport.CheckStateTopic]).
 //   - When the context ends, the error is the context's error itself
 //     (err == context.DeadlineExceeded holds); the last error of the
 //     transport, if any, is logged.
@@ -88,6 +90,12 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	return c.run(ctx)
 }
 
+// campaignStateTopicChecker is a [StateTopicChecker] that remembers a check
+// that passed, for the campaigns that follow it ([KafkaTransport]).
+type campaignStateTopicChecker interface {
+	checkStateTopicForCampaign(ctx context.Context, options ...Option) error
+}
+
 // newCampaign checks the arguments of AcquireLeadership or TryAcquire (op
 // names the call), applies the options over the transport's lease policy,
 // and checks the state topic when the transport can.
@@ -114,7 +122,11 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 		return nil, err
 	}
 	if checker, ok := transport.(StateTopicChecker); ok {
-		if err := checker.CheckStateTopic(ctx, options...); err != nil {
+		check := checker.CheckStateTopic
+		if memo, ok := transport.(campaignStateTopicChecker); ok {
+			check = memo.checkStateTopicForCampaign // a check that passed a moment ago answers for this one
+		}
+		if err := check(ctx, options...); err != nil {
 			// Only a refused configuration stops the call: the check needs
 			// permissions (DESCRIBE_CONFIGS over Kafka) that a member may
 			// lack without harm.

@@ -87,6 +87,7 @@ type campaignMemory struct {
 
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when the rules first saw it held, in ms; 0 for none
+	stuckHigh   int64 // the high watermark when the hold began: the hold ends once the last stable offset reaches it
 
 	// rival is a mint of another challenger that the rules wait for
 	// (watchRival); the zero value for none.
@@ -269,7 +270,9 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		}
 		var hold bool
 		var note campaignNote
-		memory, hold, note = memory.watchStable(view.stable, nowMillis, rules.lease)
+		if !hiddenRecordsRankBehind(state, member) {
+			memory, hold, note = memory.watchStable(view.stable, nowMillis, rules.lease)
+		}
 		if hold {
 			return campaignStep{action: campaignWait, until: poll, notes: notes | note, memory: memory}
 		}
@@ -449,6 +452,24 @@ func evaluateDeposed(state RoleState, member MemberID, now int64, config LeaseCo
 // transaction.abort.timed.out.transaction.cleanup.interval.ms.
 const openTransactionSweep = 10 * time.Second
 
+// hiddenRecordsRankBehind reports whether no record that an open
+// transaction hides can stand before the member's own challenge: the view
+// shows no lease of the role, and the member is first in its roster. The
+// last stable offset is a prefix of the partition, and the member ranks
+// on its own registration, which the view shows (decideCampaign checked
+// it), so every hidden record comes after that registration: a later
+// registration ranks behind the member, and a first lease hidden there is
+// a challenge of a member that ranks behind it, which the member's own
+// challenge deposes under the specification's rules whatever it waits
+// for. Waiting for such a view to be complete protects no holder, and on a
+// partition whose other roles renew all the time (many roles over few
+// partitions) the last stable offset trails the high watermark most of
+// the time, so the wait could last until the lease duration plus the
+// abort sweep, or for ever while the offset keeps moving.
+func hiddenRecordsRankBehind(state RoleState, member MemberID) bool {
+	return state.Lease == nil && len(state.Roster) > 0 && state.Roster[0].Member == member
+}
+
 // watchStable reports whether a challenge holds because an open
 // transaction hides records of the partition past the last stable offset,
 // so that a lease that looks expired may have been renewed behind it. A
@@ -459,13 +480,30 @@ const openTransactionSweep = 10 * time.Second
 // aborted it: the lease duration plus the abort sweep after the last
 // stable offset stopped moving. It returns the memory with the held offset
 // and the instant it was first seen, and the note that the loop logs.
+//
+// The hold ends too once the last stable offset reaches the high watermark
+// of the moment the hold began (stuckHigh): every record hidden then is
+// visible, and a record hidden now was written after that moment, which
+// no renewal that the expired-looking lease missed can be. Without that
+// end, a partition whose other roles open transactions all the time (many
+// roles over few partitions: their renewals) has its last stable offset
+// trail the high watermark almost always, moving all the while, and the
+// challenge would wait as long as the traffic lasts, the failover of a
+// dead holder with it.
 func (m campaignMemory) watchStable(view stableOffsets, nowMillis int64, config LeaseConfig) (campaignMemory, bool, campaignNote) {
 	if !view.reported || view.high <= view.stable {
-		m.stuckSince = 0
+		m.stuckSince, m.stuckHigh = 0, 0
 		return m, false, 0
+	}
+	if m.stuckSince != 0 && m.stuckHigh != 0 && view.stable >= m.stuckHigh {
+		m.stuckSince, m.stuckHigh = 0, 0
+		return m, false, 0 // what the hold waited for is visible
 	}
 	var note campaignNote
 	if m.stuckSince == 0 || view.stable != m.stuckStable {
+		if m.stuckSince == 0 {
+			m.stuckHigh = view.high // a new hold: it waits for what is hidden now
+		}
 		m.stuckStable, m.stuckSince = view.stable, nowMillis
 		note = noteViewHeld
 	}

@@ -342,36 +342,56 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "challenge lost, not-before passed", options: "rival", rules: rival,
 			state: RoleState{Roster: roster[1:]}, view: with(seen, func(v *campaignView) { v.notBefore = T }), now: T,
 			action: campaignChallenge},
-		{branch: "an open transaction hides records: hold", options: "rival", rules: rival,
-			state: RoleState{Roster: roster[1:]}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: T,
+		{branch: "an open transaction hides records: hold", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: T,
 			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
-			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T}},
-		{branch: "an open transaction, held short of a lease duration plus the sweep", options: "rival", rules: rival,
-			state: RoleState{Roster: roster[1:]},
+			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T, stuckHigh: 12}},
+		{branch: "the last stable offset reached the high watermark of the hold's start: challenge, though newer transactions are open", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
+			view: with(seen, func(v *campaignView) {
+				v.stable, v.memory.stuckStable, v.memory.stuckSince, v.memory.stuckHigh = stableOffsets{reported: true, stable: 12, high: 15}, 11, T-500, 12
+			}), now: T,
+			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 11}},
+		{branch: "the last stable offset moves, short of the high watermark of the hold's start: hold", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
+			view: with(seen, func(v *campaignView) {
+				v.stable, v.memory.stuckStable, v.memory.stuckSince, v.memory.stuckHigh = stableOffsets{reported: true, stable: 11, high: 15}, 10, T-500, 12
+			}), now: T,
+			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
+			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 11, stuckSince: T, stuckHigh: 12}},
+		{branch: "an open transaction, held short of a lease duration plus the sweep", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 10, high: 12}, 10, T-39_999
 			}), now: T,
 			action: campaignWait, until: T + 1_000,
 			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T - 39_999}},
-		{branch: "an open transaction, held for a lease duration plus the sweep: challenge", options: "rival", rules: rival,
-			state: RoleState{Roster: roster[1:]},
+		{branch: "an open transaction, held for a lease duration plus the sweep: challenge", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 10, high: 12}, 10, T-40_000
 			}), now: T,
 			action: campaignChallenge, notes: noteViewGivenUp},
-		{branch: "the last stable offset moved: hold anew", options: "rival", rules: rival,
-			state: RoleState{Roster: roster[1:]},
+		{branch: "the last stable offset moved: hold anew", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 10, high: 12}, 8, T-40_000
 			}), now: T,
 			action: campaignWait, until: T + 1_000, notes: noteViewHeld,
 			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: T}},
-		{branch: "the view is complete again", options: "rival", rules: rival,
-			state: RoleState{Roster: roster[1:]},
+		{branch: "the view is complete again", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: expired},
 			view: with(seen, func(v *campaignView) {
 				v.stable, v.memory.stuckStable, v.memory.stuckSince = stableOffsets{reported: true, stable: 12, high: 12}, 10, T-5_000
 			}), now: T,
 			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10}},
+		{branch: "an open transaction, no lease, first in the roster: every hidden record ranks behind, challenge", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:]}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: T,
+			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true}},
+		{branch: "an open transaction, no lease, second in the roster: hold", options: "spec", rules: spec,
+			state: RoleState{Roster: roster}, view: with(seen, func(v *campaignView) { v.stable = stableOffsets{reported: true, stable: 10, high: 12} }), now: meAt + 20_000,
+			action: campaignWait, until: meAt + 21_000, notes: noteViewHeld,
+			memory: &campaignMemory{ownRegistrationSeen: true, stuckStable: 10, stuckSince: meAt + 20_000, stuckHigh: 12}},
 	}
 
 	actions := map[campaignAction]bool{}

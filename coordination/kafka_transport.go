@@ -123,6 +123,8 @@ type KafkaTransport struct {
 
 	mu          sync.Mutex
 	stateTopics map[string]bool // topics of Append, WriteLease and the reads
+
+	checks stateTopicChecks // the campaigns' checks of the state topic (kafka_topic.go)
 }
 
 var (

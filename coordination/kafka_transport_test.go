@@ -86,6 +86,7 @@ func runKafkaTransportSuite(t *testing.T, cluster func(*testing.T) *kafkatest.Cl
 		{"TombstonesCommitTogetherUnderTheToken", ktTombstonesCommitTogether},
 		{"DescribeEpochOfAnUnknownRole", ktDescribeEpochOfAnUnknownRole},
 		{"StateTopicCheck", ktStateTopicCheck},
+		{"CampaignsShareTheStateTopicCheck", ktCampaignsShareTheStateTopicCheck},
 		{"ReadPartitionSeesCommittedRecordsOnly", ktReadPartitionSeesCommittedRecordsOnly},
 		{"StalledTransactionHidesTheOtherRoleOnPartition12", ktStalledTransactionHidesTheOtherRole},
 		{"IncrementalReadAndWatch", ktIncrementalReadAndWatch},

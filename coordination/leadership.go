@@ -27,10 +27,15 @@ import (
 // watches Done and stops the work of the role at once. A member that keeps
 // competing loops: acquire, work until Done closes, acquire again.
 //
-// The background renewal is a goroutine that the handle owns: it starts in
-// [AcquireLeadership] and ends when the leadership ends. Every write of the
-// handle (a renewal, [Leadership.Write], the resignation's tombstone) takes
-// one write slot, because they share the role's transactional producer; a
+// The background renewal starts in [AcquireLeadership] and ends when the
+// leadership ends or [Leadership.Resign] stops it. It is no goroutine of
+// its own: one goroutine per transport and [Clock] serves the due
+// renewals of every leadership over that transport on that clock, and
+// runs each due renewal on a pool of at most 1024 at once, so a process
+// that holds many roles does not pay a goroutine for each; that goroutine
+// exits when no such leadership is left. Every write of the handle (a
+// renewal, [Leadership.Write], the resignation's tombstone) takes one
+// write slot, because they share the role's transactional producer; a
 // caller waits for the slot no longer than its context allows. Guarded
 // writes that wait for the slot together share one transaction (the group
 // commit of [Leadership.Write]). No write starts after Done closes.
@@ -43,7 +48,6 @@ type Leadership struct {
 	partition TopicPartition
 	token     FencingToken
 	settings  *settings
-	logger    *slog.Logger
 
 	// slot is held for every write: the writes share the role's
 	// transactional producer. It is a channel, not a mutex, so a caller
@@ -59,14 +63,23 @@ type Leadership struct {
 	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
 	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
 
-	done     chan struct{} // closed by end, once
-	stop     chan struct{} // closed by Resign to stop the renewal loop
-	stopOnce sync.Once
-	stopLoop context.CancelFunc // cancels a renewal in flight
-	loopDone chan struct{}      // closed when the renewal loop returns
+	done chan struct{} // closed by end, once
 
-	ctx    context.Context         // Context(): cancelled by end, with its error as the cause
-	cancel context.CancelCauseFunc // cancels ctx
+	// The renewals (leadership_renewal.go): two tasks on the scheduler of
+	// the leadership's clock (renewal_scheduler.go), and the attempt in
+	// flight, which runs on that scheduler's pool.
+	renewMu      sync.Mutex // guards the fields below, and the tasks' queueing; taken before the scheduler's lock
+	sched        *renewalScheduler
+	renewTask    scheduledTask      // the next renewal
+	deadlineTask scheduledTask      // the end on the renew deadline (renew_deadline.go)
+	retryAt      int64              // after a failed renewal: the instant of the retry, else 0
+	attempting   bool               // a renewal attempt runs
+	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
+	stopAttempt  context.CancelFunc // cancels the attempt in flight; nil when none runs
+	renewalsDone chan struct{}      // made by a waiter while an attempt runs after renewalsOver; closed when it ends
+
+	ctx    context.Context         // Context(), built at its first call (under mu): cancelled by end, with its error as the cause
+	cancel context.CancelCauseFunc // cancels ctx; nil until ctx is built
 
 	heartbeated bool // the campaign wrote a heartbeat, which Resign clears
 }
@@ -74,8 +87,6 @@ type Leadership struct {
 // startLeadership builds the handle after the first lease write and starts
 // its renewal loop.
 func startLeadership(c *campaign, lease Lease) *Leadership {
-	loopCtx, stopLoop := context.WithCancel(context.Background())
-	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Leadership{
 		transport: c.transport,
 		role:      c.role,
@@ -83,22 +94,13 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		partition: c.partition,
 		token:     lease.Token,
 		settings:  c.settings,
-		logger:    c.logger.With(slog.String("token", lease.Token.String())),
 		lease:     lease,
 		slot:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
-		ctx:       ctx,
-		cancel:    cancel,
-		stop:      make(chan struct{}),
-		stopLoop:  stopLoop,
-		loopDone:  make(chan struct{}),
 
 		heartbeated: c.heartbeated,
 	}
-	go l.renewLoop(loopCtx)
-	if c.settings.renewDeadline > 0 {
-		go l.watchRenewDeadline(c.settings.renewDeadline) // renew_deadline.go
-	}
+	l.startRenewals() // leadership_renewal.go
 	return l
 }
 
@@ -166,7 +168,28 @@ func (l *Leadership) Err() error {
 // The context learns of a fence when the leadership does, at the next
 // renewal or guarded write; with [WithRenewDeadline] it also ends on the
 // holder's own lease clock. It is safe for concurrent use.
-func (l *Leadership) Context() context.Context { return l.ctx }
+func (l *Leadership) Context() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		// Built at the first call, so that a process that holds many
+		// roles and never asks pays nothing for it.
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.err != nil {
+			l.cancel(l.err)
+		}
+	}
+	return l.ctx
+}
+
+// logger returns the logger of the leadership's records: the options'
+// logger, with the role, the member, the partition and the token. It is
+// built when a record is logged, which is rare, so that a process that
+// holds many roles keeps no logger for each.
+func (l *Leadership) logger() *slog.Logger {
+	return l.settings.logger.With(slog.String("role", l.role.String()), slog.String("member", l.member.String()),
+		slog.String("partition", l.partition.String()), slog.String("token", l.token.String()))
+}
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
 // on the lease key, so the first standby challenges at once instead of at
@@ -199,11 +222,8 @@ func (l *Leadership) Context() context.Context { return l.ctx }
 // the resigned member until then. A caller that resigns stops its own
 // guarded writes.
 func (l *Leadership) Resign(ctx context.Context) error {
-	l.stopOnce.Do(func() {
-		close(l.stop)
-		l.stopLoop()
-	})
-	defer func() { <-l.loopDone }()
+	l.stopRenewals()
+	defer l.waitRenewals()
 
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
@@ -231,7 +251,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	}
 	l.end(fmt.Errorf("coordination: member %s resigned role %s: %w", l.member, l.role, ErrNotHeld))
 	if err := errors.Join(leaseErr, registrationErr); err != nil {
-		l.logger.Warn("coordination: resignation tombstone failed; standbys wait for the deadline", slog.Any("error", err))
+		l.logger().Warn("coordination: resignation tombstone failed; standbys wait for the deadline", slog.Any("error", err))
 		return wrapf(err, nil, "resign role %s", l.role)
 	}
 	return nil
@@ -274,7 +294,7 @@ func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registratio
 	if heartbeatKey != nil {
 		appends.Go(func() {
 			if err := l.transport.Append(ctx, l.partition, heartbeatKey, nil); err != nil {
-				l.logger.Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
+				l.logger().Warn("coordination: the tombstone of the heartbeat failed; it counts for nothing without a registration", slog.Any("error", err))
 			}
 		})
 	}
@@ -303,13 +323,17 @@ func (l *Leadership) endedErr(operation string) error {
 // starts after Done closes.
 func (l *Leadership) end(err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err != nil {
+		l.mu.Unlock()
 		return
 	}
 	l.err = err
 	close(l.done)
-	l.cancel(err)
+	if l.cancel != nil {
+		l.cancel(err)
+	}
+	l.mu.Unlock()
+	l.stopRenewals() // and cancels a renewal in flight: none starts after Done
 }
 
 // endsLeadership reports whether a write error leaves the token unable to

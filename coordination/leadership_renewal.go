@@ -52,56 +52,133 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 	return nil
 }
 
-// renewLoop renews at every renew interval, and at most one poll interval
+// startRenewals puts the leadership's renewals on the scheduler of its
+// clock: the first renewal at the RenewAt of the first lease, and with
+// [WithRenewDeadline] the check of the deadline.
+func (l *Leadership) startRenewals() {
+	l.renewTask = scheduledTask{index: -1, pooled: true, fn: l.renewalDue}
+	l.deadlineTask = scheduledTask{index: -1, fn: l.renewDeadlineDue}
+	l.sched = schedulerFor(l.transport, l.settings.clock)
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
+	l.sched.schedule(&l.renewTask, l.settings.lease.Timing(l.Lease()).RenewAt())
+	if deadline := l.settings.renewDeadline; deadline > 0 {
+		l.sched.schedule(&l.deadlineTask, addMillis(l.Lease().GrantedAt, deadline))
+	}
+}
+
+// stopRenewals stops the renewals for good: it takes the leadership's tasks
+// off the scheduler and cancels the attempt in flight, which then ends
+// them (at once when none runs: waitRenewals). Resign and end call it; a
+// second call does nothing.
+func (l *Leadership) stopRenewals() {
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
+	if l.renewalsOver {
+		return
+	}
+	l.renewalsOver = true
+	l.sched.cancel(&l.renewTask)
+	l.sched.cancel(&l.deadlineTask)
+	if l.stopAttempt != nil {
+		l.stopAttempt()
+	}
+	if !l.attempting {
+		l.finishRenewals()
+	}
+}
+
+// finishRenewals releases a waiter of waitRenewals and leaves the
+// scheduler. The caller holds renewMu, with renewalsOver set and no
+// attempt running.
+func (l *Leadership) finishRenewals() {
+	if l.renewalsDone != nil {
+		close(l.renewalsDone)
+	}
+	l.sched.release()
+}
+
+// waitRenewals returns once no renewal attempt runs, after stopRenewals:
+// Resign waits so, because its tombstone goes through the same producer.
+// The channel it waits on is made only then, so that a held leadership
+// keeps none.
+func (l *Leadership) waitRenewals() {
+	l.renewMu.Lock()
+	if !l.attempting {
+		l.renewMu.Unlock()
+		return
+	}
+	if l.renewalsDone == nil {
+		l.renewalsDone = make(chan struct{})
+	}
+	done := l.renewalsDone
+	l.renewMu.Unlock()
+	<-done
+}
+
+// renewalDue runs one due renewal, on the scheduler's pool, and schedules
+// the next: at the RenewAt of the new lease, or one poll interval later
 // after a renewal that failed for a reason other than a fence; an attempt
 // may take until the deadline of the lease it renews (renewAttemptBound).
-// It returns when the leadership ends or Resign stops it.
+// No renewal is scheduled again once the leadership ended or Resign
+// stopped the renewals.
 //
 // A due renewal does not wait behind a guarded write for long: it waits
 // for the write slot at most preemptAfter, then cancels the guarded write
 // in flight (see [Leadership.Write]) and takes the slot when the write has
 // given it back. While it waits, no new guarded write takes the slot.
-func (l *Leadership) renewLoop(ctx context.Context) {
-	defer close(l.loopDone)
-	clock := l.settings.clock
-	retryAt := int64(0) // after a failure: the instant of the retry
-	for {
-		at := l.settings.lease.Timing(l.Lease()).RenewAt()
-		if retryAt != 0 {
-			at = retryAt
-		}
-		select {
-		case <-l.stop:
-			return
-		case <-l.done:
-			return
-		case <-clock.After(time.Duration(at-clock.NowMillis()) * time.Millisecond):
-		}
-		attempt, cancel := withClockTimeout(ctx, clock, l.renewAttemptBound())
-		err := l.lockForRenewal(attempt)
-		if err == nil {
-			err = l.renewHeld(attempt)
-			l.unlock()
-		}
-		cancel()
-		switch {
-		case err == nil:
-			retryAt = 0
-		case errors.Is(err, ErrNotHeld), endsLeadership(err), errors.Is(err, ErrNotAuthorized):
-			return // renewHeld ended the leadership
-		default:
-			select {
-			case <-l.stop:
-				return
-			case <-l.done:
-				return // the renew deadline ended it, and cancelled this attempt
-			default:
-			}
-			l.logger.Warn("coordination: renewal failed; retrying", slog.Any("error", err),
-				slog.Duration("retry_in", l.settings.pollInterval))
-			retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
-		}
+func (l *Leadership) renewalDue() {
+	l.renewMu.Lock()
+	if l.renewalsOver {
+		l.renewMu.Unlock()
+		return
 	}
+	l.attempting = true
+	// The attempt's context is its own, not a child of a context that the
+	// leadership keeps, so that a held leadership keeps none.
+	parent, stop := context.WithCancel(context.Background())
+	l.stopAttempt = stop
+	l.renewMu.Unlock()
+
+	clock := l.settings.clock
+	attempt, cancel := withClockTimeout(parent, clock, l.renewAttemptBound())
+	err := l.lockForRenewal(attempt)
+	if err == nil {
+		err = l.renewHeld(attempt)
+		l.unlock()
+	}
+	cancel()
+	stop()
+
+	retry := err != nil && !errors.Is(err, ErrNotHeld) && !endsLeadership(err) && !errors.Is(err, ErrNotAuthorized)
+	l.renewMu.Lock()
+	defer l.renewMu.Unlock()
+	l.attempting = false
+	l.stopAttempt = nil
+	if l.renewalsOver {
+		l.finishRenewals() // Resign or the end of the leadership stopped the renewals
+		return
+	}
+	switch {
+	case err == nil:
+		l.retryAt = 0
+	case !retry:
+		// renewHeld ended the leadership, and end stopped the renewals;
+		// stop them here all the same.
+		l.renewalsOver = true
+		l.sched.cancel(&l.deadlineTask)
+		l.finishRenewals()
+		return
+	default:
+		l.logger().Warn("coordination: renewal failed; retrying", slog.Any("error", err),
+			slog.Duration("retry_in", l.settings.pollInterval))
+		l.retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
+	}
+	at := l.settings.lease.Timing(l.Lease()).RenewAt()
+	if l.retryAt != 0 {
+		at = l.retryAt
+	}
+	l.sched.schedule(&l.renewTask, at)
 }
 
 // renewAttemptBound is how long one renewal attempt may take: until the

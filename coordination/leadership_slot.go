@@ -82,7 +82,7 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 			cancel := l.preempt
 			l.mu.Unlock()
 			if cancel != nil {
-				l.logger.Warn("coordination: a guarded write holds the role's producer past a due renewal; cancelling it to renew the lease",
+				l.logger().Warn("coordination: a guarded write holds the role's producer past a due renewal; cancelling it to renew the lease",
 					slog.Duration("waited", wait))
 				cancel(errPreempted)
 			}

@@ -62,28 +62,28 @@ func WithRenewDeadline(deadline time.Duration) Option {
 	}
 }
 
-// watchRenewDeadline ends the leadership when no renewal was confirmed
-// within deadline of the grant of the newest confirmed lease. It is a
-// goroutine of the leadership, started with it, and it returns when the
-// leadership ends.
-func (l *Leadership) watchRenewDeadline(deadline time.Duration) {
-	clock := l.settings.clock
-	for {
-		lease := l.Lease()
-		at := addMillis(lease.GrantedAt, deadline)
-		select {
-		case <-l.done:
-			return
-		case <-clock.After(time.Duration(at-clock.NowMillis()) * time.Millisecond):
-		}
-		if l.Lease().GrantedAt != lease.GrantedAt {
-			continue // a renewal was confirmed meanwhile
-		}
-		l.end(fmt.Errorf("coordination: member %s of role %s under %s confirmed no renewal within the renew deadline %v of its lease granted at %d ms (lease deadline %d ms): %w",
-			l.member, l.role, l.token, deadline, lease.GrantedAt, lease.Deadline, ErrRenewDeadline))
-		l.stopLoop() // a renewal in flight ends too; none starts after Done
-		l.logger.Warn("coordination: the leadership ended on its renew deadline: no renewal was confirmed in time",
-			slog.Duration("renew_deadline", deadline), slog.Int64("granted_at_ms", lease.GrantedAt))
+// renewDeadlineDue ends the leadership when no renewal was confirmed
+// within the renew deadline of the grant of the newest confirmed lease. It
+// runs on the scheduler of the leadership's clock (renewal_scheduler.go),
+// at the deadline of the lease it last saw, and puts itself back at the
+// deadline of a newer lease when a renewal was confirmed meanwhile.
+func (l *Leadership) renewDeadlineDue() {
+	deadline := l.settings.renewDeadline
+	l.renewMu.Lock()
+	if l.renewalsOver {
+		l.renewMu.Unlock()
 		return
 	}
+	lease := l.Lease()
+	at := addMillis(lease.GrantedAt, deadline)
+	if l.settings.clock.NowMillis() < at {
+		l.sched.schedule(&l.deadlineTask, at) // a renewal was confirmed meanwhile
+		l.renewMu.Unlock()
+		return
+	}
+	l.renewMu.Unlock()
+	l.end(fmt.Errorf("coordination: member %s of role %s under %s confirmed no renewal within the renew deadline %v of its lease granted at %d ms (lease deadline %d ms): %w",
+		l.member, l.role, l.token, deadline, lease.GrantedAt, lease.Deadline, ErrRenewDeadline)) // and cancels a renewal in flight; none starts after Done
+	l.logger().Warn("coordination: the leadership ended on its renew deadline: no renewal was confirmed in time",
+		slog.Duration("renew_deadline", deadline), slog.Int64("granted_at_ms", lease.GrantedAt))
 }

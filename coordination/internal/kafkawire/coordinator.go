@@ -27,12 +27,36 @@ import (
 type txnCoordinators struct {
 	client *kgo.Client
 
-	mu    sync.Mutex
-	nodes map[string]int32
+	mu      sync.Mutex
+	nodes   map[string]int32
+	lookups map[string]*coordinatorLookup // the ids queued for the next FindCoordinator or in flight
+	queued  []string                      // the ids of the next FindCoordinator
+	sending bool                          // the goroutine of lookAll runs
 }
 
+// coordinatorLookup is the lookup of one id, which every caller that
+// needs the id meanwhile waits for. Its fields but done are guarded by
+// the lock of txnCoordinators.
+type coordinatorLookup struct {
+	done    chan struct{} // closed when node and err are set
+	node    int32
+	err     error
+	waiters int          // the callers that wait for it
+	batch   *lookupBatch // the FindCoordinator that carries it; nil while queued
+}
+
+// lookupBatch is one FindCoordinator of lookAll. It is cancelled when
+// every caller that waits for one of its ids has given up, so that no
+// request outlives its callers' contexts; lookupTimeout bounds it too.
+type lookupBatch struct {
+	cancel  context.CancelFunc
+	waiters int
+}
+
+const lookupTimeout = 5 * time.Second
+
 func newTxnCoordinators(client *kgo.Client) *txnCoordinators {
-	return &txnCoordinators{client: client, nodes: make(map[string]int32)}
+	return &txnCoordinators{client: client, nodes: make(map[string]int32), lookups: make(map[string]*coordinatorLookup)}
 }
 
 // coordinatorBackoff is the first pause between two attempts of a
@@ -105,18 +129,101 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 
 // node returns the coordinator of txnID: the cached node, or the answer of
 // a FindCoordinator request (key type transaction), which franz-go sends to
-// any broker it can reach.
+// any broker it can reach. The lookups of ids that are asked for while a
+// FindCoordinator is in flight go together in the next one (version 4
+// takes many keys; franz-go splits the request for a broker that predates
+// it), so that a process that mints many roles at once sends a few such
+// requests, not one for each role.
 func (c *txnCoordinators) node(ctx context.Context, txnID string) (int32, error) {
 	c.mu.Lock()
-	node, ok := c.nodes[txnID]
-	c.mu.Unlock()
-	if ok {
+	if node, ok := c.nodes[txnID]; ok {
+		c.mu.Unlock()
 		return node, nil
 	}
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorType = 1 // transaction
-	req.CoordinatorKeys = []string{txnID}
-	resp, err := req.RequestWith(ctx, c.client)
+	lookup := c.lookups[txnID]
+	if lookup == nil {
+		lookup = &coordinatorLookup{done: make(chan struct{})}
+		c.lookups[txnID] = lookup
+		c.queued = append(c.queued, txnID)
+		if !c.sending {
+			c.sending = true
+			go c.lookAll()
+		}
+	}
+	lookup.waiters++
+	if lookup.batch != nil {
+		lookup.batch.waiters++
+	}
+	c.mu.Unlock()
+	select {
+	case <-lookup.done:
+		return lookup.node, lookup.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		lookup.waiters--
+		if b := lookup.batch; b != nil {
+			if b.waiters--; b.waiters == 0 {
+				b.cancel()
+			}
+		}
+		c.mu.Unlock()
+		return -1, ctx.Err()
+	}
+}
+
+// lookAll sends the queued lookups, all of them in one FindCoordinator,
+// until none is queued. It is the goroutine that node starts; it ends when
+// the queue is empty, each request bounded by lookupTimeout.
+func (c *txnCoordinators) lookAll() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		batch := &lookupBatch{cancel: cancel}
+		c.mu.Lock()
+		var ids []string
+		for _, id := range c.queued {
+			lookup := c.lookups[id]
+			if lookup.waiters == 0 { // every caller gave up before it was sent
+				delete(c.lookups, id)
+				lookup.node, lookup.err = -1, context.Canceled
+				close(lookup.done)
+				continue
+			}
+			lookup.batch = batch
+			batch.waiters += lookup.waiters
+			ids = append(ids, id)
+		}
+		c.queued = nil
+		if len(ids) == 0 {
+			c.sending = false
+			c.mu.Unlock()
+			cancel()
+			return
+		}
+		c.mu.Unlock()
+
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType = 1 // transaction
+		req.CoordinatorKeys = ids
+		resp, err := req.RequestWith(ctx, c.client)
+		cancel()
+
+		c.mu.Lock()
+		for _, id := range ids {
+			lookup := c.lookups[id]
+			delete(c.lookups, id)
+			lookup.node, lookup.err = coordinatorOf(resp, err, id)
+			if lookup.err == nil {
+				c.nodes[id] = lookup.node
+			}
+			close(lookup.done)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// coordinatorOf reads the coordinator of txnID from the answer of a
+// FindCoordinator, or the request's error.
+func coordinatorOf(resp *kmsg.FindCoordinatorResponse, err error, txnID string) (int32, error) {
 	if err != nil {
 		return -1, err
 	}
@@ -131,9 +238,6 @@ func (c *txnCoordinators) node(ctx context.Context, txnID string) (int32, error)
 	if err := codeError(code); err != nil {
 		return -1, err
 	}
-	c.mu.Lock()
-	c.nodes[txnID] = node
-	c.mu.Unlock()
 	return node, nil
 }
 

@@ -27,13 +27,16 @@
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
 //     numbers, why it ended) and the registry of mints.
+//   - end_context.go: the context of an epoch, which keeps nothing for
+//     the contexts derived from it once they end.
 //   - mint.go: InitProducerId, and DescribeTransactions of an epoch; a
 //     mint that resends nothing once a rival minted (rivalMinted).
 //   - mint_late.go: one mint of an id at a time, and the pair of an
 //     abandoned mint attempt, which the next mint takes.
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
-//   - coordinator.go: the cache of transaction coordinators, and the
-//     requests pinned to them.
+//   - coordinator.go: the cache of transaction coordinators, their
+//     lookups (those asked for together share one FindCoordinator), and
+//     the requests pinned to them.
 //   - leaders.go: the cache of partition leaders of the writes.
 //   - warm.go: the warm-up of a transactional id's route.
 //   - transaction.go: the life of one transaction and what a failure does

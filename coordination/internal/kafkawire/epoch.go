@@ -35,16 +35,15 @@ type Epoch struct {
 	// sequences is the next sequence number of each partition that the
 	// epoch wrote: the broker keeps one per (producer id, partition), and
 	// a new epoch starts every partition at 0. Guarded by slot.
-	sequences map[Partition]int32
+	sequences partitionSequences
 
 	mu    sync.Mutex
 	ended *Error // nil while open
 }
 
 func newEpoch(wire *Wire, txnID string, producer Producer) *Epoch {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Epoch{wire: wire, txnID: txnID, producer: producer, slot: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
-		sequences: make(map[Partition]int32)}
+	ctx := newEndContext() // end_context.go
+	return &Epoch{wire: wire, txnID: txnID, producer: producer, slot: make(chan struct{}, 1), ctx: ctx, cancel: ctx.end}
 }
 
 // TxnID returns the transactional id of the epoch.
@@ -188,4 +187,37 @@ func (w *Wire) mint(ctx context.Context, txnID, op string, unless *Producer) (*E
 	w.current[txnID] = epoch
 	w.minted[producer] = epoch
 	return epoch, nil
+}
+
+// partitionSequences is the next sequence number of each partition that an
+// epoch wrote to, 0 for the others. An epoch writes to one partition or a
+// few (a role's lease partition, and the topics of its guarded records), so
+// a slice searched in order costs less than a map, which a wire that holds
+// thousands of epochs keeps for each.
+type partitionSequences []partitionSequence
+
+type partitionSequence struct {
+	partition Partition
+	next      int32
+}
+
+// of returns the next sequence number of partition.
+func (s partitionSequences) of(partition Partition) int32 {
+	for _, p := range s {
+		if p.partition == partition {
+			return p.next
+		}
+	}
+	return 0
+}
+
+// set records the next sequence number of partition.
+func (s *partitionSequences) set(partition Partition, next int32) {
+	for i := range *s {
+		if (*s)[i].partition == partition {
+			(*s)[i].next = next
+			return
+		}
+	}
+	*s = append(*s, partitionSequence{partition, next})
 }

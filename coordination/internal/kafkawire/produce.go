@@ -128,7 +128,7 @@ func (e *Epoch) produce(callCtx, bg context.Context, parts []*partitionBatches) 
 					continue
 				}
 				if p.encoded == nil {
-					p.sequence = e.sequences[p.partition]
+					p.sequence = e.sequences.of(p.partition)
 					p.encoded = encodeTransactionalBatch(e.producer, p.sequence, nowMillis(), p.batches[p.sent])
 				}
 				if err == nil {
@@ -242,7 +242,7 @@ func (e *Epoch) produceTo(ctx context.Context, leader int32, parts []*partitionB
 		case !found:
 			// The answer omits the partition: send the batch again.
 		case appended(err):
-			e.sequences[p.partition] = nextSequence(p.sequence, len(p.batches[p.sent]))
+			e.sequences.set(p.partition, nextSequence(p.sequence, len(p.batches[p.sent])))
 			p.sent++
 			p.encoded, p.unknown = nil, false
 			progressed = true
