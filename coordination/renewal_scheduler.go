@@ -8,6 +8,7 @@ package coordination
 
 import (
 	"container/heap"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -114,14 +115,13 @@ func schedulerFor(transport Transport, clock Clock) *renewalScheduler {
 }
 
 // lookupScheduler finds the scheduler of key; keyed is false when the key
-// cannot be a map key (the lookup panics on an unhashable value). The
-// caller holds schedulers.mu.
+// cannot be a map key: a transport or a clock whose dynamic value is not
+// comparable (a map lookup of it would panic). The caller holds
+// schedulers.mu.
 func lookupScheduler(key schedulerKey) (s *renewalScheduler, keyed bool) {
-	defer func() {
-		if recover() != nil {
-			s, keyed = nil, false
-		}
-	}()
+	if !reflect.ValueOf(key.transport).Comparable() || !reflect.ValueOf(key.clock).Comparable() {
+		return nil, false
+	}
 	return schedulers.m[key], true
 }
 
