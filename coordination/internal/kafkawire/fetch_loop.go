@@ -156,7 +156,8 @@ func (r *Reader) unchanged(p *followedPartition, offset int64) {
 	}
 }
 
-// apply folds one fetched partition into its view.
+// apply folds one fetched partition into its view: the records that its
+// selection keeps (selection.go).
 func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) {
 	if fetched.Err != nil {
 		r.fetchFailed(p, offset, fetched.Err)
@@ -171,8 +172,14 @@ func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPart
 	p.err, p.fatal = nil, false
 	p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
 	for _, record := range fetched.Records {
-		if last, ok := p.view.Last(); ok && record.Offset <= last {
+		if record.Offset < offset {
 			continue // a fetch from an offset inside a batch repeats its head
+		}
+		if last, ok := p.view.Last(); ok && record.Offset <= last {
+			continue
+		}
+		if !r.keepsLocked(p, record.Key) {
+			continue // no selection of the partition needs it (selection.go)
 		}
 		p.view.Add(record.Offset, record.Key, slices.Clone(record.Value), record.Timestamp.UnixMilli())
 	}
@@ -206,6 +213,7 @@ func (r *Reader) fetchFailed(p *followedPartition, offset int64, err error) {
 		if p.next == offset {
 			p.next = start
 			p.view.Reset()
+			p.resetSelectionLocked()
 			p.changedLocked()
 		}
 		return

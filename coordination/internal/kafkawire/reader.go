@@ -135,6 +135,7 @@ type Reader struct {
 	client       *kgo.Client // the fetch loops' long polls
 	walker       *kgo.Client // ReadLog's walks of a log (read_log.go)
 	decompressor kgo.Decompressor
+	group        KeyGroup      // the groups of keys that a view keeps; nil: every view keeps everything
 	maxWait      time.Duration // the long poll of a fetch
 	fresh        time.Duration // the age below which an answer makes a view current
 
@@ -161,7 +162,8 @@ type followedPartition struct {
 	needMeta bool // the leader must be looked up before the next fetch
 
 	next     int64         // every offset below it is folded into view
-	view     View          // the compacted view of the records below next
+	view     View          // the compacted view of the selected records below next
+	sel      selection     // which records view keeps (selection.go)
 	stable   int64         // last stable offset of the latest fetch, -1 before one
 	high     int64         // high watermark of the latest fetch, -1 before one
 	err      *Error        // the error of the latest fetch or metadata request
@@ -179,13 +181,14 @@ type followedPartition struct {
 // ReadLog walks a log (a broker answers the requests of one connection in
 // order, so a walk on the loops' connection would wait out their long
 // poll). lease and renewInterval set its timings (readerTimings).
-func newReader(client, walker *kgo.Client, lease, renewInterval time.Duration) *Reader {
+func newReader(client, walker *kgo.Client, group KeyGroup, lease, renewInterval time.Duration) *Reader {
 	ctx, cancel := context.WithCancel(context.Background())
 	maxWait, fresh := readerTimings(lease, renewInterval)
 	r := &Reader{
 		client:       client,
 		walker:       walker,
 		decompressor: kgo.DefaultDecompressor(),
+		group:        group,
 		maxWait:      maxWait,
 		fresh:        fresh,
 		ctx:          ctx,

@@ -1,0 +1,166 @@
+package kafkawire
+
+// This file holds the selection of a followed partition: which of its
+// records the view keeps. The fetch loop folds every committed record of
+// the partition, and keeps in the view only those that a caller selected:
+// the records of the key groups that the callers of [Reader.Keep] hold,
+// or every record once a caller of [Reader.ReadFrom] needs the whole
+// partition. A group is what the [KeyGroup] of the reader maps a key to;
+// the reader knows nothing else of it. A group that joins a partition that
+// the view has already passed is filled by one walk of the log
+// (backfill.go) before a read of it is served.
+
+// KeyGroup maps a record key to the group it belongs to: bytes of the key,
+// or nil for a key of no group, which only a view of the whole partition
+// keeps. It must be a pure function of the key, safe for concurrent use,
+// and must not keep or modify the key. [Config.KeyGroup] sets it; without
+// one every view keeps the whole partition.
+type KeyGroup func(key []byte) []byte
+
+// selection is what the view of one followed partition keeps. Its fields
+// are guarded by the reader's mu.
+type selection struct {
+	all    *selected            // set once a caller needs the whole partition, and for good
+	groups map[string]*selected // the groups that callers of Keep hold
+	gen    int                  // counts the resets of the view, which drop a fill in flight
+}
+
+// selected is one group of a selection, or the whole partition.
+type selected struct {
+	group   string // the group, unless whole
+	whole   bool   // the whole partition
+	refs    int    // the callers of Keep that hold the group
+	filled  bool   // the view holds every record of the group below the partition's next offset
+	filling bool   // a read walks the log to fill it (backfill.go)
+}
+
+// Keep makes the view of the partition keep the records of the key groups
+// from now on, and follows the partition. The view starts to keep a group
+// at once; its records older than the view's position then come from one
+// walk of the log, at the first read of the group ([Reader.ReadGroupsFrom]),
+// unless the view keeps the whole partition already or has not fetched
+// yet. release ends the hold: the view drops the records of a group that
+// no caller holds any more, unless it keeps the whole partition. release
+// is safe to call more than once. On a closed reader Keep does nothing,
+// and the next read reports the error.
+func (r *Reader) Keep(tp Partition, groups []string) (release func()) {
+	p, err := r.follow(tp)
+	if err != nil {
+		return func() {}
+	}
+	r.mu.Lock()
+	for _, g := range groups {
+		r.holdLocked(p, g)
+	}
+	r.mu.Unlock()
+	var released bool
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if released {
+			return
+		}
+		released = true
+		for _, g := range groups {
+			r.dropLocked(p, g)
+		}
+	}
+}
+
+// holdLocked adds a hold of group g on p. A group that the view starts to
+// keep before its first fetch, or while it keeps the whole partition, is
+// filled already. The caller holds r.mu.
+func (r *Reader) holdLocked(p *followedPartition, g string) {
+	if p.sel.groups == nil {
+		p.sel.groups = make(map[string]*selected)
+	}
+	s := p.sel.groups[g]
+	if s == nil {
+		s = &selected{group: g, filled: p.next == 0 || (p.sel.all != nil && p.sel.all.filled)}
+		p.sel.groups[g] = s
+	}
+	s.refs++
+}
+
+// dropLocked ends a hold of group g on p, and drops the group's records
+// from the view when it was the last one and the view does not keep the
+// whole partition. The caller holds r.mu.
+func (r *Reader) dropLocked(p *followedPartition, g string) {
+	s := p.sel.groups[g]
+	if s == nil {
+		return
+	}
+	if s.refs--; s.refs > 0 {
+		return
+	}
+	delete(p.sel.groups, g)
+	if p.sel.all == nil {
+		p.view.Prune(func(key []byte) bool { return r.inGroup(key, g) })
+	}
+}
+
+// selectAllLocked makes the view of p keep the whole partition, for the
+// life of the reader, and returns that selection. The caller holds r.mu.
+func (r *Reader) selectAllLocked(p *followedPartition) *selected {
+	if p.sel.all == nil {
+		p.sel.all = &selected{whole: true, refs: 1, filled: p.next == 0 || r.group == nil}
+	}
+	return p.sel.all
+}
+
+// keepsLocked reports whether the view of p keeps a record of key. The
+// caller holds r.mu.
+func (r *Reader) keepsLocked(p *followedPartition, key []byte) bool {
+	if r.group == nil || p.sel.all != nil {
+		return true
+	}
+	g := r.group(key)
+	if g == nil {
+		return false
+	}
+	_, ok := p.sel.groups[string(g)]
+	return ok
+}
+
+// inGroup reports whether key belongs to group g.
+func (r *Reader) inGroup(key []byte, g string) bool {
+	if r.group == nil {
+		return false
+	}
+	got := r.group(key)
+	return got != nil && string(got) == g
+}
+
+// inGroups returns the filter of the records of the groups, for a read:
+// nil, every record, without a KeyGroup.
+func (r *Reader) inGroups(groups []string) func(key []byte) bool {
+	if r.group == nil {
+		return nil
+	}
+	return func(key []byte) bool {
+		g := r.group(key)
+		if g == nil {
+			return false
+		}
+		for _, want := range groups {
+			if string(g) == want {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// resetSelectionLocked records that the view of p started again from the log
+// start: the fetch loop folds the whole log again, with the selection, so
+// every selected group is complete once it passes the offsets it had
+// reached, and a fill in flight is dropped. The caller holds r.mu.
+func (p *followedPartition) resetSelectionLocked() {
+	p.sel.gen++
+	if p.sel.all != nil {
+		p.sel.all.filled = true
+	}
+	for _, s := range p.sel.groups {
+		s.filled = true
+	}
+}
