@@ -1,0 +1,234 @@
+package kafkawire
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
+)
+
+// The tests of the selections of a view (selection.go) and of the fill of
+// a group that joins late (backfill.go): the reads of a group must return
+// what the compacted whole log holds of it, whenever the group joined,
+// while the view holds no record of a group that nobody selected.
+
+// slashGroup is the KeyGroup of these tests: the bytes before the first
+// '/' of a key.
+func slashGroup(key []byte) []byte {
+	i := bytes.IndexByte(key, '/')
+	if i < 0 {
+		return nil
+	}
+	return key[:i]
+}
+
+func ksWire(t *testing.T, c *kafkatest.Cluster, group KeyGroup) *Wire {
+	t.Helper()
+	wire, err := New(Config{Brokers: c.Brokers, TxnTimeout: krLease.lease, RenewInterval: krLease.renew, KeyGroup: group})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(wire.Close)
+	return wire
+}
+
+// ksAppend appends key=value (a nil value for "") and fails the test on an
+// error.
+func ksAppend(t *testing.T, ctx context.Context, w *Wire, tp Partition, key, value string) {
+	t.Helper()
+	var v []byte
+	if value != "" {
+		v = []byte(value)
+	}
+	if err := w.Append(ctx, Record{Partition: tp, Key: []byte(key), Value: v}); err != nil {
+		t.Fatalf("Append(%s): %v", key, err)
+	}
+}
+
+// compacted folds a log as the view does: the newest record of every key,
+// in offset order, of the groups given (every record for none).
+func compacted(log []Record, groups ...string) string {
+	var v View
+	for _, r := range log {
+		if len(groups) > 0 {
+			g := slashGroup(r.Key)
+			found := false
+			for _, want := range groups {
+				found = found || string(g) == want
+			}
+			if !found {
+				continue
+			}
+		}
+		v.Add(r.Offset, r.Key, r.Value, r.Timestamp)
+	}
+	return viewText(v.Records(0, nil))
+}
+
+// ksViewLen returns the number of records that the view of tp holds.
+func ksViewLen(r *Reader, tp Partition) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parts[tp].view.Len()
+}
+
+// ksCheck reads groups from 0 and compares with the compacted whole log.
+func ksCheck(t *testing.T, ctx context.Context, r *Reader, tp Partition, groups ...string) int64 {
+	t.Helper()
+	log, err := r.ReadLog(ctx, tp)
+	if err != nil {
+		t.Fatalf("ReadLog: %v", err)
+	}
+	got, next, err := r.ReadGroupsFrom(ctx, tp, groups, 0)
+	if err != nil {
+		t.Fatalf("ReadGroupsFrom(%v): %v", groups, err)
+	}
+	if want := compacted(log, groups...); viewText(got) != want {
+		t.Fatalf("ReadGroupsFrom(%v) =\n%s\nthe compacted log holds\n%s", groups, viewText(got), want)
+	}
+	return next
+}
+
+func TestReaderViewKeepsTheSelectedGroups(t *testing.T) {
+	t.Run("kfake", func(t *testing.T) { testReaderViewKeepsTheSelectedGroups(t, kafkatest.Fake(t)) })
+	t.Run("kafka", func(t *testing.T) { testReaderViewKeepsTheSelectedGroups(t, kafkatest.Kafka(t)) })
+}
+
+func testReaderViewKeepsTheSelectedGroups(t *testing.T, c *kafkatest.Cluster) {
+	ctx := krContext(t)
+	topic := c.CreateTopic(t, "reader-selection", 1, nil)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer := ksWire(t, c, nil)
+	for _, kv := range [][2]string{
+		{"a/1", "1"}, {"b/1", "1"}, {"a/2", "1"}, {"b/2", "1"}, {"c/1", "1"}, {"nogroup", "1"},
+		{"a/1", "2"}, {"b/1", ""}, {"b/3", "1"}, {"b/2", "2"},
+	} {
+		ksAppend(t, ctx, writer, tp, kv[0], kv[1])
+	}
+	wire := ksWire(t, c, slashGroup)
+	r := wire.Reader()
+
+	// Group a from the first fetch on: no walk needed.
+	releaseA := r.Keep(tp, []string{"a"})
+	defer releaseA()
+	ksCheck(t, ctx, r, tp, "a")
+	if got := ksViewLen(r, tp); got != 2 {
+		t.Fatalf("the view keeps %d records for group a; want its 2 keys", got)
+	}
+
+	// Group b joins the view late: its older records come from a walk.
+	releaseB := r.Keep(tp, []string{"b"})
+	ksCheck(t, ctx, r, tp, "b")
+	ksCheck(t, ctx, r, tp, "a", "b")
+	if got := ksViewLen(r, tp); got != 5 {
+		t.Fatalf("the view keeps %d records for groups a and b; want their 5 keys", got)
+	}
+
+	// New records of every group; the incremental reads see those of the
+	// groups read.
+	_, nextA, err := r.ReadGroupsFrom(ctx, tp, []string{"a"}, 0)
+	if err != nil {
+		t.Fatalf("ReadGroupsFrom: %v", err)
+	}
+	ksAppend(t, ctx, writer, tp, "c/2", "1")
+	ksAppend(t, ctx, writer, tp, "a/2", "")
+	ksAppend(t, ctx, writer, tp, "b/4", "1")
+	if _, err := r.ReadLog(ctx, tp); err != nil { // waits until the view holds them
+		t.Fatalf("ReadLog: %v", err)
+	}
+	got, _, err := r.ReadGroupsFrom(ctx, tp, []string{"a"}, nextA)
+	if err != nil || viewText(got) != fmt.Sprintf("%d:a/2= ", nextA+1) {
+		t.Fatalf("the incremental read of group a = %s, %v; want only the tombstone of a/2 at %d", viewText(got), err, nextA+1)
+	}
+	ksCheck(t, ctx, r, tp, "a", "b")
+
+	// Released, group b leaves the view; a read without a hold walks.
+	releaseB()
+	releaseB()
+	if got := ksViewLen(r, tp); got != 2 {
+		t.Fatalf("after the release of group b the view keeps %d records; want group a's 2", got)
+	}
+	ksCheck(t, ctx, r, tp, "b")
+	if got := ksViewLen(r, tp); got != 2 {
+		t.Fatalf("after a read of group b without a hold the view keeps %d records; want group a's 2", got)
+	}
+
+	// The whole partition: filled once, kept for good.
+	log, err := r.ReadLog(ctx, tp)
+	if err != nil {
+		t.Fatalf("ReadLog: %v", err)
+	}
+	whole, _, err := r.ReadFrom(ctx, tp, 0)
+	if err != nil || viewText(whole) != compacted(log) {
+		t.Fatalf("ReadFrom = %s, %v; the compacted log holds %s", viewText(whole), err, compacted(log))
+	}
+	releaseA()
+	if got, want := ksViewLen(r, tp), len(whole); got != want {
+		t.Fatalf("a view of the whole partition keeps %d records after a release; want %d", got, want)
+	}
+	ksCheck(t, ctx, r, tp, "c")
+}
+
+// TestReaderLateGroupsUnderConcurrentAppends joins groups to a view while
+// a writer supersedes their keys, and checks every group against the
+// compacted log once the writer stopped: a record that the fetch loop adds
+// during a fill's walk must win over the walk's older record of its key.
+func TestReaderLateGroupsUnderConcurrentAppends(t *testing.T) {
+	c := kafkatest.Fake(t)
+	ctx := krContext(t)
+	topic := c.CreateTopic(t, "reader-selection-race", 1, nil)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer := ksWire(t, c, nil)
+	groups := []string{"g0", "g1", "g2", "g3", "g4", "g5"}
+	for i := range 60 {
+		ksAppend(t, ctx, writer, tp, fmt.Sprintf("%s/%d", groups[i%len(groups)], i%7), fmt.Sprint(i))
+	}
+	wire := ksWire(t, c, slashGroup)
+	r := wire.Reader()
+	release := r.Keep(tp, groups[:1])
+	defer release()
+	if _, _, err := r.ReadGroupsFrom(ctx, tp, groups[:1], 0); err != nil {
+		t.Fatalf("ReadGroupsFrom: %v", err)
+	}
+
+	writeCtx, stopWriting := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := 0; writeCtx.Err() == nil; i++ {
+			g := groups[rng.IntN(len(groups))]
+			value := fmt.Sprint(i)
+			if rng.IntN(5) == 0 {
+				value = ""
+			}
+			var v []byte
+			if value != "" {
+				v = []byte(value)
+			}
+			_ = writer.Append(writeCtx, Record{Partition: tp, Key: []byte(fmt.Sprintf("%s/%d", g, rng.IntN(7))), Value: v})
+		}
+	})
+	var releases []func()
+	for _, g := range groups[1:] {
+		time.Sleep(20 * time.Millisecond)
+		releases = append(releases, r.Keep(tp, []string{g}))
+		if _, _, err := r.ReadGroupsFrom(ctx, tp, []string{g}, 0); err != nil {
+			t.Fatalf("ReadGroupsFrom(%s): %v", g, err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	stopWriting()
+	wg.Wait()
+	for _, g := range groups {
+		ksCheck(t, ctx, r, tp, g)
+	}
+	ksCheck(t, ctx, r, tp, groups...)
+	for _, release := range releases {
+		release()
+	}
+}
