@@ -153,6 +153,7 @@ func (r *Reader) unchanged(p *followedPartition, offset int64) {
 	defer r.mu.Unlock()
 	if p.next == offset && p.err == nil {
 		p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
+		r.sweepLocked(p, p.answeredAt)
 	}
 }
 
@@ -183,6 +184,7 @@ func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPart
 		}
 		p.view.Add(record.Offset, record.Key, slices.Clone(record.Value), record.Timestamp.UnixMilli())
 	}
+	r.sweepLocked(p, p.answeredAt)
 	if next > p.next {
 		p.next, changed = next, true
 	}

@@ -136,6 +136,7 @@ type Reader struct {
 	walker       *kgo.Client // ReadLog's walks of a log (read_log.go)
 	decompressor kgo.Decompressor
 	group        KeyGroup      // the groups of keys that a view keeps; nil: every view keeps everything
+	linger       time.Duration // how long a view keeps a group after its last hold (selection.go)
 	maxWait      time.Duration // the long poll of a fetch
 	fresh        time.Duration // the age below which an answer makes a view current
 
@@ -189,6 +190,7 @@ func newReader(client, walker *kgo.Client, group KeyGroup, lease, renewInterval 
 		walker:       walker,
 		decompressor: kgo.DefaultDecompressor(),
 		group:        group,
+		linger:       lease,
 		maxWait:      maxWait,
 		fresh:        fresh,
 		ctx:          ctx,

@@ -1,5 +1,7 @@
 package kafkawire
 
+import "time"
+
 // This file holds the selection of a followed partition: which of its
 // records the view keeps. The fetch loop folds every committed record of
 // the partition, and keeps in the view only those that a caller selected:
@@ -32,6 +34,8 @@ type selected struct {
 	refs    int    // the callers of Keep that hold the group
 	filled  bool   // the view holds every record of the group below the partition's next offset
 	filling bool   // a read walks the log to fill it (backfill.go)
+
+	idleSince time.Time // when the last hold ended; zero while one lasts
 }
 
 // Keep makes the view of the partition keep the records of the key groups
@@ -40,8 +44,11 @@ type selected struct {
 // walk of the log, at the first read of the group ([Reader.ReadGroupsFrom]),
 // unless the view keeps the whole partition already or has not fetched
 // yet. release ends the hold: the view drops the records of a group that
-// no caller holds any more, unless it keeps the whole partition. release
-// is safe to call more than once. On a closed reader Keep does nothing,
+// no caller held for the reader's linger (the lease duration), unless it
+// keeps the whole partition, so a caller that reads the group again
+// within it (a campaign that starts again after a term, a TryAcquire or a
+// describe that polls) finds it filled. release is safe to call more than
+// once. On a closed reader Keep does nothing,
 // and the next read reports the error.
 func (r *Reader) Keep(tp Partition, groups []string) (release func()) {
 	p, err := r.follow(tp)
@@ -69,7 +76,8 @@ func (r *Reader) Keep(tp Partition, groups []string) (release func()) {
 
 // holdLocked adds a hold of group g on p. A group that the view starts to
 // keep before its first fetch, or while it keeps the whole partition, is
-// filled already. The caller holds r.mu.
+// filled already; a group that lingers after its last hold is taken up
+// again as it is. The caller holds r.mu.
 func (r *Reader) holdLocked(p *followedPartition, g string) {
 	if p.sel.groups == nil {
 		p.sel.groups = make(map[string]*selected)
@@ -80,22 +88,44 @@ func (r *Reader) holdLocked(p *followedPartition, g string) {
 		p.sel.groups[g] = s
 	}
 	s.refs++
+	s.idleSince = time.Time{}
 }
 
-// dropLocked ends a hold of group g on p, and drops the group's records
-// from the view when it was the last one and the view does not keep the
-// whole partition. The caller holds r.mu.
+// dropLocked ends a hold of group g on p. The group lingers after its last
+// hold, until sweepLocked drops it. The caller holds r.mu.
 func (r *Reader) dropLocked(p *followedPartition, g string) {
 	s := p.sel.groups[g]
-	if s == nil {
+	if s == nil || s.refs == 0 {
 		return
 	}
-	if s.refs--; s.refs > 0 {
-		return
+	if s.refs--; s.refs == 0 {
+		s.idleSince = time.Now()
+		if r.linger <= 0 {
+			r.sweepLocked(p, s.idleSince)
+		}
 	}
-	delete(p.sel.groups, g)
-	if p.sel.all == nil {
-		p.view.Prune(func(key []byte) bool { return r.inGroup(key, g) })
+}
+
+// sweepLocked drops from p's selection the groups that no caller held for
+// the reader's linger, and drops their records from the view unless it
+// keeps the whole partition. The fetch loop calls it with every answer.
+// The caller holds r.mu.
+func (r *Reader) sweepLocked(p *followedPartition, now time.Time) {
+	var gone map[string]bool
+	for g, s := range p.sel.groups {
+		if s.refs == 0 && now.Sub(s.idleSince) >= r.linger {
+			delete(p.sel.groups, g)
+			if gone == nil {
+				gone = make(map[string]bool)
+			}
+			gone[g] = true
+		}
+	}
+	if gone != nil && p.sel.all == nil && r.group != nil {
+		p.view.Prune(func(key []byte) bool {
+			g := r.group(key)
+			return g != nil && gone[string(g)]
+		})
 	}
 }
 
@@ -124,9 +154,6 @@ func (r *Reader) keepsLocked(p *followedPartition, key []byte) bool {
 
 // inGroup reports whether key belongs to group g.
 func (r *Reader) inGroup(key []byte, g string) bool {
-	if r.group == nil {
-		return false
-	}
 	got := r.group(key)
 	return got != nil && string(got) == g
 }

@@ -112,6 +112,9 @@ func testReaderViewKeepsTheSelectedGroups(t *testing.T, c *kafkatest.Cluster) {
 	}
 	wire := ksWire(t, c, slashGroup)
 	r := wire.Reader()
+	r.mu.Lock()
+	r.linger = 0 // a group leaves the view at its last release (TestReaderViewLingers)
+	r.mu.Unlock()
 
 	// Group a from the first fetch on: no walk needed.
 	releaseA := r.Keep(tp, []string{"a"})
@@ -231,4 +234,47 @@ func TestReaderLateGroupsUnderConcurrentAppends(t *testing.T) {
 	for _, release := range releases {
 		release()
 	}
+}
+
+// TestReaderViewLingers releases a group and reads it again within the
+// linger, which costs no walk, and then waits for the fetch loop to drop
+// it once the linger passed.
+func TestReaderViewLingers(t *testing.T) {
+	c := kafkatest.Fake(t)
+	ctx := krContext(t)
+	topic := c.CreateTopic(t, "reader-linger", 1, nil)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer := ksWire(t, c, nil)
+	for _, key := range []string{"a/1", "b/1", "b/2", "a/2"} {
+		ksAppend(t, ctx, writer, tp, key, "1")
+	}
+	wire := ksWire(t, c, slashGroup)
+	r := wire.Reader()
+	const linger = 300 * time.Millisecond
+	r.mu.Lock()
+	r.linger = linger
+	r.mu.Unlock()
+	release := r.Keep(tp, []string{"a"})
+	ksCheck(t, ctx, r, tp, "a")
+	ksCheck(t, ctx, r, tp, "b") // a read without a hold: a walk, and b lingers
+	release()
+	if got := ksViewLen(r, tp); got != 4 {
+		t.Fatalf("right after the releases the view keeps %d records; want the 4 of a and b", got)
+	}
+	r.mu.Lock()
+	filled := r.parts[tp].sel.groups["b"].filled
+	r.mu.Unlock()
+	if !filled {
+		t.Fatalf("a lingering group is no longer filled")
+	}
+	// The fetch loop's next answer after the linger drops both (a long
+	// poll of krLease is 1 s).
+	deadline := time.Now().Add(5 * time.Second)
+	for ksViewLen(r, tp) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the view still keeps %d records %v after the linger", ksViewLen(r, tp), 5*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ksCheck(t, ctx, r, tp, "a", "b") // filled again, by a walk
 }
