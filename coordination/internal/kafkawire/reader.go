@@ -10,7 +10,8 @@ import (
 
 // This file holds the Reader of a Wire, its state and its timings: one kgo.Client, one fetch loop per leader
 // broker, and for every partition that a caller asked about a compacted
-// view of its committed records.
+// view of its committed records: of those that its callers selected
+// (selection.go), the records of some key groups or the whole partition.
 //
 // It issues its own read_committed Fetch requests and decodes them with
 // kgo.ProcessFetchPartition (the decoder of franz-go's consumer: it skips
@@ -78,8 +79,10 @@ import (
 // The other files of the reader: lookup.go (the leaders of the followed
 // partitions), fetch_loop.go (one loop per leader), fetch_request.go (the
 // Fetch request), fetch_session.go (KIP-227), view.go (the compacted
-// view), wake.go (the wake-ups of waiters, watchers and loops), read.go
-// (a read served from the view) and read_log.go (the walk of a log).
+// view), selection.go (which records a view keeps), backfill.go (the fill
+// of a group that joins late), wake.go (the wake-ups of waiters, watchers
+// and loops), read.go (a read served from the view) and read_log.go (the
+// walk of a log).
 
 const (
 	// readerMaxWaitCap bounds the long poll of a fetch loop. franz-go's own
@@ -130,7 +133,8 @@ func readerTimings(lease, renewInterval time.Duration) (maxWait, fresh time.Dura
 
 // Reader follows, for the life of its Wire, every partition that a read
 // or a watch asked for, with read_committed long polls, and keeps a
-// compacted view of each. It is safe for concurrent use.
+// compacted view of the selected records of each (selection.go). It is
+// safe for concurrent use.
 type Reader struct {
 	client       *kgo.Client // the fetch loops' long polls
 	walker       *kgo.Client // ReadLog's walks of a log (read_log.go)
