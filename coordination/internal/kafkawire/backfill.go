@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // This file holds the fill of a selection (selection.go) that joined a
@@ -20,12 +21,13 @@ import (
 // its start, with the selection.
 
 // fill makes the view of p hold every record of s below the view's
-// position: it returns at once when s is filled, waits while another read
-// fills it, and otherwise walks the log itself, under ctx, keeping the
-// records that keep reports (every record for nil). A walk that fails
-// leaves s unfilled, for the next read to try again; its errors are those
-// of [Reader.ReadLog].
-func (r *Reader) fill(ctx context.Context, p *followedPartition, s *selected, keep func(key []byte) bool) error {
+// position: it returns at once when s is filled; while another read
+// walks the log, it queues s for the next walk and waits; and otherwise
+// it walks the log itself, under ctx, for s and every selection queued
+// meanwhile, so that many groups that join at once cost one walk or two.
+// A walk that fails leaves its selections unfilled, for the next read to
+// try again; its errors are those of [Reader.ReadLog].
+func (r *Reader) fill(ctx context.Context, p *followedPartition, s *selected) error {
 	op := "read " + p.tp.String()
 	for {
 		r.mu.Lock()
@@ -33,11 +35,15 @@ func (r *Reader) fill(ctx context.Context, p *followedPartition, s *selected, ke
 			r.mu.Unlock()
 			return errClosed
 		}
-		if s.filled {
+		if s.filled || !p.sel.holdsLocked(s) {
 			r.mu.Unlock()
 			return nil
 		}
-		if s.filling {
+		if p.sel.walking {
+			if !s.queued {
+				s.queued = true
+				p.sel.queue = append(p.sel.queue, s)
+			}
 			advanced := p.advanced
 			r.mu.Unlock()
 			select {
@@ -47,30 +53,70 @@ func (r *Reader) fill(ctx context.Context, p *followedPartition, s *selected, ke
 			}
 			continue
 		}
-		s.filling = true
+		batch := p.sel.queue
+		if !s.queued {
+			batch = append(batch, s)
+		}
+		p.sel.queue = nil
+		for _, b := range batch {
+			b.queued = false
+		}
+		p.sel.walking = true
 		reached, gen := p.next, p.sel.gen
+		keep := r.keepOf(batch)
 		r.mu.Unlock()
 
 		records, err := r.walk(ctx, p, reached, keep)
 
 		r.mu.Lock()
-		s.filling = false
-		current := p.sel.gen == gen && p.sel.holdsLocked(s)
-		if err == nil && current {
-			p.view.Merge(records)
-			s.filled = true
+		p.sel.walking = false
+		if err == nil && p.sel.gen == gen {
+			r.mergeLocked(p, batch, records)
 		}
-		p.changedLocked() // wakes the reads that wait for the fill
+		p.changedLocked() // wakes the reads that wait for the walk
 		r.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		// A reset during the walk marked s filled; a selection released
-		// during the walk is not s any more, and the caller's read selects
-		// it again.
-		if !current {
+	}
+}
+
+// keepOf returns the filter of a walk for the selections of batch: the
+// records of their groups, or every record (nil) when one of them is the
+// whole partition.
+func (r *Reader) keepOf(batch []*selected) func(key []byte) bool {
+	groups := make(map[string]bool, len(batch))
+	for _, s := range batch {
+		if s.whole {
 			return nil
 		}
+		groups[s.group] = true
+	}
+	return func(key []byte) bool {
+		g := r.group(key)
+		return g != nil && groups[string(g)]
+	}
+}
+
+// mergeLocked merges the records of a walk for batch into the view of p,
+// and marks filled the selections of batch that p still holds; the records
+// of one that a release dropped meanwhile stay out of the view. The caller
+// holds r.mu.
+func (r *Reader) mergeLocked(p *followedPartition, batch []*selected, records []Record) {
+	var current []*selected
+	for _, s := range batch {
+		if p.sel.holdsLocked(s) {
+			current = append(current, s)
+		}
+	}
+	if len(current) < len(batch) {
+		if keep := r.keepOf(current); keep != nil {
+			records = slices.DeleteFunc(records, func(record Record) bool { return !keep(record.Key) })
+		}
+	}
+	p.view.Merge(records)
+	for _, s := range current {
+		s.filled = true
 	}
 }
 

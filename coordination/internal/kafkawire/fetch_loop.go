@@ -179,7 +179,7 @@ func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPart
 		if last, ok := p.view.Last(); ok && record.Offset <= last {
 			continue
 		}
-		if !r.keepsLocked(p, record.Key) {
+		if !r.foldLocked(p, record.Key) {
 			continue // no selection of the partition needs it (selection.go)
 		}
 		p.view.Add(record.Offset, record.Key, slices.Clone(record.Value), record.Timestamp.UnixMilli())

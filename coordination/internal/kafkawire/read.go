@@ -42,7 +42,7 @@ func (r *Reader) ReadFrom(ctx context.Context, tp Partition, from int64) ([]Reco
 	r.mu.Lock()
 	s := r.selectAllLocked(p)
 	r.mu.Unlock()
-	if err := r.fill(ctx, p, s, nil); err != nil {
+	if err := r.fill(ctx, p, s); err != nil {
 		return nil, from, err
 	}
 	return r.served(ctx, p, from, nil)
@@ -79,7 +79,7 @@ func (r *Reader) ReadGroupsFrom(ctx context.Context, tp Partition, groups []stri
 		if s == nil {
 			continue // the reader closed: served reports it
 		}
-		if err := r.fill(ctx, p, s, func(key []byte) bool { return r.inGroup(key, g) }); err != nil {
+		if err := r.fill(ctx, p, s); err != nil {
 			return nil, from, err
 		}
 	}

@@ -80,7 +80,8 @@ import (
 // partitions), fetch_loop.go (one loop per leader), fetch_request.go (the
 // Fetch request), fetch_session.go (KIP-227), view.go (the compacted
 // view), selection.go (which records a view keeps), backfill.go (the fill
-// of a group that joins late), wake.go (the wake-ups of waiters, watchers
+// of a group that joins late), seen.go (the groups that the log holds),
+// wake.go (the wake-ups of waiters, watchers
 // and loops), read.go (a read served from the view) and read_log.go (the
 // walk of a log).
 
@@ -169,6 +170,7 @@ type followedPartition struct {
 	next     int64         // every offset below it is folded into view
 	view     View          // the compacted view of the selected records below next
 	sel      selection     // which records view keeps (selection.go)
+	seen     seenGroups    // the groups of the records below next (seen.go)
 	stable   int64         // last stable offset of the latest fetch, -1 before one
 	high     int64         // high watermark of the latest fetch, -1 before one
 	err      *Error        // the error of the latest fetch or metadata request

@@ -10,7 +10,8 @@ import "time"
 // partition. A group is what the [KeyGroup] of the reader maps a key to;
 // the reader knows nothing else of it. A group that joins a partition that
 // the view has already passed is filled by one walk of the log
-// (backfill.go) before a read of it is served.
+// (backfill.go) before a read of it is served, unless no record folded so
+// far belongs to it (seen.go).
 
 // KeyGroup maps a record key to the group it belongs to: bytes of the key,
 // or nil for a key of no group, which only a view of the whole partition
@@ -23,17 +24,20 @@ type KeyGroup func(key []byte) []byte
 // are guarded by the reader's mu.
 type selection struct {
 	all    *selected            // set once a caller needs the whole partition, and for good
-	groups map[string]*selected // the groups that callers of Keep hold
+	groups map[string]*selected // the groups that callers of Keep hold, or held within the linger
 	gen    int                  // counts the resets of the view, which drop a fill in flight
+
+	walking bool        // a read walks the log to fill selections (backfill.go)
+	queue   []*selected // the selections that wait for the next walk
 }
 
 // selected is one group of a selection, or the whole partition.
 type selected struct {
-	group   string // the group, unless whole
-	whole   bool   // the whole partition
-	refs    int    // the callers of Keep that hold the group
-	filled  bool   // the view holds every record of the group below the partition's next offset
-	filling bool   // a read walks the log to fill it (backfill.go)
+	group  string // the group, unless whole
+	whole  bool   // the whole partition
+	refs   int    // the callers of Keep that hold the group
+	filled bool   // the view holds every record of the group below the partition's next offset
+	queued bool   // in the queue of the next walk (backfill.go)
 
 	idleSince time.Time // when the last hold ended; zero while one lasts
 }
@@ -75,16 +79,17 @@ func (r *Reader) Keep(tp Partition, groups []string) (release func()) {
 }
 
 // holdLocked adds a hold of group g on p. A group that the view starts to
-// keep before its first fetch, or while it keeps the whole partition, is
-// filled already; a group that lingers after its last hold is taken up
-// again as it is. The caller holds r.mu.
+// keep before its first fetch, while it keeps the whole partition, or that
+// no record folded so far belongs to (seen.go), is filled already; a group
+// that lingers after its last hold is taken up again as it is. The caller
+// holds r.mu.
 func (r *Reader) holdLocked(p *followedPartition, g string) {
 	if p.sel.groups == nil {
 		p.sel.groups = make(map[string]*selected)
 	}
 	s := p.sel.groups[g]
 	if s == nil {
-		s = &selected{group: g, filled: p.next == 0 || (p.sel.all != nil && p.sel.all.filled)}
+		s = &selected{group: g, filled: p.next == 0 || (p.sel.all != nil && p.sel.all.filled) || !p.seen.mayHold(g)}
 		p.sel.groups[g] = s
 	}
 	s.refs++
@@ -138,24 +143,24 @@ func (r *Reader) selectAllLocked(p *followedPartition) *selected {
 	return p.sel.all
 }
 
-// keepsLocked reports whether the view of p keeps a record of key. The
-// caller holds r.mu.
-func (r *Reader) keepsLocked(p *followedPartition, key []byte) bool {
-	if r.group == nil || p.sel.all != nil {
+// foldLocked records the group of a record that the fetch loop folds, and
+// reports whether the view of p keeps the record. The caller holds r.mu.
+func (r *Reader) foldLocked(p *followedPartition, key []byte) bool {
+	if r.group == nil {
 		return true
 	}
 	g := r.group(key)
+	if g != nil {
+		p.seen.add(g)
+	}
+	if p.sel.all != nil {
+		return true
+	}
 	if g == nil {
 		return false
 	}
 	_, ok := p.sel.groups[string(g)]
 	return ok
-}
-
-// inGroup reports whether key belongs to group g.
-func (r *Reader) inGroup(key []byte, g string) bool {
-	got := r.group(key)
-	return got != nil && string(got) == g
 }
 
 // inGroups returns the filter of the records of the groups, for a read:
@@ -184,6 +189,7 @@ func (r *Reader) inGroups(groups []string) func(key []byte) bool {
 // reached, and a fill in flight is dropped. The caller holds r.mu.
 func (p *followedPartition) resetSelectionLocked() {
 	p.sel.gen++
+	p.seen.reset()
 	if p.sel.all != nil {
 		p.sel.all.filled = true
 	}

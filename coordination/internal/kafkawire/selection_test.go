@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
@@ -277,4 +280,101 @@ func TestReaderViewLingers(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ksCheck(t, ctx, r, tp, "a", "b") // filled again, by a walk
+}
+
+// ksWalks counts the Fetch requests of log walks on a kfake cluster: the
+// ones without a long poll.
+func ksWalks(c *kafkatest.Cluster) *atomic.Int64 {
+	var n atomic.Int64
+	c.Fake.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.FetchRequest).MaxWaitMillis == 0 {
+			n.Add(1)
+		}
+		return nil, nil, false // observe only
+	})
+	return &n
+}
+
+// TestReaderFillWalksOnlyWhenNeeded: a group that no record of the log
+// belongs to joins the view without a walk (seen.go), and many groups
+// that join at once share few walks (backfill.go).
+func TestReaderFillWalksOnlyWhenNeeded(t *testing.T) {
+	c := kafkatest.Fake(t)
+	ctx := krContext(t)
+	topic := c.CreateTopic(t, "reader-fill-walks", 1, nil)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer := ksWire(t, c, nil)
+	const groups = 40
+	for i := range 3 * groups {
+		ksAppend(t, ctx, writer, tp, fmt.Sprintf("w%d/%d", i%groups, i), "1")
+	}
+	walks := ksWalks(c)
+	wire := ksWire(t, c, slashGroup)
+	r := wire.Reader()
+	release := r.Keep(tp, []string{"w0"})
+	defer release()
+	if _, _, err := r.ReadGroupsFrom(ctx, tp, []string{"w0"}, 0); err != nil {
+		t.Fatalf("ReadGroupsFrom: %v", err)
+	}
+	if got := walks.Load(); got != 0 {
+		t.Fatalf("the first group of a partition cost %d walk fetches; want none (the fetch loop reads the log from its start)", got)
+	}
+	for i := range groups {
+		fresh := fmt.Sprintf("fresh%d", i)
+		release := r.Keep(tp, []string{fresh})
+		if _, _, err := r.ReadGroupsFrom(ctx, tp, []string{fresh}, 0); err != nil {
+			t.Fatalf("ReadGroupsFrom(%s): %v", fresh, err)
+		}
+		release()
+	}
+	// A false positive of the filter would walk: at 40 groups, about
+	// one chance in ten million each.
+	if got := walks.Load(); got != 0 {
+		t.Fatalf("%d groups without a record cost %d walk fetches; want none", groups, got)
+	}
+
+	// The first walk waits in the broker until every other group queued
+	// for the next one.
+	var held atomic.Bool
+	c.Fake.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.FetchRequest).MaxWaitMillis != 0 || held.Swap(true) {
+			c.Fake.KeepControl()
+			return nil, nil, false
+		}
+		c.Fake.SleepControl(func() {
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				r.mu.Lock()
+				queued := len(r.parts[tp].sel.queue)
+				r.mu.Unlock()
+				if queued == groups-2 {
+					return
+				}
+			}
+		})
+		c.Fake.KeepControl()
+		return nil, nil, false
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, groups)
+	for i := 1; i < groups; i++ {
+		g := fmt.Sprintf("w%d", i)
+		release := r.Keep(tp, []string{g})
+		defer release()
+		wg.Go(func() {
+			if _, _, err := r.ReadGroupsFrom(ctx, tp, []string{g}, 0); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("ReadGroupsFrom: %v", err)
+	}
+	if got := walks.Load(); got != 2 {
+		t.Fatalf("%d groups with records that joined during a walk cost %d walk fetches; want 2: the walk, and one for all the others", groups-1, got)
+	}
+	for i := range groups {
+		ksCheck(t, ctx, r, tp, fmt.Sprintf("w%d", i))
+	}
 }
