@@ -182,6 +182,9 @@ func roleGroups(roles []Role) ([]string, error) {
 // that happens between a read and the wait is missed. The fetch loop
 // long-polls, so a record wakes the channel within a round trip of its
 // commit. stop ends the subscription; it is safe to call more than once.
+// It makes the transport keep no record by itself: what the view of the
+// partition keeps is up to the reads (ReadPartitionFrom, ReadRolesFrom)
+// and to WatchRoles.
 //
 // On a closed transport the channel receives once, and the next read
 // reports the error.
