@@ -113,10 +113,15 @@ func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicP
 // role name (the frozen layout of [EncodeKey]). So a standby of one role
 // holds the records of that role, whatever the other roles of its
 // partition write. A read of a role that the view did not keep from the
-// partition's first fetch on walks the log first, once (one Fetch per
-// megabyte of the partition, under ctx), keeping the role's records, and
-// merges them into the view; a record that the fetch loop folds meanwhile
-// wins over the walk's older record of its key.
+// partition's first fetch on walks the log first, once (read_committed
+// Fetch requests from the log start to the offset the view had reached,
+// one per megabyte of the partition, under ctx, on a client without a long
+// poll), keeping the role's records, and merges them into the view; a
+// record that the fetch loop folds meanwhile wins over the walk's older
+// record of its key. The roles whose first read comes while such a walk
+// runs share the next walk, and a role of which the partition held no
+// record so far needs none (the transport keeps a 16 KiB filter of the
+// roles it saw on each partition it follows).
 //
 // It is safe for concurrent use.
 func (t *KafkaTransport) ReadRolesFrom(ctx context.Context, partition TopicPartition, roles []Role, from int64) ([]StateRecord, int64, error) {
