@@ -29,6 +29,8 @@ type selection struct {
 
 	walking bool        // a read walks the log to fill selections (backfill.go)
 	queue   []*selected // the selections that wait for the next walk
+
+	sweepAt time.Time // when the first lingering group leaves; zero for none
 }
 
 // selected is one group of a selection, or the whole partition.
@@ -105,6 +107,9 @@ func (r *Reader) dropLocked(p *followedPartition, g string) {
 	}
 	if s.refs--; s.refs == 0 {
 		s.idleSince = time.Now()
+		if at := s.idleSince.Add(r.linger); p.sel.sweepAt.IsZero() || at.Before(p.sel.sweepAt) {
+			p.sel.sweepAt = at
+		}
 		if r.linger <= 0 {
 			r.sweepLocked(p, s.idleSince)
 		}
@@ -116,15 +121,26 @@ func (r *Reader) dropLocked(p *followedPartition, g string) {
 // keeps the whole partition. The fetch loop calls it with every answer.
 // The caller holds r.mu.
 func (r *Reader) sweepLocked(p *followedPartition, now time.Time) {
+	if p.sel.sweepAt.IsZero() || now.Before(p.sel.sweepAt) {
+		return // no group lingers past its time: the common case costs nothing
+	}
+	p.sel.sweepAt = time.Time{}
 	var gone map[string]bool
 	for g, s := range p.sel.groups {
-		if s.refs == 0 && now.Sub(s.idleSince) >= r.linger {
-			delete(p.sel.groups, g)
-			if gone == nil {
-				gone = make(map[string]bool)
-			}
-			gone[g] = true
+		if s.refs > 0 {
+			continue
 		}
+		if at := s.idleSince.Add(r.linger); now.Before(at) {
+			if p.sel.sweepAt.IsZero() || at.Before(p.sel.sweepAt) {
+				p.sel.sweepAt = at
+			}
+			continue
+		}
+		delete(p.sel.groups, g)
+		if gone == nil {
+			gone = make(map[string]bool)
+		}
+		gone[g] = true
 	}
 	if gone != nil && p.sel.all == nil && r.group != nil {
 		p.view.Prune(func(key []byte) bool {
@@ -168,6 +184,16 @@ func (r *Reader) foldLocked(p *followedPartition, key []byte) bool {
 func (r *Reader) inGroups(groups []string) func(key []byte) bool {
 	if r.group == nil {
 		return nil
+	}
+	if len(groups) > 4 {
+		set := make(map[string]bool, len(groups))
+		for _, g := range groups {
+			set[g] = true
+		}
+		return func(key []byte) bool {
+			g := r.group(key)
+			return g != nil && set[string(g)]
+		}
 	}
 	return func(key []byte) bool {
 		g := r.group(key)
