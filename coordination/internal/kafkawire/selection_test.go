@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -376,5 +377,75 @@ func TestReaderFillWalksOnlyWhenNeeded(t *testing.T) {
 	}
 	for i := range groups {
 		ksCheck(t, ctx, r, tp, fmt.Sprintf("w%d", i))
+	}
+}
+
+// TestReaderViewStartsAgainAfterTheLogStartMoved: the log start moves
+// past the view's position (DeleteRecords while its fetch loop is held
+// back), so the view starts again from the log start, with its selection;
+// the groups read afterwards, a held one and one that joins, still match
+// the compacted log.
+func TestReaderViewStartsAgainAfterTheLogStartMoved(t *testing.T) {
+	c := kafkatest.Fake(t)
+	ctx := krContext(t)
+	topic := c.CreateTopic(t, "reader-selection-reset", 1, nil)
+	tp := Partition{Topic: topic, Partition: 0}
+	writer := ksWire(t, c, nil)
+	for _, key := range []string{"a/1", "b/1", "a/2", "b/2"} {
+		ksAppend(t, ctx, writer, tp, key, "1")
+	}
+	wire := ksWire(t, c, slashGroup)
+	r := wire.Reader()
+	release := r.Keep(tp, []string{"a"})
+	defer release()
+	ksCheck(t, ctx, r, tp, "a")
+
+	// Hold the fetch loop's next long poll in the broker.
+	var block, blocked atomic.Bool
+	unblock := make(chan struct{})
+	c.Fake.ControlKey(kmsg.Fetch.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		if req.(*kmsg.FetchRequest).MaxWaitMillis != 0 && block.Load() && !blocked.Swap(true) {
+			c.Fake.SleepControl(func() { <-unblock })
+		}
+		return nil, nil, false
+	})
+	block.Store(true)
+	ksAppend(t, ctx, writer, tp, "a/3", "1") // ends the long poll in flight
+	for deadline := time.Now().Add(10 * time.Second); !blocked.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(unblock)
+			t.Fatalf("the fetch loop sent no long poll within 10 s")
+		}
+	}
+	for _, key := range []string{"a/1", "b/3", "a/4"} {
+		ksAppend(t, ctx, writer, tp, key, "2")
+	}
+	admin := c.Admin(t)
+	ends, err := admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		close(unblock)
+		t.Fatalf("ListEndOffsets: %v", err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	deleted, err := admin.DeleteRecords(ctx, kadm.Offsets{topic: {0: kadm.Offset{Topic: topic, Partition: 0, At: end.Offset - 1}}})
+	if err == nil {
+		err = deleted.Error()
+	}
+	close(unblock)
+	if err != nil {
+		t.Fatalf("DeleteRecords: %v", err)
+	}
+	for _, key := range []string{"b/4", "a/5", "a/1"} {
+		ksAppend(t, ctx, writer, tp, key, "3")
+	}
+	ksCheck(t, ctx, r, tp, "a")
+	ksCheck(t, ctx, r, tp, "b")
+	ksCheck(t, ctx, r, tp, "a", "b")
+	r.mu.Lock()
+	resets := r.parts[tp].sel.gen
+	r.mu.Unlock()
+	if resets == 0 {
+		t.Fatalf("the view did not start again: the test did not move the log start past it")
 	}
 }
