@@ -121,7 +121,11 @@ func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicP
 // record of its key. The roles whose first read comes while such a walk
 // runs share the next walk, and a role of which the partition held no
 // record so far needs none (the transport keeps a 16 KiB filter of the
-// roles it saw on each partition it follows).
+// roles it saw on each partition it follows). A read whose ctx ends
+// during its walk returns an error that wraps [context.Canceled] or
+// [context.DeadlineExceeded] and leaves the role unfilled: the next read
+// walks again from the log start, so on a long log give the first read of
+// a role time for the walk.
 //
 // It is safe for concurrent use.
 func (t *KafkaTransport) ReadRolesFrom(ctx context.Context, partition TopicPartition, roles []Role, from int64) ([]StateRecord, int64, error) {
