@@ -283,3 +283,51 @@ func TestKafkaReadRolesCampaign(t *testing.T) {
 		t.Fatalf("the standby did not take the role within 15 s of the resignation")
 	}
 }
+
+// TestKafkaReadRolesObserve observes two roles of a partition that holds
+// the records of others through the RoleFollower: each role's first state
+// is the whole log's, and a record of another role makes no change.
+func TestKafkaReadRolesObserve(t *testing.T) {
+	c := kafkatest.Fake(t)
+	ctx := ktContext(t)
+	plain := ktTransport(t, c)
+	_, options := ktStateTopic(t, c, plain, 1)
+	a, b, other := ktRole(t, "view-observe-a"), ktRole(t, "view-observe-b"), ktRole(t, "view-observe-other")
+	tp := ktPartition(t, a, options)
+	w := newKrWriter(t, ctx, c, tp)
+	w.round(1, other, a, b, other)
+	w.round(2, b, other, a)
+	reader := ktTransport(t, c)
+	want := map[coordination.Role]coordination.RoleState{a: krWholeState(t, ctx, reader, tp, a), b: krWholeState(t, ctx, reader, tp, b)}
+
+	observeCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	states := 0
+	for change, err := range coordination.Observe(observeCtx, reader, []coordination.Role{a, b}, options...) {
+		if err != nil {
+			t.Fatalf("Observe: %v", err)
+		}
+		switch change.Kind {
+		case coordination.ChangeState:
+			krSameState(t, "Observe's first state of "+change.Role.String(), change.State, want[change.Role])
+			states++
+		case coordination.ChangeSynced:
+			if states != 2 {
+				t.Fatalf("Observe synced after %d states; want 2", states)
+			}
+			w.round(3, other)       // no change
+			w.register(b, "late-b") // the change
+		case coordination.ChangeRegistered:
+			if change.Role != b || change.Member != fxMember(t, "late-b") {
+				t.Fatalf("Observe yielded the registration of %s in %s; want late-b in %s", change.Member, change.Role, b)
+			}
+			krSameState(t, "the state after late-b's registration", change.State, krWholeState(t, ctx, reader, tp, b))
+			return
+		default:
+			if change.Role != a && change.Role != b {
+				t.Fatalf("Observe yielded %v of role %s", change.Kind, change.Role)
+			}
+		}
+	}
+	t.Fatalf("Observe ended before late-b's registration")
+}
