@@ -48,14 +48,14 @@ type selected struct {
 // from now on, and follows the partition. The view starts to keep a group
 // at once; its records older than the view's position then come from one
 // walk of the log, at the first read of the group ([Reader.ReadGroupsFrom]),
-// unless the view keeps the whole partition already or has not fetched
-// yet. release ends the hold: the view drops the records of a group that
-// no caller held for the reader's linger (the lease duration), unless it
-// keeps the whole partition, so a caller that reads the group again
-// within it (a campaign that starts again after a term, a TryAcquire or a
-// describe that polls) finds it filled. release is safe to call more than
-// once. On a closed reader Keep does nothing,
-// and the next read reports the error.
+// unless the view keeps the whole partition already, has not fetched yet,
+// or folded no record of the group so far (seen.go). release ends the
+// hold: the view drops the records of a group that no caller held for the
+// reader's linger (the lease duration), unless it keeps the whole
+// partition, so a caller that reads the group again within it (a campaign
+// that starts again after a term, a TryAcquire or a describe that polls)
+// finds it filled. release is safe to call more than once. On a closed
+// reader Keep does nothing, and the next read reports the error.
 func (r *Reader) Keep(tp Partition, groups []string) (release func()) {
 	p, err := r.follow(tp)
 	if err != nil {
