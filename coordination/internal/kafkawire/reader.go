@@ -36,9 +36,9 @@ import (
 //   - Failed fetches, and the instant of the latest answer. The consumer
 //     retries a fetch that failed as a whole, and strips the retriable
 //     error of a partition, without a word to PollFetches; the reader wakes
-//     its watchers on a failed fetch, and serves
-//     [Reader.ReadFrom] from its view only while the
-//     latest answer of the partition's leader is recent.
+//     its watchers on a failed fetch, and serves [Reader.ReadFrom] and
+//     [Reader.ReadGroupsFrom] from its view only while the latest answer
+//     of the partition's leader is recent.
 //   - A partition that joins. The consumer adds it to the next request of
 //     its broker and lets the long poll in flight run (source.addCursor
 //     cancels no fetch), so the first answer for a partition that a read
@@ -69,11 +69,11 @@ import (
 // answer of one partition). An idle partition then costs about one such
 // answer per max wait, and each of its commits one answer with the
 // records and the commit marker.
-// [Reader.ReadFrom], the read of a waiting member, is
-// served from the view without a request while the long poll of its
-// partition is current: its latest answer arrived less than two max waits
-// ago. Otherwise it lists the last stable offset, as ReadLog always
-// does.
+// [Reader.ReadGroupsFrom], the read of a waiting member (and
+// [Reader.ReadFrom]), is served from the view without a request while the
+// long poll of its partition is current: its latest answer arrived less
+// than two max waits ago. Otherwise it lists the last stable offset, as
+// ReadLog always does.
 
 //
 // The other files of the reader: lookup.go (the leaders of the followed
