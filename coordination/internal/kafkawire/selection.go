@@ -105,21 +105,26 @@ func (r *Reader) dropLocked(p *followedPartition, g string) {
 	if s == nil || s.refs == 0 {
 		return
 	}
-	if s.refs--; s.refs == 0 {
-		s.idleSince = time.Now()
-		if at := s.idleSince.Add(r.linger); p.sel.sweepAt.IsZero() || at.Before(p.sel.sweepAt) {
-			p.sel.sweepAt = at
-		}
-		if r.linger <= 0 {
-			r.sweepLocked(p, s.idleSince)
-		}
+	if s.refs--; s.refs > 0 {
+		return
+	}
+	if r.linger <= 0 {
+		delete(p.sel.groups, g)
+		r.pruneLocked(p, map[string]bool{g: true})
+		return
+	}
+	s.idleSince = time.Now()
+	if at := s.idleSince.Add(r.linger); p.sel.sweepAt.IsZero() || at.Before(p.sel.sweepAt) {
+		p.sel.sweepAt = at
 	}
 }
 
 // sweepLocked drops from p's selection the groups that no caller held for
 // the reader's linger, and drops their records from the view unless it
-// keeps the whole partition. The fetch loop calls it with every answer.
-// The caller holds r.mu.
+// keeps the whole partition. The fetch loop calls it with every answer;
+// it does the work at most once every eighth of the linger, so that the
+// releases of many groups (the campaigns of a process that acquires many
+// roles) cost one prune of the view, not one each. The caller holds r.mu.
 func (r *Reader) sweepLocked(p *followedPartition, now time.Time) {
 	if p.sel.sweepAt.IsZero() || now.Before(p.sel.sweepAt) {
 		return // no group lingers past its time: the common case costs nothing
@@ -142,12 +147,22 @@ func (r *Reader) sweepLocked(p *followedPartition, now time.Time) {
 		}
 		gone[g] = true
 	}
-	if gone != nil && p.sel.all == nil && r.group != nil {
-		p.view.Prune(func(key []byte) bool {
-			g := r.group(key)
-			return g != nil && gone[string(g)]
-		})
+	if next := now.Add(r.linger / 8); !p.sel.sweepAt.IsZero() && p.sel.sweepAt.Before(next) {
+		p.sel.sweepAt = next
 	}
+	r.pruneLocked(p, gone)
+}
+
+// pruneLocked drops the records of the groups gone from the view of p,
+// unless it keeps the whole partition. The caller holds r.mu.
+func (r *Reader) pruneLocked(p *followedPartition, gone map[string]bool) {
+	if len(gone) == 0 || p.sel.all != nil || r.group == nil {
+		return
+	}
+	p.view.Prune(func(key []byte) bool {
+		g := r.group(key)
+		return g != nil && gone[string(g)]
+	})
 }
 
 // selectAllLocked makes the view of p keep the whole partition, for the
