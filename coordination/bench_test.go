@@ -151,7 +151,7 @@ func BenchmarkCampaignRead(b *testing.B) {
 				renewal := benchRenewal(b, role, end, now)
 				view.Add(renewal.Offset, renewal.Key, renewal.Value, 0)
 				end++
-				records := stateRecords(view.Records(next))
+				records := stateRecords(view.Records(next, nil))
 				next = end
 				for _, r := range records {
 					if err := builder.Apply(r); err != nil {

@@ -40,8 +40,9 @@ import (
 //     reads again instead of appending again. A registration that stays
 //     invisible for two lease durations is appended once more, and logged.
 //   - It waits until [Decision.WaitUntil], or one poll interval, whichever
-//     comes first. A transport that implements [PartitionFollower] wakes it
-//     on every new record too, and it then folds only the new records.
+//     comes first. A transport that implements [RoleFollower] or
+//     [PartitionFollower] wakes it on every new record too, and it then
+//     folds only the new records (of its role, with a RoleFollower).
 //   - A fence on the first lease write is not a win: another member minted
 //     after this one. The call goes back to waiting, and it challenges
 //     again no sooner than one poll interval later, so two challengers do
@@ -194,7 +195,7 @@ type campaign struct {
 // the call.
 func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 	clock := c.settings.clock
-	if follower, ok := c.transport.(PartitionFollower); ok {
+	if follower := followerOfRole(c.transport, c.partition, c.role); follower != nil {
 		changed, stop := follower.WatchPartition(c.partition)
 		defer stop()
 		c.follower, c.changed = follower, changed

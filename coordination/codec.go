@@ -273,6 +273,25 @@ func DecodeKey(data []byte) (Key, error) {
 	return key, nil
 }
 
+// keyRole returns the bytes of the role name in a key of [StateTopic],
+// without decoding the rest: the string after the version and the kind
+// (see EncodeKey). It returns nil for a key too short to hold one, or with
+// a negative length. A key that names a role but does not decode (another
+// version, an unknown kind) still returns its role, so that a reader of
+// that role's records sees it, and reports it, as a walk of the log does.
+// The transport's views keep the records of a partition by it (the
+// KafkaTransport's RoleFollower).
+func keyRole(data []byte) []byte {
+	if len(data) < 6 {
+		return nil
+	}
+	n := int(int16(binary.BigEndian.Uint16(data[4:6])))
+	if n < 0 || len(data) < 6+n {
+		return nil
+	}
+	return data[6 : 6+n]
+}
+
 // DecodeRegistration decodes the value of a registration record. It returns
 // a *[FormatError] for a truncated buffer, for trailing bytes, for an unknown
 // version, for a negative string length, and for a member id that its

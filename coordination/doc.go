@@ -246,7 +246,7 @@
 // Additions that change no answer of the specification: [Leadership.Write]
 // and [GuardedWriter], [TryAcquire], [Elector], [Observe], [Gate],
 // [KafkaCommandReader], [WithLogger], and the optional transport interfaces
-// ([PartitionFollower], [StableOffsetReporter], [StateTopicChecker],
+// ([PartitionFollower], [RoleFollower], [StableOffsetReporter], [StateTopicChecker],
 // [MintRecorder], [TombstoneWriter]); the fields [StateRecord.Timestamp],
 // [RosterEntry.LastSeen] and [RoleState.LeaseClearedAt], which are zero
 // unless an extension fills them (a struct literal with field names, as go
@@ -336,9 +336,11 @@
 //     while the winner writes its first lease.
 //   - [Leadership.Write] is the guarded write of the caller's own records,
 //     through the optional [GuardedWriter] interface of a transport.
-//   - A transport may implement [PartitionFollower]; a waiting member then
-//     folds only new records, and wakes on each one instead of at the next
-//     poll.
+//   - A transport may implement [PartitionFollower] or [RoleFollower]; a
+//     waiting member then folds only new records, and wakes on each one
+//     instead of at the next poll. Through a RoleFollower it reads the
+//     records of its own role only, so a transport that keeps them in
+//     memory keeps those of the roles its process follows.
 //   - No failback after a fence: a member whose transport saw its token
 //     fenced ([FenceRecorder]), or an [Elector] that saw its leadership
 //     fenced, does not take the role back from the lease that still names

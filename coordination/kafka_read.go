@@ -2,13 +2,17 @@ package coordination
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
 // This file holds the reads of KafkaTransport: each converts its partition
 // and hands the read to kafkawire's Reader, which follows every partition
 // that a read or a watch asked for, with one long-polling fetch loop per
-// leader broker, and keeps a compacted view of each.
+// leader broker, and keeps a compacted view of each: of the records of the
+// roles that its callers follow there (WatchRoles, ReadRolesFrom, keyed by
+// keyRole), or of the whole partition once a caller of ReadPartitionFrom
+// needs it.
 
 // ReadPartition returns every committed record of the partition, oldest
 // first, tombstones included: it walks the log with read_committed
@@ -22,9 +26,9 @@ import (
 //
 // The transport also follows the partition from the first call on, until
 // Close, with one long-polling fetch loop per leader broker, and keeps a
-// compacted view of it: [KafkaTransport.ReadPartitionFrom] serves that
-// view, which folds to the same state, and [DescribeRoleState] and
-// [AcquireLeadership] read it instead of the whole log.
+// compacted view of the records that its incremental readers need there:
+// see [KafkaTransport.ReadRolesFrom] and [KafkaTransport.ReadPartitionFrom].
+// ReadPartition itself adds nothing to that view.
 //
 // It returns an error for a topic or a partition that does not exist, for a
 // missing READ ACL, and when ctx ends before the walk reaches the offset. It
@@ -47,21 +51,30 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 // the highest offset for every key, as [RoleStateBuilder] does, reaches the
 // same state as from the whole log.
 //
-// It is the read of a member that waits for a role, and it costs no request
-// while the long poll of the partition is current: the latest answer of its
-// leader arrived less than half the lease slack ago (the lease duration of
-// the transport minus its renew interval; 10 s with the default lease). The
-// view then holds every record committed before that answer, and the call
-// waits for the last stable offset that the answer reported. A record
-// committed after it is on its way: its leader completes the long poll as
-// soon as the commit moves the last stable offset, and the arrival wakes
-// [KafkaTransport.WatchPartition]. So the view lags a commit by the transit
-// of one Fetch response while the leader answers, and by at most the
-// freshness bound when it does not; a holder that renews on time still
-// looks alive in it. When the long poll is not current (before the first
-// answer, after a failed fetch, or when the leader went silent), the call
-// lists the last stable offset as [KafkaTransport.ReadPartition] does (one
-// ListOffsets request), and waits for it.
+// The view holds the whole partition from the first call on, for the life
+// of the transport: every role's newest records, about 200 bytes of heap a
+// record (a partition of 1 000 000 records of other roles holds about
+// 200 MiB). A view that held only the records of some roles until then
+// (see [KafkaTransport.ReadRolesFrom]) is first filled with one walk of the
+// log, as ReadPartition walks it (one Fetch per megabyte). A member that
+// waits for a role reads that role with ReadRolesFrom instead, as
+// [AcquireLeadership] does.
+//
+// It costs no request while the long poll of the partition is current:
+// the latest answer of its leader arrived less than half the lease slack
+// ago (the lease duration of the transport minus its renew interval; 10 s
+// with the default lease). The view then holds every record committed
+// before that answer, and the call waits for the last stable offset that
+// the answer reported. A record committed after it is on its way: its
+// leader completes the long poll as soon as the commit moves the last
+// stable offset, and the arrival wakes [KafkaTransport.WatchPartition]. So
+// the view lags a commit by the transit of one Fetch response while the
+// leader answers, and by at most the freshness bound when it does not; a
+// holder that renews on time still looks alive in it. When the long poll
+// is not current (before the first answer, after a failed fetch, or when
+// the leader went silent), the call lists the last stable offset as
+// [KafkaTransport.ReadPartition] does (one ListOffsets request), and waits
+// for it.
 //
 // A `from` past the end of the partition, which a truncated log or a view
 // that started again from the log start leaves behind, returns the whole
@@ -81,6 +94,96 @@ func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicP
 	return stateRecords(records), next, nil
 }
 
+// ReadRolesFrom returns the committed records of the partition whose key
+// names one of roles, at offsets from `from` on, oldest first, only the
+// newest of each key, and the offset to pass on the next call: what
+// [KafkaTransport.ReadPartitionFrom] returns of those roles, with its
+// costs, its lag and its errors. A record whose key names no role is in
+// no answer; one that names a role but does not decode is in that role's.
+// A fold of the answers reaches the state that ReadPartition's walk folds
+// to, for each of roles. It returns an error for a negative `from` or a
+// zero Role.
+//
+// The transport keeps in its view of a partition only the records of the
+// roles that a [KafkaTransport.WatchRoles] subscription holds, and those
+// of the roles that a read asked for, for a lease duration after the read
+// (unless a caller of ReadPartitionFrom made it keep the whole partition).
+// Its fetch loop still fetches every committed record of the partition,
+// and drops the others as it folds them; the key decides, read up to the
+// role name (the frozen layout of [EncodeKey]). So a standby of one role
+// holds the records of that role, whatever the other roles of its
+// partition write. A read of a role that the view did not keep from the
+// partition's first fetch on walks the log first, once (read_committed
+// Fetch requests from the log start to the offset the view had reached,
+// one per megabyte of the partition, under ctx, on a client without a long
+// poll), keeping the role's records, and merges them into the view; a
+// record that the fetch loop folds meanwhile wins over the walk's older
+// record of its key. The roles whose first read comes while such a walk
+// runs share the next walk, and a role of which the partition held no
+// record so far needs none (the transport keeps a 16 KiB filter of the
+// roles it saw on each partition it follows). A read whose ctx ends
+// during its walk returns an error that wraps [context.Canceled] or
+// [context.DeadlineExceeded] and leaves the role unfilled: the next read
+// walks again from the log start, so on a long log give the first read of
+// a role time for the walk.
+//
+// It is safe for concurrent use.
+func (t *KafkaTransport) ReadRolesFrom(ctx context.Context, partition TopicPartition, roles []Role, from int64) ([]StateRecord, int64, error) {
+	if err := t.useStateTopic(partition); err != nil {
+		return nil, from, err
+	}
+	if from < 0 {
+		return nil, from, fmt.Errorf("coordination: read %s from the negative offset %d", partition, from)
+	}
+	groups, err := roleGroups(roles)
+	if err != nil {
+		return nil, from, fmt.Errorf("coordination: read %s: %w", partition, err)
+	}
+	records, next, err := t.wire.Reader().ReadGroupsFrom(ctx, partitionOf(partition), groups, from)
+	if err != nil {
+		return nil, from, kafkaError(err)
+	}
+	return stateRecords(records), next, nil
+}
+
+// WatchRoles is [KafkaTransport.WatchPartition] for roles: it subscribes
+// to the partition, and makes the transport keep the records of roles in
+// its view of the partition until stop (and for a lease duration after
+// it), so that [KafkaTransport.ReadRolesFrom] of them costs no walk of the
+// log. The channel receives when the view of the partition moves, for a
+// record of any role. A zero Role is ignored. stop is safe to call more
+// than once.
+func (t *KafkaTransport) WatchRoles(partition TopicPartition, roles ...Role) (changed <-chan struct{}, stop func()) {
+	changed, stopWatch := t.WatchPartition(partition)
+	if t.useStateTopic(partition) != nil {
+		return changed, stopWatch
+	}
+	var groups []string
+	for _, role := range roles {
+		if !role.IsZero() {
+			groups = append(groups, role.String())
+		}
+	}
+	release := t.wire.Reader().Keep(partitionOf(partition), groups)
+	return changed, func() {
+		stopWatch()
+		release()
+	}
+}
+
+// roleGroups returns the key groups of roles in the transport's views:
+// their names, as keyRole reads them from a key.
+func roleGroups(roles []Role) ([]string, error) {
+	groups := make([]string, 0, len(roles))
+	for _, role := range roles {
+		if role.IsZero() {
+			return nil, errors.New("the zero Role: build the role with NewRole")
+		}
+		groups = append(groups, role.String())
+	}
+	return groups, nil
+}
+
 // WatchPartition subscribes to the partition, and follows it from now on.
 // The channel receives when the transport's view of the partition moves: a
 // committed record arrived, the last stable offset or the high watermark
@@ -88,6 +191,9 @@ func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicP
 // that happens between a read and the wait is missed. The fetch loop
 // long-polls, so a record wakes the channel within a round trip of its
 // commit. stop ends the subscription; it is safe to call more than once.
+// It makes the transport keep no record by itself: what the view of the
+// partition keeps is up to the reads (ReadPartitionFrom, ReadRolesFrom)
+// and to WatchRoles.
 //
 // On a closed transport the channel receives once, and the next read
 // reports the error.

@@ -17,7 +17,8 @@ import (
 // types.
 
 // KafkaTransport implements [Transport], [GuardedWriter],
-// [PartitionFollower] and [StableOffsetReporter] with franz-go.
+// [PartitionFollower], [RoleFollower] and [StableOffsetReporter] with
+// franz-go.
 //
 // A transport stands for one member process, and it owns three franz-go
 // clients, whatever the number of roles it holds:
@@ -33,7 +34,9 @@ import (
 //     pair, one transaction at a time, with the sequence numbers of the
 //     epoch's partitions that the transport keeps;
 //   - one read_committed reader that follows, for the life of the
-//     transport, every partition that a read or a watch asked for.
+//     transport, every partition that a read or a watch asked for, and
+//     keeps in memory the records of the roles that its callers follow
+//     there (see [KafkaTransport.WatchRoles]).
 //
 // So a process that holds N roles costs the connections of three clients
 // to each broker (at most two each: one for Produce or Fetch, one for the
@@ -131,6 +134,7 @@ var (
 	_ Transport            = (*KafkaTransport)(nil)
 	_ GuardedWriter        = (*KafkaTransport)(nil)
 	_ PartitionFollower    = (*KafkaTransport)(nil)
+	_ RoleFollower         = (*KafkaTransport)(nil)
 	_ StableOffsetReporter = (*KafkaTransport)(nil)
 	_ MintRecorder         = (*KafkaTransport)(nil)
 	_ rivalMinter          = (*KafkaTransport)(nil)
@@ -189,7 +193,7 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 		}
 	}
 	wire, err := kafkawire.New(kafkawire.Config{Brokers: brokers, Options: clientOptions,
-		TxnTimeout: lease.Duration(), RenewInterval: lease.RenewInterval()})
+		TxnTimeout: lease.Duration(), RenewInterval: lease.RenewInterval(), KeyGroup: keyRole})
 	if err != nil {
 		return nil, fmt.Errorf("coordination: NewKafkaTransport: %w", err)
 	}

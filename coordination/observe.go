@@ -38,9 +38,10 @@ import (
 // changes nothing (a tombstone for a member that is not in the roster)
 // yields nothing; a record that does not decode is logged and skipped.
 //
-// A transport that implements [PartitionFollower] wakes the observer on
-// each new record, and the observer reads only the new records; otherwise
-// it reads each partition again every poll interval ([WithPollInterval]).
+// A transport that implements [RoleFollower] (for Observe) or
+// [PartitionFollower] wakes the observer on each new record, and the
+// observer reads only the new records; otherwise it reads each partition
+// again every poll interval ([WithPollInterval]).
 // Only [WithTopic], [WithPartitions], [WithPollInterval], [WithClock],
 // [WithLogger] and the heartbeat interval change what it does. The
 // heartbeat interval is that of [WithHeartbeatInterval] (or of the config
@@ -115,8 +116,8 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 	}
 	o := &observer{reader: reader, s: s, all: roles == nil, roles: make(map[Role]*observedRole),
 		next: make(map[TopicPartition]int64), read: make(map[TopicPartition]bool), skipped: make(map[string]bool)}
-	o.follower, _ = reader.(PartitionFollower)
 	if o.all {
+		o.follower, _ = reader.(PartitionFollower)
 		for p := range s.partitions {
 			o.partitions = append(o.partitions, TopicPartition{Topic: s.topic, Partition: p})
 		}
@@ -137,6 +138,11 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 			o.partitions = append(o.partitions, partition)
 		}
 	}
+	scope := make(map[TopicPartition][]Role)
+	for role, r := range o.roles {
+		scope[r.partition] = append(scope[r.partition], role)
+	}
+	o.follower = followerOf(reader, scope)
 	return o, nil
 }
 

@@ -340,9 +340,9 @@ func WithPartitions(partitions int) Option {
 // WithPollInterval sets the longest gap between two reads of the
 // coordination topic while a member waits; the default is
 // [DefaultPollInterval]. A shorter gap finds a resigned holder sooner and
-// costs more fetches. A transport that implements [PartitionFollower] wakes
-// a waiting member on each new record, and the poll interval then only
-// bounds a missed wake-up.
+// costs more fetches. A transport that implements [RoleFollower] or
+// [PartitionFollower] wakes a waiting member on each new record, and the
+// poll interval then only bounds a missed wake-up.
 func WithPollInterval(interval time.Duration) Option {
 	return func(s *settings) error {
 		if err := positive("WithPollInterval", interval); err != nil {

@@ -81,9 +81,9 @@ type LeaseWriter interface {
 // transports, because the second mint fences the producer of the first. A
 // transport is safe for concurrent use by the leaderships of several roles.
 //
-// A transport may also implement [GuardedWriter] and [PartitionFollower].
-// [KafkaTransport] and the in-memory transport of package coordinationtest
-// implement both.
+// A transport may also implement [GuardedWriter] and [PartitionFollower]
+// (or [RoleFollower]). [KafkaTransport] implements all three, the
+// in-memory transport of package coordinationtest the first two.
 type Transport interface {
 	Coordinator
 	StateReader
@@ -171,10 +171,14 @@ type TombstoneWriter interface {
 }
 
 // PartitionFollower is a [StateReader] that reads a partition incrementally
-// and wakes a waiting member when a record arrives. [AcquireLeadership]
-// uses it when the transport implements it: a waiting member then folds
-// only the new records, and a resignation's tombstone wakes the first
-// standby at once instead of at the next poll.
+// and wakes a waiting member when a record arrives. [ObserveAll] uses it
+// when the transport implements it, and [AcquireLeadership], [TryAcquire],
+// [Observe] and [DescribeRoleState] do when the transport implements no
+// [RoleFollower]: a waiting member then folds only the new records, and a
+// resignation's tombstone wakes the first standby at once instead of at
+// the next poll. Its reads cover the whole partition, the records of every
+// role, so a transport that serves them from memory holds the whole
+// (compacted) partition.
 type PartitionFollower interface {
 	// ReadPartitionFrom returns the committed records of the partition at
 	// offsets from `from` on, oldest first, and the offset to pass on the
@@ -195,6 +199,36 @@ type PartitionFollower interface {
 	// between a read and the wait is not missed. stop ends the subscription;
 	// the caller calls it exactly once.
 	WatchPartition(partition TopicPartition) (changed <-chan struct{}, stop func())
+}
+
+// RoleFollower is a [StateReader] that reads the records of chosen roles
+// of a partition incrementally, and wakes a waiting member when a record
+// arrives: a [PartitionFollower] scoped to roles, so that a transport that
+// serves the reads from memory holds the records of the roles that its
+// callers follow, not those of every role that shares their partition.
+// [AcquireLeadership], [TryAcquire], [Observe] and [DescribeRoleState] use
+// it when the transport implements it, and fold exactly the state that the
+// whole partition folds to: a role's state depends on its own records
+// only. [KafkaTransport] implements it.
+type RoleFollower interface {
+	// ReadRolesFrom returns the committed records of the partition whose
+	// key names one of roles, at offsets from `from` on, oldest first, and
+	// the offset to pass on the next call: what
+	// [PartitionFollower.ReadPartitionFrom] returns, less the records of
+	// other roles (and of keys that name no role). It reads to the last
+	// stable offset, with the same lag when the transport serves it from
+	// a view, and it may return records below `from` too. A read of roles
+	// that no WatchRoles subscription of the transport holds may cost a
+	// walk of the whole log.
+	ReadRolesFrom(ctx context.Context, partition TopicPartition, roles []Role, from int64) (records []StateRecord, next int64, err error)
+
+	// WatchRoles subscribes to the partition for roles, as
+	// [PartitionFollower.WatchPartition] does, and makes the transport
+	// keep the records of roles until stop: ReadRolesFrom of them then
+	// costs no walk of the log. The channel may also receive for records of
+	// other roles. stop ends the subscription; the caller calls it exactly
+	// once.
+	WatchRoles(partition TopicPartition, roles ...Role) (changed <-chan struct{}, stop func())
 }
 
 // StableOffsetReporter is implemented by a transport that knows, without a

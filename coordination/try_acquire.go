@@ -90,7 +90,7 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 		return nil, err
 	}
 	// A follower's compacted view folds to the same state as the whole log.
-	c.follower, _ = c.transport.(PartitionFollower)
+	c.follower = followerOfRole(c.transport, c.partition, role)
 	c.builder = NewRoleStateBuilder(role)
 	state, err := c.read(ctx)
 	if err != nil {

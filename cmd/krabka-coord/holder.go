@@ -133,7 +133,7 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 func (h *holder) preflight(ctx context.Context) error {
 	var records []coordination.StateRecord
 	err := retryTransient(ctx, func(ctx context.Context) (err error) {
-		records, _, err = h.transport.ReadPartitionFrom(ctx, h.partition, 0)
+		records, _, err = h.transport.ReadRolesFrom(ctx, h.partition, []coordination.Role{h.role}, 0)
 		return err
 	})
 	switch {
@@ -184,7 +184,7 @@ func (h *holder) probe(ctx context.Context) {
 		case <-tick.C:
 		}
 		read, cancel := context.WithTimeout(ctx, interval)
-		_, n, err := h.transport.ReadPartitionFrom(read, h.partition, next)
+		_, n, err := h.transport.ReadRolesFrom(read, h.partition, []coordination.Role{h.role}, next)
 		cancel()
 		if ctx.Err() != nil {
 			return

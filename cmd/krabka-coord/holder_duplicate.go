@@ -57,10 +57,10 @@ func (h *holder) refuseLiveHolder(ctx context.Context, records []coordination.St
 	if len(records) > 0 {
 		next = records[len(records)-1].Offset + 1
 	}
-	changed, stop := h.transport.WatchPartition(h.partition)
+	changed, stop := h.transport.WatchRoles(h.partition, h.role)
 	defer stop()
 	for {
-		more, n, err := h.transport.ReadPartitionFrom(watchCtx, h.partition, next)
+		more, n, err := h.transport.ReadRolesFrom(watchCtx, h.partition, []coordination.Role{h.role}, next)
 		if err == nil {
 			next = n
 			for _, record := range more {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -60,6 +61,10 @@ type ConformanceTarget struct {
 //     writes nothing;
 //   - for a [coordination.PartitionFollower], ReadPartitionFrom returns the
 //     records from an offset on and the next offset to read;
+//   - for a [coordination.RoleFollower], ReadRolesFrom returns the records
+//     of the roles asked for and no other, which fold to the state that
+//     ReadPartition folds to, whether a WatchRoles subscription held the
+//     role before its records landed or not;
 //   - for a [coordination.GuardedWriter], WriteGuarded under the newest
 //     token writes, under a fenced token fails with ErrFenced, and a record
 //     for the state topic is refused.
@@ -81,6 +86,7 @@ func TestTransport(t *testing.T, target ConformanceTarget) {
 	t.Run("WriteLease", s.writeLease)
 	t.Run("WriteLeaseRefusesAnotherRolesKey", s.writeLeaseRefusesAnotherRolesKey)
 	t.Run("ReadPartitionFrom", s.readPartitionFrom)
+	t.Run("ReadRolesFrom", s.readRolesFrom)
 	t.Run("WriteGuarded", s.writeGuarded)
 }
 
@@ -360,6 +366,66 @@ func (s *suite) readPartitionFrom(t *testing.T) {
 	if after < next {
 		t.Fatalf("ReadPartitionFrom(%d) returned next %d; want no step back", next, after)
 	}
+}
+
+func (s *suite) readRolesFrom(t *testing.T) {
+	transport := s.target.NewTransport(t)
+	follower, ok := transport.(coordination.RoleFollower)
+	if !ok {
+		t.Skip("the transport is no RoleFollower")
+	}
+	role, partition := s.role(t)
+	other := s.roleOn(t, partition)
+	register := func(role coordination.Role, name string, at int64) {
+		t.Helper()
+		key := coordination.EncodeKey(coordination.RegistrationKey(role, member(t, name)))
+		value := coordination.EncodeRegistration(coordination.Registration{Member: member(t, name), RegisteredAt: at})
+		if err := transport.Append(s.ctx(t), partition, key, value); err != nil {
+			t.Fatalf("Append: %v", err)
+		}
+	}
+	register(role, "a", 1)
+	register(other, "b", 2)
+	register(role, "c", 3)
+	_, stop := follower.WatchRoles(partition, role)
+	defer stop()
+	register(other, "d", 4)
+	register(role, "a", 5) // supersedes a's first registration
+	check := func(role coordination.Role) {
+		t.Helper()
+		want, _ := coordination.BuildRoleState(role, s.records(t, transport, role, partition))
+		got, next, err := follower.ReadRolesFrom(s.ctx(t), partition, []coordination.Role{role}, 0)
+		if err != nil {
+			t.Fatalf("ReadRolesFrom(%s): %v", role, err)
+		}
+		for _, record := range got {
+			if key, err := coordination.DecodeKey(record.Key); err != nil || key.Role != role {
+				t.Fatalf("ReadRolesFrom(%s) returned the record at %d of another role (%v)", role, record.Offset, err)
+			}
+		}
+		state, _ := coordination.BuildRoleState(role, got)
+		if !reflect.DeepEqual(state, want) || len(state.Roster) != 2 {
+			t.Fatalf("ReadRolesFrom(%s) folds to %+v; ReadPartition folds to %+v", role, state, want)
+		}
+		if next <= got[len(got)-1].Offset {
+			t.Fatalf("ReadRolesFrom(%s) returned next %d; want past its last record at %d", role, next, got[len(got)-1].Offset)
+		}
+	}
+	check(role)  // watched before its last records landed
+	check(other) // never watched
+}
+
+// roleOn returns a role of another random name on partition.
+func (s *suite) roleOn(t *testing.T, partition coordination.TopicPartition) coordination.Role {
+	t.Helper()
+	for range 100000 {
+		role, p := s.role(t)
+		if p == partition {
+			return role
+		}
+	}
+	t.Fatalf("no role of a random name on %s", partition)
+	return coordination.Role{}
 }
 
 func (s *suite) writeGuarded(t *testing.T) {

@@ -189,14 +189,15 @@ func idleKafka(args ChildArgs) (ChildResult, error) {
 	defer cancel()
 	done := campaign(ctx, t, role, member, options)
 	// Wait until the campaign's own registration is in the transport's
-	// view: the standby has read the whole partition and waits. The
-	// registrations of the role all come after the args.Fill records of
-	// the dummy role, so the check reads from there, and costs the
-	// standby's memory nothing.
+	// view: the standby has read the whole partition and waits. The check
+	// reads the role's records, as the campaign does (ReadRolesFrom), so
+	// it costs the standby's memory nothing: the transport keeps the
+	// records of the role only, not the args.Fill records of the dummy
+	// role.
 	tp := coordination.TopicPartition{Topic: args.Topic, Partition: 0}
 	builder := coordination.NewRoleStateBuilder(role)
-	for from := args.Fill; ; {
-		records, next, err := t.ReadPartitionFrom(ctx, tp, from)
+	for from := int64(0); ; {
+		records, next, err := t.ReadRolesFrom(ctx, tp, []coordination.Role{role}, from)
 		if err != nil {
 			return ChildResult{}, err
 		}

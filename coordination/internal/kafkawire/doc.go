@@ -53,6 +53,14 @@
 //   - fetch_request.go: the Fetch request, built, sent and read.
 //   - fetch_session.go: the incremental fetch session (KIP-227).
 //   - view.go: the compacted [View] of a partition.
+//   - selection.go: which records a view keeps: the key groups
+//     ([KeyGroup]) that callers hold ([Reader.Keep]), or the whole
+//     partition; a released group lingers, then leaves the view.
+//   - backfill.go: the fill of a group that joins a view which passed its
+//     records: one filtered walk of the log, merged in offset order, and
+//     shared by the groups that join while it runs.
+//   - seen.go: a Bloom filter of the groups that the log holds, so that a
+//     group without a record joins a view without a walk.
 //   - wake.go: the wake-ups of waiters, watchers and loops.
 //   - read.go: a read served from the view.
 //   - read_log.go: the walk of a whole log.

@@ -153,10 +153,12 @@ func (r *Reader) unchanged(p *followedPartition, offset int64) {
 	defer r.mu.Unlock()
 	if p.next == offset && p.err == nil {
 		p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
+		r.sweepLocked(p, p.answeredAt)
 	}
 }
 
-// apply folds one fetched partition into its view.
+// apply folds one fetched partition into its view: the records that its
+// selection keeps (selection.go).
 func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) {
 	if fetched.Err != nil {
 		r.fetchFailed(p, offset, fetched.Err)
@@ -171,11 +173,18 @@ func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPart
 	p.err, p.fatal = nil, false
 	p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
 	for _, record := range fetched.Records {
-		if last, ok := p.view.Last(); ok && record.Offset <= last {
+		if record.Offset < offset {
 			continue // a fetch from an offset inside a batch repeats its head
+		}
+		if last, ok := p.view.Last(); ok && record.Offset <= last {
+			continue
+		}
+		if !r.foldLocked(p, record.Key) {
+			continue // no selection of the partition needs it (selection.go)
 		}
 		p.view.Add(record.Offset, record.Key, slices.Clone(record.Value), record.Timestamp.UnixMilli())
 	}
+	r.sweepLocked(p, p.answeredAt)
 	if next > p.next {
 		p.next, changed = next, true
 	}
@@ -206,6 +215,7 @@ func (r *Reader) fetchFailed(p *followedPartition, offset int64, err error) {
 		if p.next == offset {
 			p.next = start
 			p.view.Reset()
+			p.resetSelectionLocked()
 			p.changedLocked()
 		}
 		return

@@ -15,7 +15,10 @@ import (
 // ReadFrom returns the records of the partition's compacted view at
 // offsets from `from` (not negative) on, oldest first, only the newest of
 // each key, and the offset to pass on the next call. It follows the
-// partition from the first call on.
+// partition from the first call on, and makes its view keep the whole
+// partition from then on, for the life of the reader (selection.go): a
+// view that kept only some groups until then is filled with one walk of
+// the log first (backfill.go).
 //
 // It costs no request while the long poll of the partition is current:
 // its latest answer arrived less than the freshness bound ago (two long
@@ -32,8 +35,62 @@ import (
 // (Err says how far it got, and the last fetch error), Closed on a closed
 // reader.
 func (r *Reader) ReadFrom(ctx context.Context, tp Partition, from int64) ([]Record, int64, error) {
-	p, _, err := r.await(ctx, tp, true)
+	p, err := r.follow(tp)
 	if err != nil {
+		return nil, from, err
+	}
+	r.mu.Lock()
+	s := r.selectAllLocked(p)
+	r.mu.Unlock()
+	if err := r.fill(ctx, p, s); err != nil {
+		return nil, from, err
+	}
+	return r.served(ctx, p, from, nil)
+}
+
+// ReadGroupsFrom is [Reader.ReadFrom] for the records of some key groups
+// only (see [KeyGroup]): it returns the records of the view whose key
+// belongs to one of groups, at offsets from `from` on, only the newest of
+// each key, and the offset to pass on the next call. It holds the groups
+// for the call ([Reader.Keep]), so a caller that reads a partition again
+// and again holds them across the calls, or each call costs a walk of the
+// log: the first read of a group that the view has not kept from its first
+// fetch on, or while it keeps the whole partition, walks the log once,
+// keeping the group's records, to fill the view (backfill.go). The reads
+// of a held group that follow cost what ReadFrom costs. Without a KeyGroup
+// it is ReadFrom. Its errors are those of ReadFrom.
+func (r *Reader) ReadGroupsFrom(ctx context.Context, tp Partition, groups []string, from int64) ([]Record, int64, error) {
+	if r.group == nil {
+		return r.ReadFrom(ctx, tp, from)
+	}
+	p, err := r.follow(tp)
+	if err != nil {
+		return nil, from, err
+	}
+	release := r.Keep(tp, groups)
+	defer release()
+	for _, g := range groups {
+		r.mu.Lock()
+		s := p.sel.groups[g]
+		if all := p.sel.all; all != nil && all.filled {
+			s = all
+		}
+		r.mu.Unlock()
+		if s == nil {
+			continue // the reader closed: served reports it
+		}
+		if err := r.fill(ctx, p, s); err != nil {
+			return nil, from, err
+		}
+	}
+	return r.served(ctx, p, from, r.inGroups(groups))
+}
+
+// served waits until the view of p covers the last stable offset (await),
+// and copies the records of the view from `from` on that keep reports
+// (every record for nil).
+func (r *Reader) served(ctx context.Context, p *followedPartition, from int64, keep func(key []byte) bool) ([]Record, int64, error) {
+	if _, _, err := r.await(ctx, p.tp, true); err != nil {
 		return nil, from, err
 	}
 	r.mu.Lock()
@@ -43,7 +100,7 @@ func (r *Reader) ReadFrom(ctx context.Context, tp Partition, from int64) ([]Reco
 		// again from the log start. The whole view serves.
 		from = 0
 	}
-	return p.view.Records(from), p.next, nil
+	return p.view.Records(from, keep), p.next, nil
 }
 
 // await follows the partition and waits until its view covers the last

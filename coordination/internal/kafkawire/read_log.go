@@ -32,6 +32,16 @@ func (r *Reader) ReadLog(ctx context.Context, tp Partition) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.walk(ctx, p, target, nil)
+}
+
+// walk fetches the committed records of p's log below target, from its
+// log start offset on, and returns those whose key keep reports (every
+// record for a nil keep), oldest first. A Fetch that fails is sent again
+// after readLogRetry, to the leader that the fetch loop knows by then,
+// until ctx ends.
+func (r *Reader) walk(ctx context.Context, p *followedPartition, target int64, keep func(key []byte) bool) ([]Record, error) {
+	tp := p.tp
 	op := "read " + tp.String()
 	// The walk starts at offset 0, and lists the log start offset only when
 	// retention or DeleteRecords moved it (OFFSET_OUT_OF_RANGE).
@@ -42,7 +52,7 @@ func (r *Reader) ReadLog(ctx context.Context, tp Partition) ([]Record, error) {
 		if last != nil {
 			select {
 			case <-ctx.Done():
-				return nil, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w: the walk of the log reached offset %d of the last stable offset %d (last fetch error: %w)",
+				return nil, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w: the walk of the log reached offset %d of %d (last fetch error: %w)",
 					ctx.Err(), offset, target, last)}
 			case <-time.After(readLogRetry):
 			}
@@ -53,7 +63,7 @@ func (r *Reader) ReadLog(ctx context.Context, tp Partition) ([]Record, error) {
 		fetched, next, err := r.fetchOnce(ctx, leader, tp, topicID, offset)
 		switch {
 		case ctx.Err() != nil:
-			return nil, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w: the walk of the log reached offset %d of the last stable offset %d",
+			return nil, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w: the walk of the log reached offset %d of %d",
 				ctx.Err(), offset, target)}
 		case err != nil && logMoved(err):
 			// Retention or DeleteRecords moved the log start past offset.
@@ -67,13 +77,14 @@ func (r *Reader) ReadLog(ctx context.Context, tp Partition) ([]Record, error) {
 		}
 		last = nil
 		for _, record := range fetched {
-			if record.Offset >= offset && record.Offset < target {
-				var key []byte
-				if len(record.Key) > 0 {
-					key = slices.Clone(record.Key)
-				}
-				records = append(records, Record{Partition: tp, Offset: record.Offset, Key: key, Value: slices.Clone(record.Value), Timestamp: record.Timestamp.UnixMilli()})
+			if record.Offset < offset || record.Offset >= target || (keep != nil && !keep(record.Key)) {
+				continue
 			}
+			var key []byte
+			if len(record.Key) > 0 {
+				key = slices.Clone(record.Key)
+			}
+			records = append(records, Record{Partition: tp, Offset: record.Offset, Key: key, Value: slices.Clone(record.Value), Timestamp: record.Timestamp.UnixMilli()})
 		}
 		if next <= offset {
 			last = fmt.Errorf("%s: the fetch at offset %d did not move", op, offset)

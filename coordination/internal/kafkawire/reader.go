@@ -10,7 +10,8 @@ import (
 
 // This file holds the Reader of a Wire, its state and its timings: one kgo.Client, one fetch loop per leader
 // broker, and for every partition that a caller asked about a compacted
-// view of its committed records.
+// view of its committed records: of those that its callers selected
+// (selection.go), the records of some key groups or the whole partition.
 //
 // It issues its own read_committed Fetch requests and decodes them with
 // kgo.ProcessFetchPartition (the decoder of franz-go's consumer: it skips
@@ -35,9 +36,9 @@ import (
 //   - Failed fetches, and the instant of the latest answer. The consumer
 //     retries a fetch that failed as a whole, and strips the retriable
 //     error of a partition, without a word to PollFetches; the reader wakes
-//     its watchers on a failed fetch, and serves
-//     [Reader.ReadFrom] from its view only while the
-//     latest answer of the partition's leader is recent.
+//     its watchers on a failed fetch, and serves [Reader.ReadFrom] and
+//     [Reader.ReadGroupsFrom] from its view only while the latest answer
+//     of the partition's leader is recent.
 //   - A partition that joins. The consumer adds it to the next request of
 //     its broker and lets the long poll in flight run (source.addCursor
 //     cancels no fetch), so the first answer for a partition that a read
@@ -68,18 +69,21 @@ import (
 // answer of one partition). An idle partition then costs about one such
 // answer per max wait, and each of its commits one answer with the
 // records and the commit marker.
-// [Reader.ReadFrom], the read of a waiting member, is
-// served from the view without a request while the long poll of its
-// partition is current: its latest answer arrived less than two max waits
-// ago. Otherwise it lists the last stable offset, as ReadLog always
-// does.
+// [Reader.ReadGroupsFrom], the read of a waiting member (and
+// [Reader.ReadFrom]), is served from the view without a request while the
+// long poll of its partition is current: its latest answer arrived less
+// than two max waits ago. Otherwise it lists the last stable offset, as
+// ReadLog always does.
 
 //
 // The other files of the reader: lookup.go (the leaders of the followed
 // partitions), fetch_loop.go (one loop per leader), fetch_request.go (the
 // Fetch request), fetch_session.go (KIP-227), view.go (the compacted
-// view), wake.go (the wake-ups of waiters, watchers and loops), read.go
-// (a read served from the view) and read_log.go (the walk of a log).
+// view), selection.go (which records a view keeps), backfill.go (the fill
+// of a group that joins late), seen.go (the groups that the log holds),
+// wake.go (the wake-ups of waiters, watchers
+// and loops), read.go (a read served from the view) and read_log.go (the
+// walk of a log).
 
 const (
 	// readerMaxWaitCap bounds the long poll of a fetch loop. franz-go's own
@@ -130,11 +134,14 @@ func readerTimings(lease, renewInterval time.Duration) (maxWait, fresh time.Dura
 
 // Reader follows, for the life of its Wire, every partition that a read
 // or a watch asked for, with read_committed long polls, and keeps a
-// compacted view of each. It is safe for concurrent use.
+// compacted view of the selected records of each (selection.go). It is
+// safe for concurrent use.
 type Reader struct {
 	client       *kgo.Client // the fetch loops' long polls
 	walker       *kgo.Client // ReadLog's walks of a log (read_log.go)
 	decompressor kgo.Decompressor
+	group        KeyGroup      // the groups of keys that a view keeps; nil: every view keeps everything
+	linger       time.Duration // how long a view keeps a group after its last hold (selection.go)
 	maxWait      time.Duration // the long poll of a fetch
 	fresh        time.Duration // the age below which an answer makes a view current
 
@@ -161,7 +168,9 @@ type followedPartition struct {
 	needMeta bool // the leader must be looked up before the next fetch
 
 	next     int64         // every offset below it is folded into view
-	view     View          // the compacted view of the records below next
+	view     View          // the compacted view of the selected records below next
+	sel      selection     // which records view keeps (selection.go)
+	seen     seenGroups    // the groups of the records below next (seen.go)
 	stable   int64         // last stable offset of the latest fetch, -1 before one
 	high     int64         // high watermark of the latest fetch, -1 before one
 	err      *Error        // the error of the latest fetch or metadata request
@@ -179,13 +188,15 @@ type followedPartition struct {
 // ReadLog walks a log (a broker answers the requests of one connection in
 // order, so a walk on the loops' connection would wait out their long
 // poll). lease and renewInterval set its timings (readerTimings).
-func newReader(client, walker *kgo.Client, lease, renewInterval time.Duration) *Reader {
+func newReader(client, walker *kgo.Client, group KeyGroup, lease, renewInterval time.Duration) *Reader {
 	ctx, cancel := context.WithCancel(context.Background())
 	maxWait, fresh := readerTimings(lease, renewInterval)
 	r := &Reader{
 		client:       client,
 		walker:       walker,
 		decompressor: kgo.DefaultDecompressor(),
+		group:        group,
+		linger:       lease,
 		maxWait:      maxWait,
 		fresh:        fresh,
 		ctx:          ctx,

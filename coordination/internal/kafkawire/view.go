@@ -75,20 +75,113 @@ func (v *View) Reset() {
 
 // Records copies the records of the view at offsets from `from` on, in
 // offset order, with their keys (nil for an empty key), values and
-// timestamps. It costs a binary search and the records it copies, so an
-// incremental read of a waiting member costs its new records, not the
-// partition.
-func (v *View) Records(from int64) []Record {
+// timestamps; with keep set, only the records whose key it keeps. It
+// costs a binary search and the records it visits, so an incremental read
+// of a waiting member costs its new records, not the partition.
+func (v *View) Records(from int64, keep func(key []byte) bool) []Record {
 	i, _ := slices.BinarySearchFunc(v.log, from, func(r viewRecord, offset int64) int { return cmp.Compare(r.offset, offset) })
 	records := make([]Record, 0, len(v.log)-i)
 	for _, record := range v.log[i:] {
-		if !record.dead {
-			var key []byte
-			if record.key != "" {
-				key = []byte(record.key)
-			}
-			records = append(records, Record{Offset: record.offset, Key: key, Value: slices.Clone(record.value), Timestamp: record.timestamp})
+		if record.dead {
+			continue
 		}
+		var key []byte
+		if record.key != "" {
+			key = []byte(record.key)
+		}
+		if keep != nil && !keep(key) {
+			continue
+		}
+		records = append(records, Record{Offset: record.offset, Key: key, Value: slices.Clone(record.value), Timestamp: record.timestamp})
 	}
 	return records
+}
+
+// Len returns the number of records the view holds: one per key.
+func (v *View) Len() int { return len(v.log) - v.dead }
+
+// Merge folds older records into the view: records of a walk of the log
+// (oldest first) that the view may not hold, such as those of keys that
+// the view starts to keep after it had already passed them. A record goes
+// in unless the view holds a record of its key at the same or a higher
+// offset; of several records of one key only the newest counts. The view
+// keeps the records' values as they are. It costs the view and the
+// records once: the log is rebuilt in offset order.
+func (v *View) Merge(records []Record) {
+	if len(records) == 0 {
+		return
+	}
+	if v.index == nil {
+		v.index = make(map[string]int)
+	}
+	newest := make(map[string]int, len(records)) // the position in records of the newest record of every key
+	for i, record := range records {
+		newest[string(record.Key)] = i
+	}
+	var in []viewRecord
+	for i, record := range records {
+		k := string(record.Key)
+		if newest[k] != i {
+			continue
+		}
+		if j, ok := v.index[k]; ok {
+			if v.log[j].offset >= record.Offset {
+				continue
+			}
+			v.log[j] = viewRecord{offset: v.log[j].offset, dead: true}
+			v.dead++
+		}
+		in = append(in, viewRecord{offset: record.Offset, key: k, value: record.Value, timestamp: record.Timestamp})
+	}
+	if len(in) == 0 {
+		return
+	}
+	slices.SortFunc(in, func(a, b viewRecord) int { return cmp.Compare(a.offset, b.offset) })
+	merged := make([]viewRecord, 0, len(v.log)-v.dead+len(in))
+	i := 0
+	for _, r := range v.log {
+		if r.dead {
+			continue
+		}
+		for i < len(in) && in[i].offset < r.offset {
+			merged = append(merged, in[i])
+			i++
+		}
+		merged = append(merged, r)
+	}
+	merged = append(merged, in[i:]...)
+	v.rebuild(merged)
+}
+
+// Prune removes the records whose key drop reports, such as those of keys
+// that no caller keeps any more. It costs the view once.
+func (v *View) Prune(drop func(key []byte) bool) {
+	live := make([]viewRecord, 0, len(v.log)-v.dead)
+	removed := false
+	for _, r := range v.log {
+		if r.dead {
+			continue
+		}
+		if drop([]byte(r.key)) {
+			removed = true
+			continue
+		}
+		live = append(live, r)
+	}
+	if removed || v.dead > 0 {
+		v.rebuild(live)
+	}
+}
+
+// rebuild makes log, which holds no dead record, the log of the view, and
+// indexes it again.
+func (v *View) rebuild(log []viewRecord) {
+	clear(v.index)
+	if v.index == nil {
+		v.index = make(map[string]int, len(log))
+	}
+	for i, r := range log {
+		v.index[r.key] = i
+	}
+	v.log, v.dead = log, 0
 }

@@ -32,6 +32,10 @@ type Config struct {
 	// ([RequestTimeoutOverhead]); with TxnTimeout it sets the long poll of
 	// the reader (readerTimings, in reader.go).
 	RenewInterval time.Duration
+	// KeyGroup maps a record key to its group, for the reader's
+	// selections (selection.go); nil makes every view of the reader keep
+	// the whole partition.
+	KeyGroup KeyGroup
 }
 
 // Wire is the Kafka side of one member process: three franz-go clients,
@@ -148,7 +152,7 @@ func New(config Config) (*Wire, error) {
 		txn:     txn,
 		leaders: newLeaderCache(txn),
 		coords:  newTxnCoordinators(txn),
-		reader:  newReader(readerClient, plain, config.TxnTimeout, config.RenewInterval),
+		reader:  newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval),
 		ctx:     ctx,
 		cancel:  cancel,
 		current: make(map[string]*Epoch),
