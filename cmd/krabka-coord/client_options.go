@@ -108,13 +108,13 @@ func (g *globals) saslOption() (kgo.Opt, error) {
 		}
 		return nil, nil
 	}
-	if g.saslUser == "" {
-		return nil, usageError("--sasl-mechanism %s needs --sasl-user (and --sasl-password or $%s)", g.saslMechanism, envSASLPassword)
-	}
 	switch strings.ToLower(g.saslMechanism) {
 	case "plain", "scram-sha-256", "scram-sha-512":
 	default:
 		return nil, usageError("--sasl-mechanism %q: want plain, scram-sha-256 or scram-sha-512", g.saslMechanism)
+	}
+	if g.saslUser == "" {
+		return nil, usageError("--sasl-mechanism %s needs --sasl-user (and --sasl-password or $%s)", g.saslMechanism, envSASLPassword)
 	}
 	if password == "" {
 		return nil, usageError("--sasl-mechanism %s needs a password: pass --sasl-password or set $%s", g.saslMechanism, envSASLPassword)

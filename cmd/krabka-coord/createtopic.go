@@ -92,8 +92,8 @@ on this topic: in production use --replication-factor 3
 			if result.MinInsyncReplicas != nil {
 				isr = fmt.Sprint(*result.MinInsyncReplicas)
 			}
-			fmt.Fprintf(g.stdout, "state topic %s %s %d partitions, replication factor %d, cleanup.policy=%s, min.insync.replicas=%s\n",
-				result.Topic, verb, result.Partitions, result.ReplicationFactor, result.CleanupPolicy, isr)
+			fmt.Fprintf(g.stdout, "state topic %s %s %s, replication factor %d, cleanup.policy=%s, min.insync.replicas=%s\n",
+				result.Topic, verb, fmtCount(result.Partitions, "partition", "partitions"), result.ReplicationFactor, result.CleanupPolicy, isr)
 			if result.MinInsyncReplicas != nil && (result.ReplicationFactor < 3 || *result.MinInsyncReplicas < 2) {
 				fmt.Fprintf(g.stderr, "krabka-coord: note: with replication factor %d and min.insync.replicas=%d a write survives the loss of %s; production wants 3 and 2\n",
 					result.ReplicationFactor, *result.MinInsyncReplicas, fmtCount(max(0, min(result.ReplicationFactor, result.ReplicationFactor-*result.MinInsyncReplicas)), "broker", "brokers"))

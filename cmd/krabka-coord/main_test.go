@@ -82,6 +82,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no brokers", []string{"describe", "a"}, map[string]string{}, "no brokers: pass --brokers host:port[,host:port...] or set KRABKA_BROKERS"},
 		{"sasl without mechanism", []string{"describe", "a", "--sasl-user", "u"}, env, "need --sasl-mechanism"},
 		{"sasl mechanism", []string{"describe", "a", "--sasl-mechanism", "gssapi", "--sasl-user", "u"}, env, "want plain, scram-sha-256 or scram-sha-512"},
+		{"sasl mechanism without user", []string{"describe", "a", "--sasl-mechanism", "bogus"}, env, "--sasl-mechanism \"bogus\": want plain, scram-sha-256 or scram-sha-512"},
 		{"sasl without user", []string{"describe", "a", "--sasl-mechanism", "plain"}, env, "needs --sasl-user"},
 		{"tls cert without key", []string{"describe", "a", "--tls-cert", "c.pem"}, env, "--tls-cert and --tls-key go together"},
 		{"tls ca missing", []string{"describe", "a", "--tls-ca", "/nonexistent/ca.pem"}, env, "--tls-ca"},
