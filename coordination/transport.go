@@ -238,7 +238,13 @@ type RoleFollower interface {
 // of the partition is incomplete. [AcquireLeadership] holds a challenge
 // while that lasts, so that a holder of another role that stalls inside its
 // lease transaction on the same partition does not make a healthy holder
-// look expired. [KafkaTransport] implements it.
+// look expired. The hold ends once the last stable offset reaches the high
+// watermark of the moment it began (every record hidden then is visible),
+// or a lease duration plus Kafka's abort sweep after the last stable
+// offset stopped moving; a member first in the roster of a role with no
+// lease does not hold at all (every hidden record ranks behind its own
+// registration). The hold only delays a challenge: safety rests on the
+// epoch. [KafkaTransport] implements it.
 type StableOffsetReporter interface {
 	// StableOffsets returns the last stable offset and the high watermark of
 	// the partition as the transport saw them last, and false when it has
