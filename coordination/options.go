@@ -44,7 +44,11 @@ type settings struct {
 // ([DefaultLeaseConfig], [StateTopic], [DefaultPartitions],
 // [DefaultPollInterval], [SystemClock]) and checks the result.
 func newSettings(options []Option) (*settings, error) {
-	return buildSettings(options, true)
+	s, err := buildSettings(options, true)
+	if err != nil {
+		return nil, err
+	}
+	return internSettings(s), nil
 }
 
 // placementSettings applies the options as newSettings does, for a call

@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,10 +41,17 @@ func main() {
 	warmMax := flag.Duration("warm-max", 5*time.Minute, "the longest warm-up of one broker or cluster before its steady state is measured anyway (and reported as not converged)")
 	tolerance := flag.Float64("tolerance", 0.05, "the warm-up ends when the p50 of every Kafka series (library and floor, handover and write) differs by less than this share between two successive windows")
 	traces := flag.Bool("traces", false, "print the request timeline of the median library and floor sample of each latency figure")
+	rolesSettle := flag.Duration("roles-settle", coordination.DefaultLeaseConfig().Duration()+5*time.Second, "how long the roles group waits after the last acquisition before it measures memory, goroutines and connections: by default a lease duration and 5 s, after which the transport's view no longer keeps the records of the roles that the campaigns followed (a role that no campaign follows lingers in the view for one lease duration), so the figures are those of a process that holds the roles rather than one that has just campaigned for them")
+	rolesCounts := flag.String("roles-counts", "1,100,1000,10000", "comma-separated numbers of roles that the roles group holds in one process, one child process each")
 	variants := flag.Bool("floor-variants", false, "measure, beside the floor of a handover, two floors whose holder also writes the tombstone of its registration as a plain record: in parallel with its tombstone transaction (as Leadership.Resign did before it wrote that tombstone inside the transaction), and after it")
 	flag.Parse()
 	if *brokers == "" {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
+		os.Exit(2)
+	}
+	counts, err := parseCounts(*rolesCounts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "krabka-bench: -roles-counts: %v\n", err)
 		os.Exit(2)
 	}
 	k := &bench.Kafka{Brokers: strings.Split(*brokers, ",")}
@@ -54,7 +62,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance, traces: *traces, variants: *variants}
+	r := &runner{k: k, e: e, scale: *scale, idleWindow: *idleWindow, warmMax: *warmMax, tolerance: *tolerance, traces: *traces, variants: *variants, rolesCounts: counts, rolesSettle: *rolesSettle}
 	if *cluster != "" {
 		r.kc = &bench.Kafka{Brokers: strings.Split(*cluster, ","), Replication: 3}
 		defer r.kc.Cleanup()
@@ -126,6 +134,23 @@ type runner struct {
 	steps      []string // the step traces of the latency figures
 	traces     bool     // print the request timeline of the median samples too
 	variants   bool     // measure the floor variants that attribute the library's gap
+	// rolesCounts are the numbers of roles of the roles group.
+	rolesCounts []int
+	// rolesSettle is the wait after the last acquisition of the roles group.
+	rolesSettle time.Duration
+}
+
+// parseCounts reads -roles-counts: positive integers, comma-separated.
+func parseCounts(s string) ([]int, error) {
+	var counts []int
+	for _, field := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number of roles", field)
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
 }
 
 func (r *runner) n(base int) int { return max(3, int(float64(base)*r.scale)) }
@@ -522,8 +547,8 @@ func (r *runner) fold(ctx context.Context) error {
 }
 
 func (r *runner) roles(ctx context.Context) error {
-	counts := []int{1, 100, 1000, 10_000}
-	warm := 2 * time.Second
+	counts := r.rolesCounts
+	warm := r.rolesSettle
 	// The renewals are watched over a renew interval of the default lease
 	// (10 s) and two seconds more, so that every role renews in it.
 	window := coordination.DefaultLeaseConfig().RenewInterval() + 2*time.Second
@@ -565,10 +590,12 @@ func (r *runner) roles(ctx context.Context) error {
 		r.table.Add(row)
 		row = bench.Row{Figure: fmt.Sprintf("  %d roles: goroutines", n), Unit: "#", Kafka: single(float64(kr[i].Goroutines))}
 		if n == counts[len(counts)-1] {
-			row.Note = fmt.Sprintf("Kafka, 2 s after the last acquisition; over the renewal window, fewest / most at 1 / 100 / 1000 / 10000 roles: "+
-				"%d / %d, %d / %d, %d / %d, %d / %d (a renewal in flight is two goroutines, at most 1024 renewals at once)",
-				kr[0].GoroutinesMin, kr[0].GoroutinesMax, kr[1].GoroutinesMin, kr[1].GoroutinesMax,
-				kr[2].GoroutinesMin, kr[2].GoroutinesMax, kr[3].GoroutinesMin, kr[3].GoroutinesMax)
+			var spans []string
+			for j := range counts {
+				spans = append(spans, fmt.Sprintf("%d roles %d / %d", counts[j], kr[j].GoroutinesMin, kr[j].GoroutinesMax))
+			}
+			row.Note = fmt.Sprintf("Kafka, %v after the last acquisition; over the renewal window, fewest / most at %s "+
+				"(a renewal in flight is two goroutines, at most 1024 renewals at once)", warm, strings.Join(spans, ", "))
 		}
 		if er != nil {
 			row.Etcd = single(float64(er[i].Goroutines))
@@ -586,9 +613,12 @@ func (r *runner) roles(ctx context.Context) error {
 		row = bench.Row{Figure: fmt.Sprintf("  %d roles: leaderships late to renew", n), Unit: "roles", Kafka: single(float64(kr[i].LateRenewals)),
 			Target: "0", Met: bench.Met(kr[i].LateRenewals == 0)}
 		if n == counts[len(counts)-1] {
+			var ages []string
+			for j := range counts {
+				ages = append(ages, fmt.Sprintf("%d roles %.1f s", counts[j], kr[j].MaxRenewalAge))
+			}
 			row.Note = fmt.Sprintf("renew interval 10 s; a leadership is late when its last renewal is older than 11 s at a once-a-second sample over %v; "+
-				"oldest last renewal seen at 1 / 100 / 1000 / 10000 roles: %.1f / %.1f / %.1f / %.1f s",
-				window, kr[0].MaxRenewalAge, kr[1].MaxRenewalAge, kr[2].MaxRenewalAge, kr[3].MaxRenewalAge)
+				"oldest last renewal seen: %s", window, strings.Join(ages, ", "))
 		}
 		r.table.Add(row)
 	}

@@ -105,6 +105,10 @@ func Spawn(ctx context.Context, mode string, args ChildArgs) (ChildResult, error
 func RunChild(mode string) {
 	var args ChildArgs
 	var result ChildResult
+	childMode = mode
+	if os.Getenv(HeapProfileEnv) != "" {
+		runtime.MemProfileRate = 256 // a profile fine enough for a few hundred bytes a role
+	}
 	err := json.NewDecoder(os.Stdin).Decode(&args)
 	if err == nil {
 		switch mode {

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,12 +46,44 @@ func RSSBytes() int64 {
 	return -1
 }
 
-// HeapInuse returns the Go heap in use after a garbage collection.
+// HeapInuse returns the Go heap in use after a garbage collection. When
+// the environment variable HeapProfileEnv names a directory, it also
+// writes the process's heap profile there, as <mode>-<pid>.heap.pprof
+// (read it with `go tool pprof -sample_index=inuse_space -top`): the
+// breakdown behind a memory figure of a child.
 func HeapInuse() int64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
+	if dir := os.Getenv(HeapProfileEnv); dir != "" {
+		writeHeapProfile(dir, &m)
+	}
 	return int64(m.HeapInuse)
+}
+
+// HeapProfileEnv names the directory where a child writes its heap
+// profile, and its runtime.MemStats as JSON (<mode>-<pid>.memstats.json),
+// at the moment HeapInuse measures it; unset, none is written.
+const HeapProfileEnv = "KRABKA_BENCH_HEAP_PROFILE_DIR"
+
+// childMode is the mode of this process when it runs as a child, for the
+// name of its heap profile.
+var childMode = "parent"
+
+func writeHeapProfile(dir string, m *runtime.MemStats) {
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d", childMode, os.Getpid()))
+	if stats, err := json.MarshalIndent(m, "", " "); err == nil {
+		_ = os.WriteFile(name+".memstats.json", stats, 0o644)
+	}
+	f, err := os.Create(name + ".heap.pprof")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "heap profile: %v\n", err)
+	}
 }
 
 // TCPConnections counts the established TCP sockets of this process whose

@@ -26,13 +26,14 @@
 //   - failure_detection.go: the waits of the clients after a broker fault,
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
-//     numbers, why it ended) and the registry of mints.
-//   - end_context.go: the context of an epoch, which keeps nothing for
-//     the contexts derived from it once they end.
+//     numbers, the context of its transaction in flight, why it ended)
+//     and the registry of mints.
 //   - mint.go: InitProducerId, and DescribeTransactions of an epoch; a
 //     mint that resends nothing once a rival minted (rivalMinted).
 //   - mint_late.go: one mint of an id at a time, and the pair of an
 //     abandoned mint attempt, which the next mint takes.
+//   - turn.go: the semaphore of one of an epoch's transactions and of an
+//     id's mint, a mutex and a flag rather than a channel for each.
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
 //   - coordinator.go: the cache of transaction coordinators, their
 //     lookups (those asked for together share one FindCoordinator), and

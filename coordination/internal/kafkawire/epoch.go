@@ -25,12 +25,7 @@ type Epoch struct {
 	wire     *Wire
 	txnID    string
 	producer Producer
-	slot     chan struct{} // a semaphore of one, held for a whole transaction
-
-	// ctx ends when the epoch ends: every request of its transactions runs
-	// under it, so an ended epoch's transaction in flight fails at once.
-	ctx    context.Context
-	cancel context.CancelFunc
+	slot     turn // held for a whole transaction
 
 	// sequences is the next sequence number of each partition that the
 	// epoch wrote: the broker keeps one per (producer id, partition), and
@@ -39,11 +34,37 @@ type Epoch struct {
 
 	mu    sync.Mutex
 	ended *Error // nil while open
+	// cancelTxn cancels the context of the transaction in flight (transactHeld),
+	// under which every request of the transaction runs, so that the end of
+	// the epoch fails it at once; nil between transactions. The context is
+	// the transaction's, not the epoch's: a wire keeps thousands of epochs,
+	// and an idle one then keeps no context.
+	cancelTxn context.CancelFunc
 }
 
 func newEpoch(wire *Wire, txnID string, producer Producer) *Epoch {
-	ctx := newEndContext() // end_context.go
-	return &Epoch{wire: wire, txnID: txnID, producer: producer, slot: make(chan struct{}, 1), ctx: ctx, cancel: ctx.end}
+	return &Epoch{wire: wire, txnID: txnID, producer: producer}
+}
+
+// beginTxn returns the context of a transaction of the epoch, which ends
+// when the epoch does or when the returned func runs, and the error of an
+// epoch that already ended. The caller holds e.slot, and calls the func
+// when the transaction ends.
+func (e *Epoch) beginTxn() (context.Context, func(), *Error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended != nil {
+		cancel()
+		return nil, nil, e.ended
+	}
+	e.cancelTxn = cancel
+	return ctx, func() {
+		e.mu.Lock()
+		e.cancelTxn = nil
+		e.mu.Unlock()
+		cancel()
+	}, nil
 }
 
 // TxnID returns the transactional id of the epoch.
@@ -87,7 +108,9 @@ func (e *Epoch) end(reason *Error) *Error {
 	ended := *reason
 	ended.Ended = true
 	e.ended = &ended
-	e.cancel()
+	if e.cancelTxn != nil {
+		e.cancelTxn()
+	}
 	return e.ended
 }
 
@@ -145,18 +168,15 @@ func (w *Wire) mint(ctx context.Context, txnID, op string, unless *Producer) (*E
 		w.mu.Unlock()
 		return nil, errClosed
 	}
-	mint := w.minting[txnID]
-	if mint == nil {
-		mint = newIDMint()
-		w.minting[txnID] = mint
-	}
+	id := w.idLocked(txnID)
+	mint := &id.mint
 	w.mu.Unlock()
 
 	if err := mint.acquire(ctx); err != nil {
 		return nil, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w (waiting for the previous mint of the id, abandoned, to get its answer)", err)}
 	}
 	w.mu.Lock()
-	previous := w.current[txnID]
+	previous := id.current
 	w.mu.Unlock()
 	if previous != nil {
 		previous.end(&Error{Op: "token " + previous.producer.String() + " of role " + txnID, Class: Fenced,
@@ -184,7 +204,7 @@ func (w *Wire) mint(ctx context.Context, txnID, op string, unless *Producer) (*E
 		epoch.end(errClosed)
 		return nil, errClosed
 	}
-	w.current[txnID] = epoch
+	id.current = epoch
 	w.minted[producer] = epoch
 	return epoch, nil
 }

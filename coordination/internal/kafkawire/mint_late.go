@@ -19,31 +19,23 @@ import (
 // fenced by the second. So the request in flight runs to its answer, and the
 // next mint takes its pair when the coordinator still holds it.
 
-// idMint is the mint state of one transactional id.
+// idMint is the mint state of one transactional id, part of its idState
+// (wire.go).
 type idMint struct {
-	// sem is a semaphore of one: the mint of the id in flight holds it,
-	// and an abandoned attempt keeps it until its request has answered.
-	sem chan struct{}
+	// sem is the id's mint slot: the mint of the id in flight holds it, and
+	// an abandoned attempt keeps it until its request has answered.
+	sem turn
 
 	mu        sync.Mutex
 	late      *Producer // the pair that an abandoned attempt minted; nil for none
 	abandoned bool      // the attempt in flight lost its caller, and holds sem until it answers
 }
 
-func newIDMint() *idMint { return &idMint{sem: make(chan struct{}, 1)} }
-
 // acquire takes the id's mint slot, or returns the error of ctx.
-func (m *idMint) acquire(ctx context.Context) error {
-	select {
-	case m.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (m *idMint) acquire(ctx context.Context) error { return m.sem.acquire(ctx) }
 
 // release gives the id's mint slot back.
-func (m *idMint) release() { <-m.sem }
+func (m *idMint) release() { m.sem.release() }
 
 // takeLate returns the kept pair of an abandoned attempt, and forgets it.
 func (m *idMint) takeLate() *Producer {
@@ -60,11 +52,12 @@ func (m *idMint) takeLate() *Producer {
 // use.
 func (w *Wire) LateMint(txnID string, producer Producer) (minted, pending bool) {
 	w.mu.Lock()
-	mint := w.minting[txnID]
+	id := w.ids[txnID]
 	w.mu.Unlock()
-	if mint == nil {
+	if id == nil {
 		return false, false
 	}
+	mint := &id.mint
 	mint.mu.Lock()
 	defer mint.mu.Unlock()
 	return mint.late != nil && *mint.late == producer, mint.abandoned

@@ -51,15 +51,13 @@ func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error
 	if err := e.endedErr(); err != nil {
 		return within(PathProduce, op, err)
 	}
-	select {
-	case e.slot <- struct{}{}:
-	case <-ctx.Done():
-		return &Error{Op: op, Class: Canceled, Err: ctx.Err(),
+	if err := e.slot.acquire(ctx); err != nil {
+		return &Error{Op: op, Class: Canceled, Err: err,
 			Detail: errors.New("waited for the transaction in flight of the same epoch, nothing written")}
 	}
 	done := make(chan error, 1)
 	go func() { // owned by this call, or by the epoch once the call gives up; it ends with the transaction
-		defer func() { <-e.slot }()
+		defer e.slot.release()
 		done <- e.transactHeld(ctx, op, records)
 	}()
 	if answered, err := awaitWithGrace(ctx, done); answered {
@@ -78,17 +76,24 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 		return &Error{Op: op, Class: Canceled, Err: err}
 	}
 	w := e.wire
+	// ectx ends with the epoch: every request of the transaction runs
+	// under it.
+	ectx, finish, endedBefore := e.beginTxn()
+	if endedBefore != nil {
+		return within(PathProduce, op, endedBefore)
+	}
+	defer finish()
 	// Every request before the commit ends with the caller's context, and
 	// with the epoch.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(e.ctx, cancel)
+	stop := context.AfterFunc(ectx, cancel)
 	defer stop()
 
 	// A batch that got no answer by the end of the caller's context goes
 	// again under bg, so that the partition's next sequence number is
 	// known when the transaction is aborted (produce).
-	bg, cancelBg := context.WithTimeout(e.ctx, w.config.TxnTimeout)
+	bg, cancelBg := context.WithTimeout(ectx, w.config.TxnTimeout)
 	defer cancelBg()
 
 	parts, err := w.planBatches(rctx, records)
@@ -98,15 +103,15 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 	if err := e.addPartitions(rctx, parts); err != nil {
 		// An AddPartitionsToTxn that got no answer may have opened the
 		// transaction; one that the coordinator refused did not.
-		return e.failed(PathAddPartitions, op, []error{err}, Classify(PathAddPartitions, err) == OutcomeUnknown, parts)
+		return e.failed(ectx, PathAddPartitions, op, []error{err}, Classify(PathAddPartitions, err) == OutcomeUnknown, parts)
 	}
 	if failures := e.produce(rctx, bg, parts); len(failures) > 0 {
-		return e.failed(PathProduce, op, failures, true, parts)
+		return e.failed(ectx, PathProduce, op, failures, true, parts)
 	}
 
 	// The caller's deadline no longer applies: a commit abandoned midway has
 	// an outcome that only a new epoch resolves.
-	commitCtx, cancelCommit := context.WithTimeout(e.ctx, w.config.TxnTimeout)
+	commitCtx, cancelCommit := context.WithTimeout(ectx, w.config.TxnTimeout)
 	defer cancelCommit()
 	err = e.endTxn(commitCtx, true)
 	if err == nil {
@@ -121,7 +126,7 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 		e.abortOpen()
 		return ended
 	case Retriable: // TRANSACTION_ABORTABLE
-		return e.failed(PathCommit, op, []error{err}, true, parts)
+		return e.failed(ectx, PathCommit, op, []error{err}, true, parts)
 	}
 	ended := e.end(&Error{Op: op, Class: ProducerLost, Err: err,
 		Detail: errors.New("the commit failed and its outcome is unknown, so the records may be in the log; " +
@@ -138,8 +143,8 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 // on under the pair: a sequence number or producer state that the broker
 // refused (Classify: ProducerLost on PathProduce), or a batch whose answer
 // never came, so that the partition's next sequence number is unknown.
-// The caller holds e.slot.
-func (e *Epoch) failed(path Path, op string, causes []error, open bool, parts []*partitionBatches) error {
+// The caller holds e.slot; ectx is the transaction's context (beginTxn).
+func (e *Epoch) failed(ectx context.Context, path Path, op string, causes []error, open bool, parts []*partitionBatches) error {
 	cause := errors.Join(causes...)
 	if len(causes) == 1 {
 		cause = causes[0]
@@ -158,7 +163,7 @@ func (e *Epoch) failed(path Path, op string, causes []error, open bool, parts []
 		// The abort may wait for a coordinator that moves (9 s after a
 		// kill -9 with Kafka's defaults): it is bounded by the transaction
 		// timeout, after which the coordinator aborts by itself.
-		ctx, cancel := context.WithTimeout(e.ctx, e.wire.config.TxnTimeout)
+		ctx, cancel := context.WithTimeout(ectx, e.wire.config.TxnTimeout)
 		err := e.endTxn(ctx, false)
 		cancel()
 		if err != nil {

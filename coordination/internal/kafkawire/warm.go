@@ -25,11 +25,12 @@ const warmTimeout = 5 * time.Second
 // nothing on a closed wire.
 func (w *Wire) Prewarm(txnID string, partition Partition) {
 	w.mu.Lock()
-	if w.closed || w.warmed[txnID] {
+	id := w.idLocked(txnID)
+	if w.closed || id.warmed {
 		w.mu.Unlock()
 		return
 	}
-	w.warmed[txnID] = true
+	id.warmed = true
 	w.background.Add(1) // under mu, so that Close, which sets closed under mu, waits for it
 	w.mu.Unlock()
 	go func() {
@@ -47,5 +48,7 @@ func (w *Wire) Prewarm(txnID string, partition Partition) {
 func (w *Wire) DropWarm(txnID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.warmed, txnID)
+	if id := w.ids[txnID]; id != nil {
+		id.warmed = false
+	}
 }

@@ -71,10 +71,8 @@ type Wire struct {
 
 	mu        sync.Mutex
 	closed    bool
-	current   map[string]*Epoch   // the newest mint of each transactional id
+	ids       map[string]*idState // what the wire keeps of each transactional id it minted or warmed
 	minted    map[Producer]*Epoch // every mint of this wire
-	minting   map[string]*idMint  // the mint in flight and the late answer of each transactional id (mint_late.go)
-	warmed    map[string]bool     // ids whose coordinator a registration looked up
 	closeOnce sync.Once
 
 	// closers are the franz-go clients being closed in the background: a
@@ -82,6 +80,28 @@ type Wire struct {
 	// call bounded by its context cannot wait for. Close waits for them
 	// at most CloseBound.
 	closers sync.WaitGroup
+}
+
+// idState is what a Wire keeps of one transactional id, in one map entry
+// and one allocation (a wire may hold thousands of ids): its newest epoch,
+// its mint slot and the pair of an abandoned mint (mint_late.go), and
+// whether a registration warmed its route (warm.go). w.mu guards current
+// and warmed; the idMint has its own locks.
+type idState struct {
+	current *Epoch // the newest mint of the id; nil before the first
+	warmed  bool   // a registration looked up the id's coordinator
+	mint    idMint
+}
+
+// idLocked returns the state of txnID, made at its first use. The caller
+// holds w.mu.
+func (w *Wire) idLocked(txnID string) *idState {
+	id := w.ids[txnID]
+	if id == nil {
+		id = new(idState)
+		w.ids[txnID] = id
+	}
+	return id
 }
 
 // CloseBound bounds how long [Wire.Close] waits for franz-go to close the
@@ -155,10 +175,8 @@ func New(config Config) (*Wire, error) {
 		reader:  newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval),
 		ctx:     ctx,
 		cancel:  cancel,
-		current: make(map[string]*Epoch),
+		ids:     make(map[string]*idState),
 		minted:  make(map[Producer]*Epoch),
-		minting: make(map[string]*idMint),
-		warmed:  make(map[string]bool),
 	}, nil
 }
 
