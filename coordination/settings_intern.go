@@ -17,7 +17,7 @@ import (
 const maxSharedSettings = 64
 
 var sharedSettings struct {
-	mu     sync.Mutex
+	mu      sync.Mutex
 	byValue map[settings]*settings
 }
 
