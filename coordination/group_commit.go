@@ -32,9 +32,7 @@ type writeCall struct {
 // which then pays for no queue. It reports false, and writes nothing, when
 // the call must queue.
 func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, records []GuardedRecord) (bool, error) {
-	select {
-	case l.slot <- struct{}{}:
-	default:
+	if !l.slot.tryLock() {
 		return false, nil
 	}
 	defer l.unlock()
@@ -78,7 +76,11 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 			}
 		}
 		select {
-		case l.slot <- struct{}{}:
+		case err := <-call.outcome:
+			return err
+		default:
+		}
+		if l.slot.tryLock() {
 			if l.renewalGate() == nil {
 				l.commitNext(writer)
 			}
@@ -88,6 +90,10 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 				return err
 			default: // another committer's batch holds the call, or a renewal goes first
 			}
+			continue
+		}
+		select {
+		case <-l.slot.released():
 		case err := <-call.outcome:
 			return err
 		case <-call.ctx.Done():

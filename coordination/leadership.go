@@ -50,9 +50,9 @@ type Leadership struct {
 	settings  *settings
 
 	// slot is held for every write: the writes share the role's
-	// transactional producer. It is a channel, not a mutex, so a caller
-	// waiting for it gives up when its context ends.
-	slot chan struct{}
+	// transactional producer. A caller waiting for it gives up when its
+	// context ends (leadership_slot.go).
+	slot writeSlot
 
 	mu        sync.Mutex // guards lease, err, preempt, renewGate, queue and expect
 	lease     Lease
@@ -71,17 +71,16 @@ type Leadership struct {
 	renewMu      sync.Mutex // guards the fields below, and the tasks' queueing; taken before the scheduler's lock
 	sched        *renewalScheduler
 	renewTask    scheduledTask      // the next renewal
-	deadlineTask scheduledTask      // the end on the renew deadline (renew_deadline.go)
+	deadlineTask *scheduledTask     // the end on the renew deadline (renew_deadline.go); nil without WithRenewDeadline
 	retryAt      int64              // after a failed renewal: the instant of the retry, else 0
 	attempting   bool               // a renewal attempt runs
 	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
+	heartbeated  bool               // the campaign wrote a heartbeat, which Resign clears; set before the renewals start, renewMu does not guard it (here for the padding)
 	stopAttempt  context.CancelFunc // cancels the attempt in flight; nil when none runs
 	renewalsDone chan struct{}      // made by a waiter while an attempt runs after renewalsOver; closed when it ends
 
 	ctx    context.Context         // Context(), built at its first call (under mu): cancelled by end, with its error as the cause
 	cancel context.CancelCauseFunc // cancels ctx; nil until ctx is built
-
-	heartbeated bool // the campaign wrote a heartbeat, which Resign clears
 }
 
 // startLeadership builds the handle after the first lease write and starts
@@ -95,7 +94,6 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		token:     lease.Token,
 		settings:  c.settings,
 		lease:     lease,
-		slot:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 
 		heartbeated: c.heartbeated,

@@ -57,13 +57,13 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 // [WithRenewDeadline] the check of the deadline.
 func (l *Leadership) startRenewals() {
 	l.renewTask = scheduledTask{index: -1, pooled: true, fn: l.renewalDue}
-	l.deadlineTask = scheduledTask{index: -1, fn: l.renewDeadlineDue}
 	l.sched = schedulerFor(l.transport, l.settings.clock)
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
 	l.sched.schedule(&l.renewTask, l.settings.lease.Timing(l.Lease()).RenewAt())
 	if deadline := l.settings.renewDeadline; deadline > 0 {
-		l.sched.schedule(&l.deadlineTask, addMillis(l.Lease().GrantedAt, deadline))
+		l.deadlineTask = &scheduledTask{index: -1, fn: l.renewDeadlineDue}
+		l.sched.schedule(l.deadlineTask, addMillis(l.Lease().GrantedAt, deadline))
 	}
 }
 
@@ -79,7 +79,7 @@ func (l *Leadership) stopRenewals() {
 	}
 	l.renewalsOver = true
 	l.sched.cancel(&l.renewTask)
-	l.sched.cancel(&l.deadlineTask)
+	l.sched.cancel(l.deadlineTask)
 	if l.stopAttempt != nil {
 		l.stopAttempt()
 	}
@@ -166,7 +166,7 @@ func (l *Leadership) renewalDue() {
 		// renewHeld ended the leadership, and end stopped the renewals;
 		// stop them here all the same.
 		l.renewalsOver = true
-		l.sched.cancel(&l.deadlineTask)
+		l.sched.cancel(l.deadlineTask)
 		l.finishRenewals()
 		return
 	default:

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -44,10 +45,8 @@ func (l *Leadership) preemptAfter() time.Duration {
 // guarded writes while it waits, and cancels the guarded write in flight
 // once it has waited preemptAfter, or gives up when ctx ends.
 func (l *Leadership) lockForRenewal(ctx context.Context) error {
-	select {
-	case l.slot <- struct{}{}:
+	if l.slot.tryLock() {
 		return nil
-	default:
 	}
 	gate := make(chan struct{})
 	l.mu.Lock()
@@ -73,9 +72,11 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 	l.mu.Unlock()
 	preempt := l.settings.clock.After(wait)
 	for {
-		select {
-		case l.slot <- struct{}{}:
+		if l.slot.tryLock() {
 			return nil
+		}
+		select {
+		case <-l.slot.released():
 		case <-preempt:
 			preempt = nil
 			l.mu.Lock()
@@ -108,16 +109,83 @@ func (l *Leadership) lock(ctx context.Context, operation string) error {
 			return fmt.Errorf("coordination: %s role %s: waiting for the due renewal of the lease: %w", operation, l.role, ctx.Err())
 		}
 	}
-	select {
-	case l.slot <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("coordination: %s role %s: waiting for the write in flight: %w", operation, l.role, ctx.Err())
+	for {
+		if l.slot.tryLock() {
+			return nil
+		}
+		select {
+		case <-l.slot.released():
+		case <-ctx.Done():
+			return fmt.Errorf("coordination: %s role %s: waiting for the write in flight: %w", operation, l.role, ctx.Err())
+		}
 	}
 }
 
 // unlock gives the write slot back.
-func (l *Leadership) unlock() { <-l.slot }
+func (l *Leadership) unlock() { l.slot.unlock() }
+
+// writeSlot is the write slot of a leadership: a semaphore of one whose
+// waiters also wait for other things (a preemption, a context, a queued
+// call's outcome). A waiter calls tryLock, and when the slot is held
+// selects on released with its other cases, then tries again. Its zero
+// value is free. It costs a mutex and a flag in the Leadership, and a
+// channel only while somebody waits, where a buffered channel of one
+// costs 96 bytes more for every leadership of a process that may hold
+// thousands. It is safe for concurrent use.
+type writeSlot struct {
+	mu    sync.Mutex
+	held  bool
+	freed chan struct{} // closed by the next unlock; nil while nobody waits
+}
+
+// closedChan is a channel that is always closed: released's answer when
+// the slot is free.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// tryLock takes the slot and reports true when it is free, and reports
+// false at once when it is held.
+func (s *writeSlot) tryLock() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		return false
+	}
+	s.held = true
+	return true
+}
+
+// released returns a channel that is closed once the slot is free: at its
+// next unlock, or already when it is free now.
+func (s *writeSlot) released() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held {
+		return closedChan
+	}
+	if s.freed == nil {
+		s.freed = make(chan struct{})
+	}
+	return s.freed
+}
+
+// unlock gives the slot back and wakes its waiters, one of which takes it.
+// It panics when the slot is free, as sync.Mutex's Unlock does.
+func (s *writeSlot) unlock() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held {
+		panic("coordination: unlock of a free write slot")
+	}
+	s.held = false
+	if s.freed != nil {
+		close(s.freed)
+		s.freed = nil
+	}
+}
 
 // renewalGate returns the gate of a due renewal that waits for the write
 // slot, and nil when none waits.

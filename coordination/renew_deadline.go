@@ -77,7 +77,7 @@ func (l *Leadership) renewDeadlineDue() {
 	lease := l.Lease()
 	at := addMillis(lease.GrantedAt, deadline)
 	if l.settings.clock.NowMillis() < at {
-		l.sched.schedule(&l.deadlineTask, at) // a renewal was confirmed meanwhile
+		l.sched.schedule(l.deadlineTask, at) // a renewal was confirmed meanwhile
 		l.renewMu.Unlock()
 		return
 	}

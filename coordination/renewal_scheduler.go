@@ -162,8 +162,11 @@ func (s *renewalScheduler) schedule(t *scheduledTask, at int64) {
 // cancel takes t off the queue; a task that is not queued (never, or
 // already taken to run) stays as it is. When the queue is left empty it
 // wakes the goroutine, which then exits instead of waiting on the clock
-// for a task that is gone.
+// for a task that is gone. A nil task is none.
 func (s *renewalScheduler) cancel(t *scheduledTask) {
+	if t == nil {
+		return // a task never made (the renew deadline of a leadership without one)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.index < 0 {

@@ -131,6 +131,7 @@ func (r *Reader) sweepLocked(p *followedPartition, now time.Time) {
 	}
 	p.sel.sweepAt = time.Time{}
 	var gone map[string]bool
+	held := len(p.sel.groups)
 	for g, s := range p.sel.groups {
 		if s.refs > 0 {
 			continue
@@ -149,6 +150,16 @@ func (r *Reader) sweepLocked(p *followedPartition, now time.Time) {
 	}
 	if next := now.Add(r.linger / 8); !p.sel.sweepAt.IsZero() && p.sel.sweepAt.Before(next) {
 		p.sel.sweepAt = next
+	}
+	if len(p.sel.groups)*2 < held {
+		// A Go map keeps its buckets after its keys are deleted: a
+		// selection that lost most of its groups takes a new one (not
+		// maps.Clone, which keeps the size of the old).
+		fresh := make(map[string]*selected, len(p.sel.groups))
+		for g, s := range p.sel.groups {
+			fresh[g] = s
+		}
+		p.sel.groups = fresh
 	}
 	r.pruneLocked(p, gone)
 }

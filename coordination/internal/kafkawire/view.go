@@ -169,6 +169,9 @@ func (v *View) Prune(drop func(key []byte) bool) {
 		live = append(live, r)
 	}
 	if removed || v.dead > 0 {
+		if cap(live) > 2*len(live) {
+			live = slices.Clip(slices.Clone(live)) // the records of the roles that went, given back
+		}
 		v.rebuild(live)
 	}
 }
@@ -176,9 +179,13 @@ func (v *View) Prune(drop func(key []byte) bool) {
 // rebuild makes log, which holds no dead record, the log of the view, and
 // indexes it again.
 func (v *View) rebuild(log []viewRecord) {
-	clear(v.index)
-	if v.index == nil {
+	// A Go map keeps its buckets after its keys are deleted: an index that
+	// loses most of its keys (the roles that a process no longer follows)
+	// is made anew at the size of the log.
+	if v.index == nil || len(v.index) > 2*len(log) {
 		v.index = make(map[string]int, len(log))
+	} else {
+		clear(v.index)
 	}
 	for i, r := range log {
 		v.index[r.key] = i

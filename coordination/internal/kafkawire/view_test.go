@@ -94,3 +94,28 @@ func TestViewPruneDropsAGroup(t *testing.T) {
 		t.Fatalf("after an Add the view holds %s", got)
 	}
 }
+
+// TestViewPruneOfMostKeys: a prune that drops most of the keys (the view
+// makes its index and log anew, smaller) keeps the records of the others,
+// and the view folds later records as before.
+func TestViewPruneOfMostKeys(t *testing.T) {
+	var v View
+	for i := range 1000 {
+		v.Add(int64(i), fmt.Appendf(nil, "gone/%d", i), []byte("x"), int64(i))
+	}
+	v.Add(1000, []byte("kept/1"), []byte("x"), 1000)
+	v.Add(1001, []byte("gone/7"), []byte("y"), 1001)
+	v.Add(1002, []byte("kept/2"), []byte("x"), 1002)
+	v.Prune(func(key []byte) bool { return bytes.HasPrefix(key, []byte("gone/")) })
+	if got := viewText(v.Records(0, nil)); got != "1000:kept/1=x 1002:kept/2=x " {
+		t.Fatalf("after the prune the view holds %s", got)
+	}
+	if cap(v.log) > 2*len(v.log) {
+		t.Errorf("the log keeps room for %d records after the prune, for %d", cap(v.log), len(v.log))
+	}
+	v.Add(1003, []byte("kept/1"), []byte("z"), 1003)
+	v.Add(1004, []byte("gone/1"), []byte("back"), 1004)
+	if got := viewText(v.Records(1001, nil)); got != "1002:kept/2=x 1003:kept/1=z 1004:gone/1=back " {
+		t.Fatalf("after later Adds the view holds %s", got)
+	}
+}
