@@ -32,7 +32,7 @@ type writeCall struct {
 // which then pays for no queue. It reports false, and writes nothing, when
 // the call must queue.
 func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, records []GuardedRecord) (bool, error) {
-	if !l.slot.tryLock() {
+	if !l.slot.TryLock() {
 		return false, nil
 	}
 	defer l.unlock()
@@ -80,7 +80,7 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 			return err
 		default:
 		}
-		if l.slot.tryLock() {
+		if l.slot.TryLock() {
 			if l.renewalGate() == nil {
 				l.commitNext(writer)
 			}
@@ -93,7 +93,7 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 			continue
 		}
 		select {
-		case <-l.slot.released():
+		case <-l.slot.Released():
 		case err := <-call.outcome:
 			return err
 		case <-call.ctx.Done():

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/slot"
 )
 
 // Leadership is the live leadership of one member over one role.
@@ -52,7 +54,7 @@ type Leadership struct {
 	// slot is held for every write: the writes share the role's
 	// transactional producer. A caller waiting for it gives up when its
 	// context ends (leadership_slot.go).
-	slot writeSlot
+	slot slot.Slot
 
 	mu        sync.Mutex // guards lease, err, preempt, renewGate, queue and expect
 	lease     Lease

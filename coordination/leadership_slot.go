@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -45,7 +44,7 @@ func (l *Leadership) preemptAfter() time.Duration {
 // guarded writes while it waits, and cancels the guarded write in flight
 // once it has waited preemptAfter, or gives up when ctx ends.
 func (l *Leadership) lockForRenewal(ctx context.Context) error {
-	if l.slot.tryLock() {
+	if l.slot.TryLock() {
 		return nil
 	}
 	gate := make(chan struct{})
@@ -72,11 +71,11 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 	l.mu.Unlock()
 	preempt := l.settings.clock.After(wait)
 	for {
-		if l.slot.tryLock() {
+		if l.slot.TryLock() {
 			return nil
 		}
 		select {
-		case <-l.slot.released():
+		case <-l.slot.Released():
 		case <-preempt:
 			preempt = nil
 			l.mu.Lock()
@@ -110,11 +109,11 @@ func (l *Leadership) lock(ctx context.Context, operation string) error {
 		}
 	}
 	for {
-		if l.slot.tryLock() {
+		if l.slot.TryLock() {
 			return nil
 		}
 		select {
-		case <-l.slot.released():
+		case <-l.slot.Released():
 		case <-ctx.Done():
 			return fmt.Errorf("coordination: %s role %s: waiting for the write in flight: %w", operation, l.role, ctx.Err())
 		}
@@ -122,70 +121,7 @@ func (l *Leadership) lock(ctx context.Context, operation string) error {
 }
 
 // unlock gives the write slot back.
-func (l *Leadership) unlock() { l.slot.unlock() }
-
-// writeSlot is the write slot of a leadership: a semaphore of one whose
-// waiters also wait for other things (a preemption, a context, a queued
-// call's outcome). A waiter calls tryLock, and when the slot is held
-// selects on released with its other cases, then tries again. Its zero
-// value is free. It costs a mutex and a flag in the Leadership, and a
-// channel only while somebody waits, where a buffered channel of one
-// costs 96 bytes more for every leadership of a process that may hold
-// thousands. It is safe for concurrent use.
-type writeSlot struct {
-	mu    sync.Mutex
-	held  bool
-	freed chan struct{} // closed by the next unlock; nil while nobody waits
-}
-
-// closedChan is a channel that is always closed: released's answer when
-// the slot is free.
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
-
-// tryLock takes the slot and reports true when it is free, and reports
-// false at once when it is held.
-func (s *writeSlot) tryLock() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held {
-		return false
-	}
-	s.held = true
-	return true
-}
-
-// released returns a channel that is closed once the slot is free: at its
-// next unlock, or already when it is free now.
-func (s *writeSlot) released() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.held {
-		return closedChan
-	}
-	if s.freed == nil {
-		s.freed = make(chan struct{})
-	}
-	return s.freed
-}
-
-// unlock gives the slot back and wakes its waiters, one of which takes it.
-// It panics when the slot is free, as sync.Mutex's Unlock does.
-func (s *writeSlot) unlock() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.held {
-		panic("coordination: unlock of a free write slot")
-	}
-	s.held = false
-	if s.freed != nil {
-		close(s.freed)
-		s.freed = nil
-	}
-}
+func (l *Leadership) unlock() { l.slot.Unlock() }
 
 // renewalGate returns the gate of a due renewal that waits for the write
 // slot, and nil when none waits.

@@ -32,8 +32,6 @@
 //     mint that resends nothing once a rival minted (rivalMinted).
 //   - mint_late.go: one mint of an id at a time, and the pair of an
 //     abandoned mint attempt, which the next mint takes.
-//   - turn.go: the semaphore of one of an epoch's transactions and of an
-//     id's mint, a mutex and a flag rather than a channel for each.
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
 //   - coordinator.go: the cache of transaction coordinators, their
 //     lookups (those asked for together share one FindCoordinator), and

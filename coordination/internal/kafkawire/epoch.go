@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/slot"
 )
 
 // This file holds the epochs of a Wire: the state of one minted producer
@@ -25,7 +27,7 @@ type Epoch struct {
 	wire     *Wire
 	txnID    string
 	producer Producer
-	slot     turn // held for a whole transaction
+	slot     slot.Slot // held for a whole transaction
 
 	// sequences is the next sequence number of each partition that the
 	// epoch wrote: the broker keeps one per (producer id, partition), and

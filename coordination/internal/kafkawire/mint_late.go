@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/slot"
 )
 
 // This file holds what a Wire keeps of the mints of one transactional id:
@@ -24,7 +26,7 @@ import (
 type idMint struct {
 	// sem is the id's mint slot: the mint of the id in flight holds it, and
 	// an abandoned attempt keeps it until its request has answered.
-	sem turn
+	sem slot.Slot
 
 	mu        sync.Mutex
 	late      *Producer // the pair that an abandoned attempt minted; nil for none
@@ -32,10 +34,10 @@ type idMint struct {
 }
 
 // acquire takes the id's mint slot, or returns the error of ctx.
-func (m *idMint) acquire(ctx context.Context) error { return m.sem.acquire(ctx) }
+func (m *idMint) acquire(ctx context.Context) error { return m.sem.Acquire(ctx) }
 
 // release gives the id's mint slot back.
-func (m *idMint) release() { m.sem.release() }
+func (m *idMint) release() { m.sem.Unlock() }
 
 // takeLate returns the kept pair of an abandoned attempt, and forgets it.
 func (m *idMint) takeLate() *Producer {

@@ -51,13 +51,13 @@ func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error
 	if err := e.endedErr(); err != nil {
 		return within(PathProduce, op, err)
 	}
-	if err := e.slot.acquire(ctx); err != nil {
+	if err := e.slot.Acquire(ctx); err != nil {
 		return &Error{Op: op, Class: Canceled, Err: err,
 			Detail: errors.New("waited for the transaction in flight of the same epoch, nothing written")}
 	}
 	done := make(chan error, 1)
 	go func() { // owned by this call, or by the epoch once the call gives up; it ends with the transaction
-		defer e.slot.release()
+		defer e.slot.Unlock()
 		done <- e.transactHeld(ctx, op, records)
 	}()
 	if answered, err := awaitWithGrace(ctx, done); answered {
