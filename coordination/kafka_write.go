@@ -50,7 +50,9 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 		return fmt.Errorf("coordination: lease write under %s: the key belongs to role %s, the token to role %s", token, decoded.Role, epoch.TxnID())
 	}
 	record := kafkawire.Record{Partition: partitionOf(partition), Key: key, Value: tombstoneAsNull(value)}
-	op := fmt.Sprintf("lease write of role %s to %s under %s", epoch.TxnID(), partition, token)
+	// Concatenated, not fmt.Sprintf: the first lease of a handover is on
+	// its critical path.
+	op := "lease write of role " + epoch.TxnID() + " to " + partition.String() + " under " + token.String()
 	return kafkaError(epoch.Transact(ctx, op, []kafkawire.Record{record}))
 }
 
@@ -88,7 +90,7 @@ func (t *KafkaTransport) WriteTombstones(ctx context.Context, partition TopicPar
 		}
 		records = append(records, kafkawire.Record{Partition: partitionOf(partition), Key: key})
 	}
-	op := fmt.Sprintf("tombstones of role %s in %s under %s", epoch.TxnID(), partition, token)
+	op := "tombstones of role " + epoch.TxnID() + " in " + partition.String() + " under " + token.String() // as WriteLease's
 	return kafkaError(epoch.Transact(ctx, op, records))
 }
 
@@ -127,5 +129,5 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 	if len(out) == 0 {
 		return kafkaError(epoch.Ended())
 	}
-	return kafkaError(epoch.Transact(ctx, fmt.Sprintf("guarded write of role %s under %s", epoch.TxnID(), token), out))
+	return kafkaError(epoch.Transact(ctx, "guarded write of role "+epoch.TxnID()+" under "+token.String(), out))
 }

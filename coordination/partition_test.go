@@ -103,7 +103,20 @@ func TestRolePartitionRejects(t *testing.T) {
 }
 
 func TestTopicPartitionString(t *testing.T) {
-	if got := (TopicPartition{Topic: StateTopic, Partition: 12}).String(); got != "__coordination_state-12" {
-		t.Errorf("String() = %q", got)
+	// String builds the form with strconv since it names the partition in
+	// the op of every transaction of a handover; these are the forms that
+	// fmt's "%s-%d" gave before, the edges of the range included.
+	for _, c := range []struct {
+		tp   TopicPartition
+		want string
+	}{
+		{TopicPartition{Topic: StateTopic, Partition: 12}, "__coordination_state-12"},
+		{TopicPartition{Topic: "t", Partition: 0}, "t-0"},
+		{TopicPartition{Topic: "a-b", Partition: math.MaxInt32}, "a-b-2147483647"},
+		{TopicPartition{Topic: "", Partition: -1}, "--1"},
+	} {
+		if got := c.tp.String(); got != c.want {
+			t.Errorf("%#v.String() = %q, want %q", c.tp, got, c.want)
+		}
 	}
 }

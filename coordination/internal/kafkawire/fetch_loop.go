@@ -2,6 +2,7 @@ package kafkawire
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"time"
 
@@ -91,6 +92,7 @@ func (r *Reader) runLoop(l *leaderLoop) {
 			continue
 		}
 		incremental := session.answered(resp, epoch, parts, offsets)
+		moved := false
 		for i, p := range parts {
 			rp := findFetchPartition(resp, p.tp, p.topicID)
 			if rp == nil {
@@ -105,7 +107,23 @@ func (r *Reader) runLoop(l *leaderLoop) {
 				Topic:          p.tp.Topic,
 				Partition:      p.tp.Partition,
 			}, rp, r.decompressor, nil)
-			r.apply(p, offsets[i], fetched, next)
+			if r.apply(p, offsets[i], fetched, next) {
+				moved = true
+			}
+		}
+		if moved {
+			// A view moved and its waiters and watchers are runnable: a
+			// campaign that this answer lets challenge, a read that
+			// waited for it. Let them run before this loop builds and
+			// sends its next long poll, which the leader holds anyway
+			// until something new commits. Otherwise, on a busy machine
+			// with no idle processor, the woken goroutine waits behind
+			// the loop (the Go scheduler runs a goroutine readied by a
+			// channel operation on the same processor, after the
+			// current one blocks), and a handover pays that wait
+			// between the commit of the resignation and the
+			// challenger's InitProducerId.
+			runtime.Gosched()
 		}
 	}
 }
@@ -158,16 +176,17 @@ func (r *Reader) unchanged(p *followedPartition, offset int64) {
 }
 
 // apply folds one fetched partition into its view: the records that its
-// selection keeps (selection.go).
-func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) {
+// selection keeps (selection.go). It reports whether the view moved, and
+// so woke the partition's waiters and watchers.
+func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) bool {
 	if fetched.Err != nil {
 		r.fetchFailed(p, offset, fetched.Err)
-		return
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.next != offset {
-		return // a reset moved the partition while the fetch ran
+		return false // a reset moved the partition while the fetch ran
 	}
 	changed := p.err != nil
 	p.err, p.fatal = nil, false
@@ -194,6 +213,7 @@ func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPart
 	if changed {
 		p.changedLocked()
 	}
+	return changed
 }
 
 // fetchFailed handles the error of one partition in a Fetch response.
