@@ -49,6 +49,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
 		os.Exit(2)
 	}
+	if *only != "" {
+		known := map[string]bool{"handover": true, "failover": true, "write": true, "throughput": true, "idle": true, "fold": true, "roles": true}
+		for _, g := range strings.Split(*only, ",") {
+			if !known[g] {
+				fmt.Fprintf(os.Stderr, "krabka-bench: -only: unknown figure group %q (want handover, failover, write, throughput, idle, fold or roles)\n", g)
+				os.Exit(2)
+			}
+		}
+	}
 	counts, err := parseCounts(*rolesCounts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "krabka-bench: -roles-counts: %v\n", err)
