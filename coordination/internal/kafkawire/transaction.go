@@ -69,20 +69,17 @@ func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error
 // transactHeld runs one transaction: AddPartitionsToTxn of its partitions,
 // a Produce to each of their leaders, and EndTxn. The caller holds e.slot.
 func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) error {
-	if err := e.endedErr(); err != nil {
-		return within(PathProduce, op, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return &Error{Op: op, Class: Canceled, Err: err}
-	}
-	w := e.wire
 	// ectx ends with the epoch: every request of the transaction runs
-	// under it.
+	// under it. An epoch that already ended starts none.
 	ectx, finish, endedBefore := e.beginTxn()
 	if endedBefore != nil {
 		return within(PathProduce, op, endedBefore)
 	}
 	defer finish()
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: op, Class: Canceled, Err: err}
+	}
+	w := e.wire
 	// Every request before the commit ends with the caller's context, and
 	// with the epoch.
 	rctx, cancel := context.WithCancel(ctx)
