@@ -44,7 +44,12 @@ func main() {
 	rolesSettle := flag.Duration("roles-settle", coordination.DefaultLeaseConfig().Duration()+5*time.Second, "how long the roles group waits after the last acquisition before it measures memory, goroutines and connections: by default a lease duration and 5 s, after which the transport's view no longer keeps the records of the roles that the campaigns followed (a role that no campaign follows lingers in the view for one lease duration), so the figures are those of a process that holds the roles rather than one that has just campaigned for them")
 	rolesCounts := flag.String("roles-counts", "1,100,1000,10000", "comma-separated numbers of roles that the roles group holds in one process, one child process each")
 	variants := flag.Bool("floor-variants", false, "measure, beside the floor of a handover, two floors whose holder also writes the tombstone of its registration as a plain record: in parallel with its tombstone transaction (as Leadership.Resign did before it wrote that tombstone inside the transaction), and after it")
+	flag.Usage = usage
 	flag.Parse()
+	if err := checkDurations(*rolesSettle, *idleWindow, *warmMax, *scale, *tolerance); err != nil {
+		fmt.Fprintf(os.Stderr, "krabka-bench: %v\n", err)
+		os.Exit(2)
+	}
 	if *brokers == "" {
 		fmt.Fprintln(os.Stderr, "krabka-bench: no brokers: pass -brokers or set KRABKA_KAFKA_BROKERS (scripts/bench.sh does)")
 		os.Exit(2)
@@ -630,6 +635,39 @@ func (r *runner) roles(ctx context.Context) error {
 				"oldest last renewal seen: %s", window, strings.Join(ages, ", "))
 		}
 		r.table.Add(row)
+	}
+	return nil
+}
+
+// usage prints the flags and the environment that krabka-bench reads.
+func usage() {
+	out := flag.CommandLine.Output()
+	fmt.Fprintf(out, "usage: krabka-bench [flags]\n\n")
+	fmt.Fprintf(out, "Measures the library, the Kafka protocol's floor and etcd side by side; scripts/bench.sh starts what it needs.\n\n")
+	fmt.Fprintf(out, "Environment:\n")
+	fmt.Fprintf(out, "  KRABKA_KAFKA_BROKERS            default of -brokers\n")
+	fmt.Fprintf(out, "  KRABKA_ETCD_ENDPOINTS           default of -etcd\n")
+	fmt.Fprintf(out, "  KRABKA_KAFKA_CLUSTER_BROKERS    default of -cluster\n")
+	fmt.Fprintf(out, "  KRABKA_ETCD_CLUSTER_ENDPOINTS   default of -etcd-cluster\n")
+	fmt.Fprintf(out, "  %-31s an existing directory: each roles child writes <mode>-<pid>.heap.pprof and .memstats.json there\n\n", bench.HeapProfileEnv)
+	fmt.Fprintf(out, "Flags:\n")
+	flag.PrintDefaults()
+}
+
+// checkDurations refuses flag values that cannot measure anything: a
+// negative wait or window, a zero or negative scale or tolerance.
+func checkDurations(rolesSettle, idleWindow, warmMax time.Duration, scale, tolerance float64) error {
+	switch {
+	case rolesSettle < 0:
+		return fmt.Errorf("-roles-settle %v: want a duration of 0 or more", rolesSettle)
+	case idleWindow <= 0:
+		return fmt.Errorf("-idle-window %v: want a duration above 0", idleWindow)
+	case warmMax <= 0:
+		return fmt.Errorf("-warm-max %v: want a duration above 0", warmMax)
+	case !(scale > 0):
+		return fmt.Errorf("-scale %v: want a number above 0", scale)
+	case !(tolerance > 0):
+		return fmt.Errorf("-tolerance %v: want a number above 0", tolerance)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // errInterrupted is the cause of a context that a stop signal ended.
@@ -21,7 +22,8 @@ var errInterrupted = errors.New("interrupted by a signal")
 // process went away; a SIGHUP that was ignored at start, as under nohup,
 // stays ignored). The first one ends ctx, with errInterrupted as its cause;
 // every later one arrives on again, so that a second Ctrl-C can cut a
-// grace period short. SIGUSR1 arrives on stepDown (elect and run step down
+// grace period short; one within sameStopWindow of the first is the same
+// stop delivered twice and is dropped, so the resignation still runs. SIGUSR1 arrives on stepDown (elect and run step down
 // on it, and other commands ignore it).
 //
 // One goroutine forwards the signals; it ends when stop is called, and the
@@ -37,6 +39,31 @@ type interrupts struct {
 	stopCh   chan struct{}
 	once     sync.Once
 	done     chan struct{}
+}
+
+// sameStopWindow is how close to the first stop signal a later one is
+// taken as the same stop rather than an escalation. A supervisor and a
+// shell that both forward a SIGTERM, or a kill of the process group and of
+// the process, deliver two signals within microseconds; a person who
+// presses Ctrl-C twice takes far longer than this.
+const sameStopWindow = 250 * time.Millisecond
+
+// stopBurst tells the first stop signal from an escalation. The zero value
+// has seen no signal.
+type stopBurst struct{ at time.Time }
+
+// started reports whether the first stop signal arrived.
+func (b *stopBurst) started() bool { return !b.at.IsZero() }
+
+// escalates records a stop signal that arrives at now and reports whether
+// it cuts a grace short: false for the first one, and for one within
+// sameStopWindow of the first.
+func (b *stopBurst) escalates(now time.Time) bool {
+	if !b.started() {
+		b.at = now
+		return false
+	}
+	return now.Sub(b.at) >= sameStopWindow
 }
 
 // stopSignals are the signals that stop a command.
@@ -61,14 +88,17 @@ func followSignals(parent context.Context) *interrupts {
 		stopCh: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
-		first := true
+		var first stopBurst
 		for {
 			select {
 			case sig := <-incoming:
-				if first {
-					first = false
+				if !first.started() {
+					first.escalates(time.Now())
 					cancel(errInterrupted)
 					continue
+				}
+				if !first.escalates(time.Now()) {
+					continue // the same stop, delivered twice at once
 				}
 				select {
 				case again <- sig:

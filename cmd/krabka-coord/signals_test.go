@@ -40,6 +40,7 @@ func TestSignalsOfTheBinary(t *testing.T) {
 		r.signal(syscall.SIGTERM)
 		r.waitFor(regexp.MustCompile(`signal: stopping the command`), 5*time.Second)
 		r.waitFor(regexp.MustCompile(`got TERM`), 5*time.Second) // run waits out the grace now
+		time.Sleep(sameStopWindow)                               // a signal within it is the same stop, not an escalation
 		r.signal(syscall.SIGTERM)
 		second := time.Now()
 		if code := r.wait(10 * time.Second); code != 128+int(syscall.SIGKILL) {
@@ -183,4 +184,30 @@ func rosterLiveness(t *testing.T, binary string, cluster *kafkatest.Cluster, top
 	}
 	watch.signal(syscall.SIGTERM)
 	watch.wait(10 * time.Second)
+}
+
+// Two stop signals delivered together (a supervisor and a shell both
+// forward a SIGTERM) are one stop, and leave the resignation to run; a
+// later one cuts the grace short.
+func TestStopBurstTellsTheSameStopFromAnEscalation(t *testing.T) {
+	var b stopBurst
+	t0 := time.Unix(1_700_000_000, 0)
+	if b.started() || b.escalates(t0) {
+		t.Fatal("the first stop signal escalates")
+	}
+	if !b.started() {
+		t.Fatal("the first stop signal was not recorded")
+	}
+	if b.escalates(t0.Add(time.Millisecond)) {
+		t.Fatal("a second signal 1 ms after the first escalates")
+	}
+	if b.escalates(t0.Add(sameStopWindow - time.Nanosecond)) {
+		t.Fatal("a signal just inside the window escalates")
+	}
+	if !b.escalates(t0.Add(sameStopWindow)) {
+		t.Fatal("a signal at the end of the window does not escalate")
+	}
+	if !b.escalates(t0.Add(2 * time.Second)) {
+		t.Fatal("a second Ctrl-C 2 s later does not escalate")
+	}
 }
