@@ -21,7 +21,8 @@ fencing token, and holds the role: it renews the lease every
 On SIGINT, SIGTERM or SIGHUP it resigns (a lease tombstone, so the first
 standby takes over at once) and exits 0; a resignation that the cluster does
 not confirm within 2 s is left to the lease deadline, with a warning, and a
-second signal exits at once. A SIGHUP that was ignored when it started
+second signal exits at once (one within 250 ms of the first is the same
+stop, delivered twice, and is dropped). A SIGHUP that was ignored when it started
 (nohup) stays ignored.
 
 On SIGUSR1, or on POST /step-down with --listen and --step-down-endpoint
