@@ -69,9 +69,12 @@ broker within about ten seconds.`,
 			}
 			return g.onRoles(cmd, args, func(ctx context.Context, s *session, roles []coordination.Role) error {
 				if all {
-					scanned, err := scanRoles(ctx, s)
+					scanned, skipped, err := scanRoles(ctx, s)
 					if err != nil {
 						return err
+					}
+					for _, u := range skipped {
+						fmt.Fprintf(g.stderr, "krabka-coord: warning: %s\n", u.warning())
 					}
 					roles = roles[:0]
 					for _, fold := range scanned {

@@ -31,6 +31,8 @@ group.
 
 A role whose epoch the user may not describe (DESCRIBE on its transactional
 id) is listed without it, with a warning on stderr that names the ACL.
+Records whose key does not decode (another writer's, or a newer layout)
+name no role: a warning on stderr counts them per partition.
 'krabka-coord describe ROLE' shows one role in full.`,
 		Example: `  krabka-coord list --brokers 127.0.0.1:9092
   krabka-coord list --output json | jq -c 'select(.lease_state=="expired")'`,
@@ -41,12 +43,15 @@ id) is listed without it, with a warning on stderr that names the ACL.
 				return err
 			}
 			return g.onRoles(cmd, nil, func(ctx context.Context, s *session, _ []coordination.Role) error {
-				folds, err := scanRoles(ctx, s)
+				folds, skipped, err := scanRoles(ctx, s)
 				if err != nil {
 					if interruptedBy(ctx) {
 						return interruptedError("while reading the state topic")
 					}
 					return err
+				}
+				for _, u := range skipped {
+					fmt.Fprintf(g.stderr, "krabka-coord: warning: %s\n", u.warning())
 				}
 				roles := make([]coordination.Role, len(folds))
 				for i, fold := range folds {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
@@ -22,9 +24,19 @@ func TestList(t *testing.T) {
 	c := startCLI(ctx, nil, append(append([]string{"elect", "beta", "node-1"}, conn...), fastLease...)...)
 	waitDescribe(t, conn, "alpha", func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 2 })
 	waitDescribe(t, conn, "beta", func(r describeJSON) bool { return r.Lease != nil })
+	// A record whose key is not of the layout (another writer's) is
+	// skipped, and said so: nothing on the topic goes unmentioned.
+	client := cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := client.ProduceSync(ctx, &kgo.Record{Topic: "listed", Partition: 1, Key: []byte("not a coordination key"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	const skippedWarning = "warning: skipped 1 record(s) of listed-1 whose key does not decode"
 	code, stdout, stderr := runCLI(t, nil, append([]string{"list", "--output", "json"}, conn...)...)
 	if code != exitOK {
 		t.Fatalf("list: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, skippedWarning) {
+		t.Fatalf("list's stderr does not count the undecodable key: %q", stderr)
 	}
 	var rows []listJSON
 	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
@@ -48,7 +60,7 @@ func TestList(t *testing.T) {
 		t.Fatalf("list as text: %s", stdout)
 	}
 	code, stdout, stderr = runCLI(t, nil, append([]string{"describe", "--all", "--output", "json"}, conn...)...)
-	if code != exitOK || strings.Count(stdout, "\n") != 2 || !strings.Contains(stdout, `"role":"alpha"`) || !strings.Contains(stdout, `"role":"beta"`) {
+	if code != exitOK || strings.Count(stdout, "\n") != 2 || !strings.Contains(stdout, `"role":"alpha"`) || !strings.Contains(stdout, `"role":"beta"`) || !strings.Contains(stderr, skippedWarning) {
 		t.Fatalf("describe --all: exit %d: %s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, nil, append([]string{"describe", "alpha", "gamma"}, conn...)...)

@@ -23,11 +23,25 @@ type roleFold struct {
 	skipped   int // records of the role that do not decode
 }
 
+// undecodableKeys counts the records of one partition whose key does not
+// decode: no role can be folded from them, so a scan skips them and says so.
+type undecodableKeys struct {
+	partition coordination.TopicPartition
+	count     int
+	first     error // the error of the first one
+}
+
+// warning is the line that list and describe --all print on stderr.
+func (u undecodableKeys) warning() string {
+	return fmt.Sprintf("skipped %d record(s) of %s whose key does not decode, so no role is shown for them (another writer's records, or a newer layout): %s",
+		u.count, u.partition, oneLine(errText(u.first)))
+}
+
 // scanRoles reads every partition of the state topic and folds every role
 // that a record names, in name order. It costs one read of each partition
-// (a ListOffsets and the fetches of its compacted view), and a record whose
-// key does not decode is skipped.
-func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
+// (a ListOffsets and the fetches of its compacted view). A record whose
+// key does not decode is skipped, and counted per partition in skipped.
+func scanRoles(ctx context.Context, s *session) (folds []roleFold, skipped []undecodableKeys, err error) {
 	type partitionResult struct {
 		records []coordination.StateRecord
 		err     error
@@ -45,25 +59,30 @@ func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
 		})
 	}
 	wg.Wait()
-	folds := make(map[coordination.Role]*roleFold)
+	byRole := make(map[coordination.Role]*roleFold)
 	builders := make(map[coordination.Role]*coordination.RoleStateBuilder)
 	for p, result := range results {
 		partition := coordination.TopicPartition{Topic: s.g.topic, Partition: p}
 		if result.err != nil {
 			if isDenied(result.err) {
-				return nil, s.deniedError("read "+partition.String(), topicACL(opRead, s.g.topic), result.err)
+				return nil, nil, s.deniedError("read "+partition.String(), topicACL(opRead, s.g.topic), result.err)
 			}
-			return nil, clusterError("read %s: %s", partition, oneLine(errText(result.err)))
+			return nil, nil, clusterError("read %s: %s", partition, oneLine(errText(result.err)))
 		}
+		undecodable := undecodableKeys{partition: partition}
 		for _, record := range result.records {
 			key, err := coordination.DecodeKey(record.Key)
 			if err != nil {
+				if undecodable.count == 0 {
+					undecodable.first = err
+				}
+				undecodable.count++
 				continue
 			}
-			fold := folds[key.Role]
+			fold := byRole[key.Role]
 			if fold == nil {
 				fold = &roleFold{role: key.Role, partition: partition}
-				folds[key.Role] = fold
+				byRole[key.Role] = fold
 				builders[key.Role] = coordination.NewRoleStateBuilder(key.Role)
 			}
 			if err := builders[key.Role].Apply(record); err != nil {
@@ -71,14 +90,16 @@ func scanRoles(ctx context.Context, s *session) ([]roleFold, error) {
 				continue
 			}
 		}
+		if undecodable.count > 0 {
+			skipped = append(skipped, undecodable)
+		}
 	}
-	var out []roleFold
-	for role, fold := range folds {
+	for role, fold := range byRole {
 		fold.state = builders[role].Build()
-		out = append(out, *fold)
+		folds = append(folds, *fold)
 	}
-	slices.SortFunc(out, func(a, b roleFold) int { return strings.Compare(a.role.String(), b.role.String()) })
-	return out, nil
+	slices.SortFunc(folds, func(a, b roleFold) int { return strings.Compare(a.role.String(), b.role.String()) })
+	return folds, skipped, nil
 }
 
 // describeEpochs asks the transaction coordinator for the epoch of every
