@@ -3,6 +3,7 @@ package coordination_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"slices"
 	"strings"
@@ -42,6 +43,7 @@ func runKafkaAPISuite(t *testing.T, cluster func(*testing.T) *kafkatest.Cluster)
 		{"DeviceRefusesTheDeposedLeader", kaDeviceRefusesTheDeposedLeader},
 		{"SpecDefaultsWriteTheTwoKinds", kaSpecDefaultsWriteTheTwoKinds},
 		{"SpecRestartCostsOneEpoch", kaSpecRestartCostsOneEpoch},
+		{"CommandReaderNamesAMissingTopic", kaCommandReaderNamesAMissingTopic},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, cluster(t)) })
 	}
@@ -455,5 +457,49 @@ func kaSpecRestartCostsOneEpoch(t *testing.T, c *kafkatest.Cluster) {
 	}
 	if err := restarted.Resign(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// kaCommandReaderNamesAMissingTopic: a reader of a topic that does not
+// exist says so, naming it, rather than waiting without a word; once the
+// topic is created, the reader reads it from its start.
+func kaCommandReaderNamesAMissingTopic(t *testing.T, c *kafkatest.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	missing := kafkatest.TopicName("not-yet")
+	reader, err := coordination.NewKafkaCommandReader([]string{missing}, nil, c.Brokers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	next, stop := iter.Pull2(reader.Commands(ctx))
+	defer stop()
+	_, err, ok := next()
+	if !ok || !errors.Is(err, kerr.UnknownTopicOrPartition) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("first yield of a reader of a missing topic: %v (ok %v); want an error naming %s that wraps UNKNOWN_TOPIC_OR_PARTITION", err, ok, missing)
+	}
+	admin := c.Admin(t)
+	if _, err := admin.CreateTopic(ctx, 1, int16(max(c.ReplicationFactor, 1)), nil, missing); err != nil {
+		t.Fatal(err)
+	}
+	c.DeleteTopicAtCleanup(t, missing)
+	c.WaitTopicReady(t, missing, 1)
+	plain := c.Client(t, kgo.DefaultProduceTopic(missing), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := plain.ProduceSync(ctx, &kgo.Record{Value: []byte("first")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		command, err, ok := next()
+		if !ok {
+			t.Fatal("the reader ended before it read the record of the created topic")
+		}
+		if err != nil {
+			t.Logf("Commands: %v", err)
+			continue
+		}
+		if string(command.Value) != "first" || command.Offset != 0 {
+			t.Fatalf("read %+v, want the record \"first\" at offset 0", command)
+		}
+		return
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -35,6 +36,10 @@ import (
 // from any goroutine, and more than once.
 type KafkaCommandReader struct {
 	consumer *kafkawire.Consumer
+
+	// topicsFound is set once a Metadata request found every topic; only
+	// the goroutine of Commands touches it.
+	topicsFound bool
 }
 
 // NewKafkaCommandReader consumes the topics from brokers, a list of
@@ -75,8 +80,40 @@ func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...
 // closed, or when the loop breaks; the next call goes on where this one
 // stopped. A consumer group commits what was yielded (franz-go's
 // autocommit), unless the options say otherwise.
+//
+// Until one Metadata request has found every topic, each round asks for
+// them first, so that a reader never waits without a word: a topic that
+// does not exist yields an error that names it (wrapping
+// kerr.UnknownTopicOrPartition), one that the user may not describe an
+// error that wraps [ErrNotAuthorized], and a cluster that answers no
+// Metadata request within 10 s an error that says so. The reader asks
+// again after 1 s, then 2 s, and so on up to 30 s, so a topic created
+// later is read from its start. Once the topics were found, franz-go's
+// own retries take over.
 func (r *KafkaCommandReader) Commands(ctx context.Context) iter.Seq2[Command, error] {
 	return func(yield func(Command, error) bool) {
+		backoff := time.Second
+		for !r.topicsFound {
+			err := r.consumer.CheckTopics(ctx)
+			if err == nil {
+				r.topicsFound = true
+				break
+			}
+			if class := kafkawire.ClassOf(err); class == kafkawire.Closed || class == kafkawire.Canceled {
+				return
+			}
+			if !yield(Command{}, kafkaError(err)) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.consumer.Closed():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
 		for {
 			records, failures, ended := r.consumer.Poll(ctx)
 			if ended {

@@ -2,9 +2,13 @@ package kafkawire
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // This file holds the Consumer: a franz-go consumer of the caller's own
@@ -17,6 +21,7 @@ import (
 // a time; Close is safe from any goroutine, and more than once.
 type Consumer struct {
 	client *kgo.Client
+	topics []string
 }
 
 // NewConsumer consumes topics from brokers. Without a consumer option it
@@ -36,7 +41,7 @@ func NewConsumer(topics []string, options []kgo.Opt, brokers []string) (*Consume
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{client: client}, nil
+	return &Consumer{client: client, topics: slices.Clone(topics)}, nil
 }
 
 // Failure is a fetch of a partition that failed; the consumer goes on, as
@@ -83,5 +88,52 @@ func (c *Consumer) Poll(ctx context.Context) (records []Record, failures []Failu
 	return records, failures, false
 }
 
+// Closed is closed once Close was called.
+func (c *Consumer) Closed() <-chan struct{} { return c.client.Context().Done() }
+
 // Close ends the consumer; a Poll in flight returns with ended set.
 func (c *Consumer) Close() { c.client.Close() }
+
+// TopicCheckTimeout bounds [Consumer.CheckTopics]: a cluster that has not
+// answered the Metadata request within it is reported as unreachable.
+const TopicCheckTimeout = 10 * time.Second
+
+// CheckTopics asks the cluster, in one Metadata request, whether the
+// consumer's topics exist and may be described. A franz-go consumer waits
+// without a word for a topic that does not exist and for a cluster that
+// does not answer; this check is what lets a reader say so. It returns nil
+// when every topic exists, and otherwise an *Error of op "read": Class
+// Missing (UNKNOWN_TOPIC_OR_PARTITION) or NotAuthorized
+// (TOPIC_AUTHORIZATION_FAILED) naming the first such topic, Closed on a
+// closed consumer, Canceled when ctx ended, and Retriable when no broker
+// answered within TopicCheckTimeout (the error wraps the dial error or
+// the deadline).
+func (c *Consumer) CheckTopics(ctx context.Context) error {
+	ask, cancel := context.WithTimeout(ctx, TopicCheckTimeout)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	for _, topic := range c.topics {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, t)
+	}
+	resp, err := req.RequestWith(ask, c.client)
+	switch {
+	case errors.Is(err, kgo.ErrClientClosed):
+		return errClosed
+	case err != nil && ctx.Err() != nil:
+		return &Error{Op: "read", Class: Canceled, Err: ctx.Err()}
+	case err != nil:
+		return &Error{Op: "read", Class: Retriable, Detail: errors.New("no broker answered a Metadata request of the topics within " + TopicCheckTimeout.String()), Err: err}
+	}
+	for _, t := range resp.Topics {
+		if err := codeError(t.ErrorCode); err != nil {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			return wrap(PathAdmin, "read: topic "+strconv.Quote(name), err)
+		}
+	}
+	return nil
+}
