@@ -43,6 +43,7 @@ func main() {
 	traces := flag.Bool("traces", false, "print the request timeline of the median library and floor sample of each latency figure")
 	rolesSettle := flag.Duration("roles-settle", coordination.DefaultLeaseConfig().Duration()+5*time.Second, "how long the roles group waits after the last acquisition before it measures memory, goroutines and connections: by default a lease duration and 5 s, after which the transport's view no longer keeps the records of the roles that the campaigns followed (a role that no campaign follows lingers in the view for one lease duration), so the figures are those of a process that holds the roles rather than one that has just campaigned for them")
 	rolesCounts := flag.String("roles-counts", "1,100,1000,10000", "comma-separated numbers of roles that the roles group holds in one process, one child process each")
+	placement := flag.String("cluster-placement", "1,2", "where the work lands on the 3-node cluster: COORDINATOR,LEADER, the node id that coordinates every transactional id (library and floor) and the node id that leads every partition the benchmarks create; \"random\" lets the random names choose, so the library and its floor may land on different nodes")
 	variants := flag.Bool("floor-variants", false, "measure, beside the floor of a handover, two floors whose holder also writes the tombstone of its registration as a plain record: in parallel with its tombstone transaction (as Leadership.Resign did before it wrote that tombstone inside the transaction), and after it")
 	flag.Usage = usage
 	flag.Parse()
@@ -80,6 +81,17 @@ func main() {
 	if *cluster != "" {
 		r.kc = &bench.Kafka{Brokers: strings.Split(*cluster, ","), Replication: 3}
 		defer r.kc.Cleanup()
+		if *placement != "random" {
+			p, err := parsePlacement(*placement)
+			if err == nil {
+				err = r.kc.Place(ctx, p)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "krabka-bench: -cluster-placement: %v\n", err)
+				os.Exit(2)
+			}
+			r.placement = p.String()
+		}
 		if *etcdCluster != "" {
 			r.ec = &bench.Etcd{Endpoints: strings.Split(*etcdCluster, ",")}
 		}
@@ -114,6 +126,9 @@ func main() {
 		*brokers, orNone(*etcd), orNone(*cluster), orNone(*etcdCluster), runtime.GOMAXPROCS(0), time.Since(start).Seconds())
 	// The library runs with its defaults, the specification's: each figure
 	// sets its timings, topic and partitions, and switches no extension on.
+	if r.kc != nil {
+		fmt.Printf("krabka-bench: 3-node cluster placement: %s\n\n", orDefault(r.placement, "random (each name chose its coordinator and the broker chose the partition leaders)"))
+	}
 	fmt.Printf("krabka-bench: library options: the defaults (no extension: no heartbeats, no resignation anchor, no duplicate-member watch); timings as each row says\n\n")
 	r.table.Print(os.Stdout)
 	for _, s := range r.steps {
@@ -136,6 +151,7 @@ func orNone(s string) string {
 }
 
 type runner struct {
+	placement  string // the cluster's placement, "" for random
 	k          *bench.Kafka
 	e          *bench.Etcd
 	kc         *bench.Kafka // the 3-node Kafka cluster, nil for none
@@ -670,4 +686,28 @@ func checkDurations(rolesSettle, idleWindow, warmMax time.Duration, scale, toler
 		return fmt.Errorf("-tolerance %v: want a number above 0", tolerance)
 	}
 	return nil
+}
+
+// parsePlacement reads -cluster-placement: COORDINATOR,LEADER, two node ids.
+func parsePlacement(s string) (bench.Placement, error) {
+	fields := strings.Split(s, ",")
+	if len(fields) != 2 {
+		return bench.Placement{}, fmt.Errorf("%q: want COORDINATOR,LEADER (two node ids) or random", s)
+	}
+	var ids [2]int32
+	for i, f := range fields {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil || n < 0 {
+			return bench.Placement{}, fmt.Errorf("%q: %q is not a node id", s, f)
+		}
+		ids[i] = int32(n)
+	}
+	return bench.Placement{Coordinator: ids[0], Leader: ids[1]}, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -41,3 +41,15 @@ func TestParseCounts(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePlacement(t *testing.T) {
+	p, err := parsePlacement("1, 2")
+	if err != nil || p.Coordinator != 1 || p.Leader != 2 {
+		t.Fatalf("parsePlacement(1, 2) = %+v, %v", p, err)
+	}
+	for _, bad := range []string{"", "1", "1,2,3", "a,2", "1,-2"} {
+		if _, err := parsePlacement(bad); err == nil {
+			t.Errorf("parsePlacement(%q): no error", bad)
+		}
+	}
+}

@@ -409,7 +409,12 @@ func (k *Kafka) NewFloorWrite(ctx context.Context) (*FloorWrite, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.client, w.p = client, newFloorProducer(client, "bench-floor-write-"+Suffix())
+	id, err := k.transactionalID(ctx, "bench-floor-write")
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	w.client, w.p = client, newFloorProducer(client, id)
 	if err := w.p.prepare(ctx, data); err != nil {
 		client.Close()
 		return nil, err
@@ -526,7 +531,11 @@ func (k *Kafka) NewFloorHandover(ctx context.Context) (*FloorHandover, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &FloorHandover{role: mustRole("bench-floor-handover"), members: [2]coordination.MemberID{mustMember("a"), mustMember("b")},
+	role, err := k.role(ctx, "bench-floor-handover")
+	if err != nil {
+		return nil, err
+	}
+	h := &FloorHandover{role: role, members: [2]coordination.MemberID{mustMember("a"), mustMember("b")},
 		tp: coordination.TopicPartition{Topic: topic}, lease: lease.Duration()}
 	for i := range h.clients {
 		if h.clients[i], err = k.floorClient(h.trace.hook(i)); err != nil {

@@ -43,6 +43,11 @@ type Kafka struct {
 	// min.insync.replicas of 2 on the state topics.
 	Replication int
 
+	// placement pins the work on a cluster (Place); nil lets the names
+	// choose. nodes are the cluster's node ids then.
+	placement *Placement
+	nodes     []int32
+
 	mu     sync.Mutex
 	topics []string
 }
@@ -68,6 +73,19 @@ func (k *Kafka) StateTopic(ctx context.Context, prefix string, lease coordinatio
 		return "", nil, err
 	}
 	defer t.Close()
+	if k.placement != nil {
+		// The topic on the placement's leader, with the configs of
+		// CreateStateTopic, which then checks it.
+		client, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
+		if err != nil {
+			return "", nil, err
+		}
+		err = k.createTopic(ctx, client, topic, 1, map[string]string{"cleanup.policy": "compact", "min.insync.replicas": fmt.Sprint(min(k.replication(), 2))})
+		client.Close()
+		if err != nil {
+			return "", nil, err
+		}
+	}
 	if err := t.CreateStateTopic(ctx, k.replication(), min(k.replication(), 2), options...); err != nil {
 		return "", nil, err
 	}
@@ -84,7 +102,7 @@ func (k *Kafka) DataTopic(ctx context.Context, prefix string, partitions int) (s
 	}
 	defer client.Close()
 	admin := kadm.NewClient(client)
-	if _, err := admin.CreateTopic(ctx, int32(partitions), int16(k.replication()), nil, topic); err != nil {
+	if err := k.createTopic(ctx, client, topic, partitions, nil); err != nil {
 		return "", err
 	}
 	k.remember(topic)
@@ -224,7 +242,10 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 	if err != nil {
 		return nil, nil, err
 	}
-	role := mustRole("bench-failover")
+	role, err := k.role(ctx, "bench-failover")
+	if err != nil {
+		return nil, nil, err
+	}
 	t, err := k.Member(lease)
 	if err != nil {
 		return nil, nil, err
@@ -319,7 +340,12 @@ func (k *Kafka) holdRole(ctx context.Context, prefix string, extra ...kgo.Opt) (
 	if err != nil {
 		return nil, nil, "", err
 	}
-	l, err := coordination.AcquireLeadership(ctx, t, mustRole("bench-"+prefix), mustMember("writer"), options...)
+	role, err := k.role(ctx, "bench-"+prefix)
+	if err != nil {
+		t.Close()
+		return nil, nil, "", err
+	}
+	l, err := coordination.AcquireLeadership(ctx, t, role, mustMember("writer"), options...)
 	if err != nil {
 		t.Close()
 		return nil, nil, "", err
@@ -439,7 +465,11 @@ func (k *Kafka) NewLibraryHandover(ctx context.Context) (*LibraryHandover, error
 	if err != nil {
 		return nil, err
 	}
-	h := &LibraryHandover{role: mustRole("bench-handover"), members: [2]coordination.MemberID{mustMember("a"), mustMember("b")}, options: options}
+	role, err := k.role(ctx, "bench-handover")
+	if err != nil {
+		return nil, err
+	}
+	h := &LibraryHandover{role: role, members: [2]coordination.MemberID{mustMember("a"), mustMember("b")}, options: options}
 	for i := range h.transports {
 		if h.transports[i], err = k.Member(lease, h.trace.hook(i)); err != nil {
 			h.Close()
