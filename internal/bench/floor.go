@@ -178,6 +178,12 @@ type floorSteps struct {
 // transact runs one transaction of one record under the current epoch:
 // AddPartitionsToTxn, Produce, EndTxn(commit).
 func (f *floorProducer) transact(ctx context.Context, tp coordination.TopicPartition, key, value []byte) (floorSteps, error) {
+	return f.transactRecords(ctx, tp, key, value, 1)
+}
+
+// transactRecords runs one transaction of n records, all alike, in one
+// batch under the current epoch: AddPartitionsToTxn, Produce, EndTxn(commit).
+func (f *floorProducer) transactRecords(ctx context.Context, tp coordination.TopicPartition, key, value []byte, n int) (floorSteps, error) {
 	start := time.Now()
 	var steps floorSteps
 	err := resendConcurrent(ctx, func() error {
@@ -211,7 +217,7 @@ func (f *floorProducer) transact(ctx context.Context, tp coordination.TopicParti
 		return steps, fmt.Errorf("no leader known for %s", tp)
 	}
 	seq := f.seq[tp]
-	batch := floorBatch(f.id, f.epoch, seq, key, value)
+	batch := floorBatchOf(f.id, f.epoch, seq, key, value, n)
 	preq := kmsg.NewPtrProduceRequest()
 	preq.TransactionID = &f.txnID
 	preq.Acks = -1
@@ -234,7 +240,7 @@ func (f *floorProducer) transact(ctx context.Context, tp coordination.TopicParti
 			}
 		}
 	}
-	f.seq[tp] = seq + 1
+	f.seq[tp] = seq + int32(n)
 	steps.produced = time.Since(start)
 
 	err = resendConcurrent(ctx, func() error {
@@ -262,18 +268,27 @@ func (f *floorProducer) transact(ctx context.Context, tp coordination.TopicParti
 // floorBatch encodes one record as a transactional record batch (magic 2,
 // uncompressed), as franz-go's producer and the library's transport do.
 func floorBatch(id int64, epoch int16, seq int32, key, value []byte) []byte {
+	return floorBatchOf(id, epoch, seq, key, value, 1)
+}
+
+// floorBatchOf encodes n records, all alike, as one record batch.
+func floorBatchOf(id int64, epoch int16, seq int32, key, value []byte, n int) []byte {
 	var attributes int16 = 0x10
 	if id < 0 {
 		attributes = 0 // a plain batch, of no producer
 	}
 	now := time.Now().UnixMilli()
-	record := kmsg.Record{Key: key, Value: value}
-	record.Length = int32(len(record.AppendTo(nil)) - 1)
+	var records []byte
+	for i := range n {
+		record := kmsg.Record{Key: key, Value: value, OffsetDelta: int32(i)}
+		record.Length = int32(len(record.AppendTo(nil)) - 1)
+		records = record.AppendTo(records)
+	}
 	batch := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1, Magic: 2, Attributes: attributes,
 		FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: id, ProducerEpoch: epoch, FirstSequence: seq,
-		NumRecords: 1, Records: record.AppendTo(nil),
+		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), Records: records,
 	}
 	raw := batch.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
@@ -445,6 +460,37 @@ var FloorWriteSteps = []string{"AddPartitionsToTxn answered", "Produce answered"
 
 // Close closes the writer's client.
 func (w *FloorWrite) Close() { w.client.Close() }
+
+// FloorThroughput is the protocol's ceiling of commands per second for one
+// role: one producer, no library code, that commits back-to-back
+// transactions of perTxn records each (one Produce of one batch), as a
+// leader's group commit does at best when perTxn writers wait. A
+// transactional id has one transaction open at a time, and the next one's
+// AddPartitionsToTxn waits (CONCURRENT_TRANSACTIONS) until the previous
+// commit's markers are written, so this is what one role can commit. It
+// returns the commands per second of each window; the first window warms
+// up and is left out.
+func (k *Kafka) FloorThroughput(ctx context.Context, perTxn, windows int, window time.Duration) ([]float64, error) {
+	w, err := k.NewFloorWrite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	var rates []float64
+	for i := 0; i <= windows; i++ {
+		start, committed := time.Now(), 0
+		for time.Since(start) < window {
+			if _, err := w.p.transactRecords(ctx, w.tp, []byte("device-1"), Command, perTxn); err != nil {
+				return nil, fmt.Errorf("floor throughput: %w", err)
+			}
+			committed += perTxn
+		}
+		if i > 0 {
+			rates = append(rates, float64(committed)/time.Since(start).Seconds())
+		}
+	}
+	return rates, nil
+}
 
 // FloorHandover is the floor of a handover: two members, each with its own
 // client, that take turns on one role of a fresh state topic.
