@@ -85,8 +85,9 @@ func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...
 // them first, so that a reader never waits without a word: a topic that
 // does not exist yields an error that names it (wrapping
 // kerr.UnknownTopicOrPartition), one that the user may not describe an
-// error that wraps [ErrNotAuthorized], and a cluster that answers no
-// Metadata request within 10 s an error that says so. The reader asks
+// error that wraps [ErrNotAuthorized], and a Metadata request that no
+// broker answers (a refused dial at once, silence within 10 s) an error
+// that says so. The reader asks
 // again after 1 s, then 2 s, and so on up to 30 s, so a topic created
 // later is read from its start. Once the topics were found, franz-go's
 // own retries take over.

@@ -106,8 +106,8 @@ const TopicCheckTimeout = 10 * time.Second
 // Missing (UNKNOWN_TOPIC_OR_PARTITION) or NotAuthorized
 // (TOPIC_AUTHORIZATION_FAILED) naming the first such topic, Closed on a
 // closed consumer, Canceled when ctx ended, and Retriable when no broker
-// answered within TopicCheckTimeout (the error wraps the dial error or
-// the deadline).
+// answered: a dial that failed, or no answer within TopicCheckTimeout
+// (the error wraps the dial error or the deadline).
 func (c *Consumer) CheckTopics(ctx context.Context) error {
 	ask, cancel := context.WithTimeout(ctx, TopicCheckTimeout)
 	defer cancel()
@@ -124,7 +124,7 @@ func (c *Consumer) CheckTopics(ctx context.Context) error {
 	case err != nil && ctx.Err() != nil:
 		return &Error{Op: "read", Class: Canceled, Err: ctx.Err()}
 	case err != nil:
-		return &Error{Op: "read", Class: Retriable, Detail: errors.New("no broker answered a Metadata request of the topics within " + TopicCheckTimeout.String()), Err: err}
+		return &Error{Op: "read", Class: Retriable, Detail: errors.New("no broker answered a Metadata request of the topics"), Err: err}
 	}
 	for _, t := range resp.Topics {
 		if err := codeError(t.ErrorCode); err != nil {
@@ -132,7 +132,11 @@ func (c *Consumer) CheckTopics(ctx context.Context) error {
 			if t.Topic != nil {
 				name = *t.Topic
 			}
-			return wrap(PathAdmin, "read: topic "+strconv.Quote(name), err)
+			e := wrap(PathAdmin, "read: topic "+strconv.Quote(name), err)
+			if e.Class == Missing {
+				e.Detail = errors.New("it does not exist")
+			}
+			return e
 		}
 	}
 	return nil
