@@ -64,6 +64,15 @@ func main() {
 			}
 		}
 	}
+	var place *bench.Placement
+	if *placement != "random" {
+		p, err := parsePlacement(*placement)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "krabka-bench: -cluster-placement: %v\n", err)
+			os.Exit(2)
+		}
+		place = &p
+	}
 	counts, err := parseCounts(*rolesCounts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "krabka-bench: -roles-counts: %v\n", err)
@@ -81,16 +90,12 @@ func main() {
 	if *cluster != "" {
 		r.kc = &bench.Kafka{Brokers: strings.Split(*cluster, ","), Replication: 3}
 		defer r.kc.Cleanup()
-		if *placement != "random" {
-			p, err := parsePlacement(*placement)
-			if err == nil {
-				err = r.kc.Place(ctx, p)
-			}
-			if err != nil {
+		if place != nil {
+			if err := r.kc.Place(ctx, *place); err != nil {
 				fmt.Fprintf(os.Stderr, "krabka-bench: -cluster-placement: %v\n", err)
 				os.Exit(2)
 			}
-			r.placement = p.String()
+			r.placement = place.String()
 		}
 		if *etcdCluster != "" {
 			r.ec = &bench.Etcd{Endpoints: strings.Split(*etcdCluster, ",")}
