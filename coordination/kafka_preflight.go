@@ -122,8 +122,9 @@ type preflight struct {
 	commandTopics []string
 	checks        []PreflightCheck
 
-	state    *kafkawire.TopicFacts            // the state topic, nil when it could not be described
-	commands map[string]*kafkawire.TopicFacts // the command topics described
+	state       *kafkawire.TopicFacts            // the state topic, nil when it could not be described
+	stateDenied bool                             // DESCRIBE on the state topic was refused
+	commands    map[string]*kafkawire.TopicFacts // the command topics described; nil for one that DESCRIBE was refused
 }
 
 func (p *preflight) add(level PreflightLevel, party, check, detail, fix string) {
@@ -141,7 +142,7 @@ func (p *preflight) checkVersions(brokers []kafkawire.BrokerVersions) {
 	for _, b := range brokers {
 		check := fmt.Sprintf("broker %d (%s:%d) serves the library's requests", b.ID, b.Host, b.Port)
 		if b.Err != nil {
-			p.add(PreflightWarn, "", check, "no ApiVersions answer: "+b.Err.Error(),
+			p.add(PreflightWarn, "", check, "no ApiVersions answer: "+kafkawire.Brief(b.Err),
 				"check that the broker runs and that this host reaches its advertised listener")
 			continue
 		}
@@ -239,7 +240,7 @@ func (p *preflight) checkLease(ctx context.Context, brokers []kafkawire.BrokerVe
 	if err != nil || len(ids) == 0 {
 		cause := "no broker answered"
 		if err != nil {
-			cause = kafkaError(err).Error()
+			cause = kafkawire.Brief(err)
 		}
 		for _, key := range []string{configTxnMaxTimeout, configSession, configTxnIDExpiry} {
 			p.add(PreflightWarn, "", "the lease against "+key,
@@ -281,8 +282,8 @@ func (p *preflight) checkLease(ctx context.Context, brokers []kafkawire.BrokerVe
 	check = "the lease against " + configSession
 	if lease < least {
 		p.add(PreflightWarn, "", check,
-			fmt.Sprintf("the lease %v is shorter than %s=%v (broker %d, %s) + the renew interval %v + %v: the cluster needs that long to notice a dead broker and move its partitions, so every broker fault costs a leadership change (a shorter lease stays safe)",
-				lease, configSession, session, at, source, renew, kafkawire.BrokerRecoveryAllowance),
+			fmt.Sprintf("the lease %v is shorter than %s=%v (broker %d, %s) + the renew interval %v + %v = %v: the cluster needs that long to notice a dead broker and move its partitions, so every broker fault costs a leadership change (a shorter lease stays safe)",
+				lease, configSession, session, at, source, renew, kafkawire.BrokerRecoveryAllowance, least),
 			fmt.Sprintf("pick a lease of at least %v, or lower %s on the controllers", least, configSession))
 	} else {
 		p.add(PreflightOK, "", check, fmt.Sprintf("the lease %v rides out a broker's loss: %s=%v + renew interval %v + %v = %v", lease, configSession, session, renew, kafkawire.BrokerRecoveryAllowance, least), "")
@@ -303,8 +304,30 @@ func (p *preflight) checkLease(ctx context.Context, brokers []kafkawire.BrokerVe
 // checkTopics describes the state topic and the command topics, and
 // checks the state topic's layout and durability.
 func (p *preflight) checkTopics(ctx context.Context) {
-	topic := p.s.topic
 	p.commands = map[string]*kafkawire.TopicFacts{}
+	p.checkStateTopic(ctx)
+	for _, topic := range p.commandTopics {
+		facts, err := p.t.wire.DescribeTopic(ctx, topic)
+		check := "the command topic " + topic + " exists"
+		switch {
+		case kafkawire.ClassOf(err) == kafkawire.Missing:
+			p.add(PreflightFail, "", check, "the topic does not exist: guarded writes fail, and a device reads nothing",
+				"create it (kafka-topics.sh --create, or kadm), with the replication of the state topic")
+		case kafkawire.ClassOf(err) == kafkawire.NotAuthorized:
+			p.commands[topic] = nil // the ACL checks say what is missing
+		case err != nil:
+			p.add(PreflightFail, "", check, "cannot describe it: "+kafkawire.Brief(err), "check that the cluster is healthy, then run doctor again")
+		default:
+			p.commands[topic] = &facts
+			p.add(PreflightOK, "", check, fmt.Sprintf("%d partitions", facts.Partitions), "")
+		}
+	}
+}
+
+// checkStateTopic describes the state topic and checks its layout and
+// durability.
+func (p *preflight) checkStateTopic(ctx context.Context) {
+	topic := p.s.topic
 	facts, err := p.t.wire.DescribeTopic(ctx, topic)
 	check := "the state topic " + topic + " exists"
 	switch {
@@ -313,16 +336,16 @@ func (p *preflight) checkTopics(ctx context.Context) {
 			fmt.Sprintf("create it: 'krabka-coord create-topic --topic %s --partitions %d --replication-factor 3 --min-insync-replicas 2' (or CreateStateTopic)", topic, p.s.partitions))
 		return
 	case kafkawire.ClassOf(err) == kafkawire.NotAuthorized:
-		// The ACL checks say which; the topic's layout stays unknown.
-		p.add(PreflightFail, "", check, "this principal may not describe the topic: "+kafkaError(err).Error(),
+		p.stateDenied = true // the ACL checks say which
+		p.add(PreflightFail, "", check, "this principal may not describe the topic ("+kafkawire.Brief(err)+"), so its layout is unknown",
 			"grant DESCRIBE (READ implies it) on the topic, or run doctor as an operator's principal")
 		return
 	case err != nil:
-		p.add(PreflightFail, "", check, "cannot describe it: "+kafkaError(err).Error(), "check that the cluster is healthy, then run doctor again")
+		p.add(PreflightFail, "", check, "cannot describe it: "+kafkawire.Brief(err), "check that the cluster is healthy, then run doctor again")
 		return
 	}
 	p.state = &facts
-	p.add(PreflightOK, "", check, fmt.Sprintf("%d partitions on a cluster of %d brokers", facts.Partitions, facts.Brokers), "")
+	p.add(PreflightOK, "", check, fmt.Sprintf("%d partitions on a cluster of %s", facts.Partitions, brokerCount(facts.Brokers)), "")
 
 	check = "the state topic's partition count"
 	if facts.Partitions != p.s.partitions {
@@ -351,27 +374,10 @@ func (p *preflight) checkTopics(ctx context.Context) {
 	}
 
 	if facts.ConfigsErr != nil {
-		p.add(PreflightWarn, "", "the state topic's configs", "cannot read them: "+kafkaError(facts.ConfigsErr).Error(),
+		p.add(PreflightWarn, "", "the state topic's configs", "cannot read them: "+kafkawire.Brief(facts.ConfigsErr),
 			"grant DESCRIBE_CONFIGS on the topic (a member needs it: CheckStateTopic reads cleanup.policy), or run doctor as an operator")
 	} else {
 		p.checkTopicConfigs(facts, multi)
-	}
-
-	for _, topic := range p.commandTopics {
-		facts, err := p.t.wire.DescribeTopic(ctx, topic)
-		check := "the command topic " + topic + " exists"
-		switch {
-		case kafkawire.ClassOf(err) == kafkawire.Missing:
-			p.add(PreflightFail, "", check, "the topic does not exist: guarded writes fail, and a device reads nothing",
-				"create it (kafka-topics.sh --create, or kadm), with the replication of the state topic")
-		case kafkawire.ClassOf(err) == kafkawire.NotAuthorized:
-			p.commands[topic] = &kafkawire.TopicFacts{} // the ACL probes say what is missing
-		case err != nil:
-			p.add(PreflightFail, "", check, "cannot describe it: "+kafkaError(err).Error(), "check that the cluster is healthy, then run doctor again")
-		default:
-			p.commands[topic] = &facts
-			p.add(PreflightOK, "", check, fmt.Sprintf("%d partitions", facts.Partitions), "")
-		}
 	}
 }
 
@@ -426,6 +432,14 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 	}
 }
 
+// brokerCount is "1 broker" or "n brokers".
+func brokerCount(n int) string {
+	if n == 1 {
+		return "1 broker"
+	}
+	return strconv.Itoa(n) + " brokers"
+}
+
 func cmpOr(value, fallback string) string {
 	if value == "" {
 		return fallback
@@ -436,9 +450,6 @@ func cmpOr(value, fallback string) string {
 // checkACLs probes the ACLs of the connecting principal, and reports them
 // for each party that needs them.
 func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVersions) {
-	if p.state == nil && len(p.commands) == 0 && len(p.roles) == 0 {
-		return
-	}
 	anyBroker := int32(-1)
 	for _, b := range brokers {
 		if b.Err == nil {
@@ -471,6 +482,13 @@ func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVer
 		return fmt.Sprintf("--add --allow-principal User:<principal> --operation %s --transactional-id %s", op, role)
 	}
 
+	if p.stateDenied {
+		topic := p.s.topic
+		denied := kafkawire.Probe{Denied: true, Err: errors.New("TOPIC_AUTHORIZATION_FAILED on Metadata")}
+		acls = append(acls,
+			acl{[]string{"member", "observer"}, "READ on the state topic " + topic, denied, "a Metadata request of the topic (READ implies DESCRIBE)", topicACL(topic, "Read")},
+			acl{[]string{"member"}, "WRITE on the state topic " + topic, denied, "a Metadata request of the topic (WRITE implies DESCRIBE)", topicACL(topic, "Write")})
+	}
 	if p.state != nil {
 		topic, facts := p.s.topic, p.state
 		acls = append(acls,
@@ -491,7 +509,7 @@ func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVer
 		if !ok {
 			continue
 		}
-		if facts.Partitions == 0 && facts.Leaders == nil { // DESCRIBE refused
+		if facts == nil { // DESCRIBE refused
 			denied := kafkawire.Probe{Denied: true, Err: errors.New("TOPIC_AUTHORIZATION_FAILED on Metadata")}
 			acls = append(acls,
 				acl{[]string{"device"}, "READ on the command topic " + topic, denied, "a Metadata request of the topic", topicACL(topic, "Read")},
@@ -528,10 +546,10 @@ func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVer
 		for _, party := range a.parties {
 			switch {
 			case a.probe.Denied:
-				p.add(PreflightFail, party, a.check, fmt.Sprintf("refused (%v), tried with %s", a.probe.Err, a.how),
+				p.add(PreflightFail, party, a.check, fmt.Sprintf("refused (%s), tried with %s", kafkawire.Brief(a.probe.Err), a.how),
 					"kafka-acls.sh --bootstrap-server <broker> "+a.grant)
 			case a.probe.Err != nil:
-				p.add(PreflightWarn, party, a.check, fmt.Sprintf("not decided (%v), tried with %s", a.probe.Err, a.how),
+				p.add(PreflightWarn, party, a.check, fmt.Sprintf("not decided (%s), tried with %s", kafkawire.Brief(a.probe.Err), a.how),
 					"run doctor again once the cluster is healthy")
 			default:
 				p.add(PreflightOK, party, a.check, "allowed, tried with "+a.how, "")

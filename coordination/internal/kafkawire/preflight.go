@@ -391,6 +391,17 @@ func (w *Wire) ProbeTxnDescribe(ctx context.Context, txnID string) (Probe, strin
 	return Probe{}, txn.State
 }
 
+// Brief names the cause of a probe's or a read's error in a few words:
+// the broker's code and its text (TOPIC_AUTHORIZATION_FAILED: ...) when
+// there is one, else the error's text.
+func Brief(err error) string {
+	var kafkaErr *kerr.Error
+	if errors.As(err, &kafkaErr) {
+		return kafkaErr.Message + ": " + kafkaErr.Description
+	}
+	return err.Error()
+}
+
 // ConfigMillis parses a config value of milliseconds; false for a value
 // that is no positive count.
 func ConfigMillis(value string) (int64, bool) {
