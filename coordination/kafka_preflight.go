@@ -37,17 +37,17 @@ const (
 // "device" for a check of an ACL that only that party needs, and empty for
 // a check that concerns everyone.
 type PreflightCheck struct {
-	Level  PreflightLevel `json:"level"`
-	Party  string         `json:"party,omitempty"`
-	Check  string         `json:"check"`
-	Detail string         `json:"detail"`
-	Fix    string         `json:"fix,omitempty"`
+	Level  PreflightLevel
+	Party  string
+	Check  string
+	Detail string
+	Fix    string
 }
 
 // PreflightReport is the answer of [KafkaTransport.Preflight]: its checks,
 // in the order they ran.
 type PreflightReport struct {
-	Checks []PreflightCheck `json:"checks"`
+	Checks []PreflightCheck
 }
 
 // Level returns the gravest level of the checks that concern every party

@@ -132,6 +132,7 @@ after a fence), and 0 when a signal stops it before it was elected.
 	root.AddCommand(
 		newDemoCommand(g),
 		newCreateTopicCommand(g),
+		newDoctorCommand(g),
 		newDescribeCommand(g),
 		newWatchCommand(g),
 		newElectCommand(g),
