@@ -16,7 +16,8 @@ import (
 // cluster and the state topic must be for the members, observers and
 // devices of some roles, checked before they start (the command
 // krabka-coord doctor prints it). kafkawire's preflight.go sends the
-// requests and the probes; docs/preflight.md says what each check reads.
+// requests and the probes; docs/preflight.md says what each check reads,
+// each probe sends, and how each check is graded.
 
 // PreflightLevel grades a check of [KafkaTransport.Preflight]: PreflightOK,
 // PreflightWarn (it works, but a fault costs more than it needs to, or
@@ -245,7 +246,7 @@ func (p *preflight) checkLease(ctx context.Context, brokers []kafkawire.BrokerVe
 		for _, key := range []string{configTxnMaxTimeout, configSession, configTxnIDExpiry} {
 			p.add(PreflightWarn, "", "the lease against "+key,
 				"cannot read the brokers' "+key+": "+cause,
-				"grant DESCRIBE_CONFIGS on the cluster to this principal, or compare the lease with the brokers' config by hand")
+				"kafka-acls.sh --bootstrap-server <broker> --add --allow-principal User:<principal> --operation DescribeConfigs --cluster (or compare the lease with the brokers' config by hand)")
 		}
 		return
 	}
