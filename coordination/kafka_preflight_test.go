@@ -382,3 +382,27 @@ func TestPreflightACL(t *testing.T) {
 	pfWant(t, report, "member", "WRITE on the TransactionalId", coordination.PreflightFail, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 	pfWant(t, report, "device", "READ on the command topic", coordination.PreflightFail)
 }
+
+// TestPreflightFakeTransactionVersionOne: a cluster whose
+// transaction.version stays 1 (upgraded from Kafka 3 and never finalized
+// to 2; kfake takes the level from UpdateFeatures) is reported as such,
+// and is no blocker.
+func TestPreflightFakeTransactionVersionOne(t *testing.T) {
+	c := kafkatest.Fake(t)
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	update := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	update.Feature, update.MaxVersionLevel, update.UpgradeType = "transaction.version", 1, 2 // 2: a safe downgrade
+	req.FeatureUpdates = append(req.FeatureUpdates, update)
+	resp, err := req.RequestWith(ktContext(t), c.Client(t))
+	if err != nil {
+		t.Fatalf("UpdateFeatures: %v", err)
+	}
+	for _, r := range resp.Results {
+		if r.ErrorCode != 0 {
+			t.Fatalf("UpdateFeatures of %s: code %d", r.Feature, r.ErrorCode)
+		}
+	}
+	transport := ktTransport(t, c)
+	report := pfRun(t, transport, nil, nil)
+	pfWant(t, report, "", "transaction.version", coordination.PreflightOK, "transaction.version=1")
+}
