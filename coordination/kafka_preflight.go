@@ -34,7 +34,8 @@ const (
 
 // PreflightCheck is one line of a [PreflightReport]: Check names what was
 // checked, Detail what was found and why it matters, and Fix what to do
-// (empty when Level is PreflightOK). Party is "member", "observer" or
+// (empty when Level is PreflightOK; a kafka-acls.sh line in it holds the
+// placeholders <broker> and User:<principal>). Party is "member", "observer" or
 // "device" for a check of an ACL that only that party needs, and empty for
 // a check that concerns everyone.
 type PreflightCheck struct {

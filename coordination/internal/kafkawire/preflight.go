@@ -32,8 +32,14 @@ type RequestNeed struct {
 	Why      string
 }
 
-// Name is the request's name in Kafka's protocol (EndTxn, Fetch).
-func (r RequestNeed) Name() string { return kmsg.NameForKey(r.Key) }
+// Name is the request's name in Kafka's protocol (EndTxn, Fetch,
+// InitProducerId).
+func (r RequestNeed) Name() string {
+	if r.Key == kmsg.InitProducerID.Int16() {
+		return "InitProducerId" // kmsg spells it InitProducerID
+	}
+	return kmsg.NameForKey(r.Key)
+}
 
 // requestMins is the table of the requests the wire sends and the oldest
 // version of each that it needs. It is the one place to switch to the
