@@ -54,6 +54,7 @@ var nested = map[string]map[string]string{
 	"fence":        {"old_token": "token", "new_token": "token", "lease_token": "token"},
 	"step-down":    {"previous_token": "token", "token": "token"},
 	"demo":         {"events": "[]demo event", "commands": "[]demo command", "checks": "[]demo check"},
+	"doctor":       {"checks": "[]doctor check"},
 	"demo event":   {"at": "time", "token": "token"},
 	"demo command": {"token": "token"},
 }

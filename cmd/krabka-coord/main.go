@@ -5,6 +5,7 @@
 //
 //	krabka-coord demo                          election, failover and fencing on an embedded cluster
 //	krabka-coord create-topic                  create or check the state topic
+//	krabka-coord doctor [ROLE...]              preflight check: versions, lease, topic, ACLs
 //	krabka-coord list                          every role: holder, token, lease, standbys
 //	krabka-coord describe ROLE... | --all      roster, lease and epoch of roles
 //	krabka-coord watch ROLE... | --all         follow roles and print each change
@@ -32,6 +33,9 @@
 //	4  cluster: the brokers are unreachable, refuse the credentials or an
 //	   ACL, or the state topic is missing, has another partition count, or
 //	   is not compacted
+//
+// doctor exits 0 when every check passed, 1 on warnings and 2 on a blocker
+// (4 when no broker answers).
 //
 // run exits with the exit code of its command (128+n when a signal n ended
 // it), and with 3 when a fence or the lease guard ended the leadership, 126

@@ -77,7 +77,8 @@ Exit codes: 0 success, and elect stopped by SIGINT, SIGTERM or SIGHUP;
 role), or run's lease guard stopped its command; 4 cluster unreachable,
 credentials or an ACL refused, or the state topic missing, with another
 partition count, or not compacted. run exits with its command's code (3
-after a fence), and 0 when a signal stops it before it was elected.
+after a fence), and 0 when a signal stops it before it was elected. doctor
+exits 0 when all is well, 1 on warnings, 2 on a blocker.
 
 --output json writes one JSON object per line: see cmd/krabka-coord/json.md.`,
 		Example: `  krabka-coord demo
@@ -132,6 +133,7 @@ after a fence), and 0 when a signal stops it before it was elected.
 	root.AddCommand(
 		newDemoCommand(g),
 		newCreateTopicCommand(g),
+		newDoctorCommand(g),
 		newDescribeCommand(g),
 		newWatchCommand(g),
 		newElectCommand(g),

@@ -23,6 +23,9 @@
 //   - types.go: the plain types.
 //   - wire.go: [Wire], its clients and options, the version cap that keeps
 //     an epoch fixed, Close.
+//   - preflight.go: the table of the requests the wire sends and their
+//     versions, and the reads and ACL probes of a preflight check, none
+//     of which changes the cluster.
 //   - failure_detection.go: the waits of the clients after a broker fault,
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
