@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,35 +199,66 @@ func TestMixedReleases(t *testing.T) {
 // the commit is not in the repository.
 func extractRelease(t *testing.T, root, commit string) string {
 	t.Helper()
+	dir := filepath.Join(t.TempDir(), "release-"+commit[:7])
+	if err := releaseTree(root, commit, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// releaseTree writes the tree of a commit of the repository at root into
+// dir, and returns an error that says what to do when the commit is not in
+// the repository.
+func releaseTree(root, commit, dir string) error {
 	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		t.Fatalf("the pinned previous release %s is not in the repository at %s (%v: %s): the mixed-release test builds it from the git history; "+
+		return fmt.Errorf("the pinned previous release %s is not in the repository at %s (%v: %s): the mixed-release test builds it from the git history; "+
 			"in a shallow clone run `git fetch --unshallow` (or fetch that commit), and after a rewrite of history move pinnedRelease in %s",
 			commit, root, err, bytes.TrimSpace(out), "cmd/krabka-chaos/mixed_test.go")
 	}
-	dir := filepath.Join(t.TempDir(), "release-"+commit[:7])
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	archive := exec.Command("git", "-C", root, "archive", "--format=tar", commit)
 	extract := exec.Command("tar", "-x", "-C", dir)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	extract.Stdin = pipe
 	var archiveErr, extractErr bytes.Buffer
 	archive.Stderr, extract.Stderr = &archiveErr, &extractErr
 	if err := archive.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := extract.Run(); err != nil {
 		_ = archive.Wait()
-		t.Fatalf("tar -x of git archive %s: %v: %s", commit, err, extractErr.String())
+		return fmt.Errorf("tar -x of git archive %s: %v: %s", commit, err, extractErr.String())
 	}
 	if err := archive.Wait(); err != nil {
-		t.Fatalf("git archive %s: %v: %s", commit, err, archiveErr.String())
+		return fmt.Errorf("git archive %s: %v: %s", commit, err, archiveErr.String())
 	}
-	return dir
+	return nil
+}
+
+// TestMixedReleasesNamesAMissingPin: a repository without the pinned
+// commit (a shallow clone, a rewritten history) fails the mixed-release
+// test with a message that names the commit and the way out, not with an
+// error of git archive.
+func TestMixedReleasesNamesAMissingPin(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const absent = "0123456789abcdef0123456789abcdef01234567"
+	err = releaseTree(root, absent, filepath.Join(t.TempDir(), "release"))
+	if err == nil {
+		t.Fatalf("releaseTree(%s) succeeded; want an error", absent)
+	}
+	for _, want := range []string{absent, "is not in the repository", "git fetch --unshallow", "pinnedRelease"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
 }
 
 // overlayHarness replaces the fault harness of the release tree at dst
