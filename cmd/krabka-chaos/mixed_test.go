@@ -57,9 +57,9 @@ const (
 // the state topic decodes to the same fields on both releases, and so does
 // the frozen corpus coordination/testdata/records.json; each restart of
 // the holder is a handover (a lease tombstone before the next holder's
-// lease, within its deadline, the gap well below a lease), to a member of
-// the other release; and exactly those two changes of holder, so no
-// failback.
+// lease, within its deadline, the gap well below a lease), to the first
+// standby of the roster, a member of the other release; and exactly those
+// two changes of holder, so no failback.
 func TestMixedReleases(t *testing.T) {
 	started := time.Now()
 	root, err := filepath.Abs("../..")
@@ -174,6 +174,9 @@ func TestMixedReleases(t *testing.T) {
 		}
 		if step.Successor == step.Member {
 			t.Errorf("%s: holder %s took the role back after its restart (failback)", step.Phase, step.Member)
+		}
+		if step.Successor != step.FirstStandby {
+			t.Errorf("%s: %s took the role from %s; the first standby of the roster was %s (the resignation anchor hands over in rank order)", step.Phase, step.Successor, step.Member, step.FirstStandby)
 		}
 		if step.SuccessorRelease != step.To {
 			t.Errorf("%s: the successor %s runs the %s release, want the %s release (the holder restarts last)", step.Phase, step.Successor, step.SuccessorRelease, step.To)

@@ -78,6 +78,11 @@ type MixedStep struct {
 	Successor        string `json:"successor,omitempty"`
 	SuccessorRelease string `json:"successor_release,omitempty"`
 
+	// FirstStandby is, for a holder, the first member after it in the
+	// roster read just before its stop: the member a handover in rank order
+	// gives the role to.
+	FirstStandby string `json:"first_standby,omitempty"`
+
 	// StopMillis is the host time of the SIGTERM, ExitMillis that of the
 	// process's end, and RegisteredMillis the time the new process's
 	// registration was seen in the state topic, at an offset above its
@@ -309,31 +314,41 @@ func (m *mixed) stop(member string, timeout time.Duration) error {
 }
 
 // registration returns the offset of the member's registration in the
-// state topic, and -1 when it has none.
-func (m *mixed) registration(ctx context.Context, member string) (int64, error) {
+// state topic, and -1 when it has none, and the first other member of the
+// roster ("" when there is none).
+func (m *mixed) registration(ctx context.Context, member string) (offset int64, first string, err error) {
 	id, err := coordination.NewMemberID(member)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	read, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	state, err := coordination.DescribeRoleState(read, m.reader, m.role, m.options...)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	if entry, ok := state.Entry(id); ok {
-		return entry.Offset, nil
+	offset = -1
+	for _, entry := range state.Roster {
+		switch {
+		case entry.Member == id:
+			offset = entry.Offset
+		case first == "":
+			first = entry.Member.String()
+		}
 	}
-	return -1, nil
+	return offset, first, nil
 }
 
 // restart stops the member and starts it on the binary of another release;
 // see [OrchestrateMixed].
 func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, holder bool, config MixedConfig) (MixedStep, error) {
 	step := MixedStep{Phase: phase, Member: member, From: m.release[member], To: to, Holder: holder}
-	before, err := m.registration(ctx, member)
+	before, first, err := m.registration(ctx, member)
 	if err != nil {
 		return step, err
+	}
+	if holder {
+		step.FirstStandby = first
 	}
 	step.StopMillis = time.Now().UnixMilli()
 	if err := m.stop(member, 10*time.Second); err != nil {
@@ -345,7 +360,7 @@ func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, h
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		offset, err := m.registration(ctx, member)
+		offset, _, err := m.registration(ctx, member)
 		if err != nil && ctx.Err() != nil {
 			return step, err
 		}
