@@ -25,7 +25,8 @@ import (
 // the handover's gap above its floor", 2026-12-05), the last commit of main
 // that CI passed before the mixed-release test existed. The repository
 // has no release tags, so the pin is a commit; move it to the last commit
-// a release shipped from when there is one.
+// a release shipped from when there is one. KRABKA_MIXED_RELEASE=<commit>
+// runs the test against another commit instead.
 const pinnedRelease = "e3816115672035b9ce55870e51b0fb30546fc80b"
 
 // The timings of the mixed run: a lease long enough that a lapse (the
@@ -66,7 +67,16 @@ func TestMixedReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := extractRelease(t, root, pinnedRelease)
+	release := pinnedRelease
+	if pin := os.Getenv("KRABKA_MIXED_RELEASE"); pin != "" {
+		out, err := exec.Command("git", "-C", root, "rev-parse", "--verify", pin+"^{commit}").Output()
+		if err != nil {
+			t.Fatalf("KRABKA_MIXED_RELEASE=%s names no commit of the repository: %v", pin, err)
+		}
+		release = strings.TrimSpace(string(out))
+		t.Logf("KRABKA_MIXED_RELEASE: the previous release is %s, not the pinned %s", release, pinnedRelease[:7])
+	}
+	old := extractRelease(t, root, release)
 	overlayHarness(t, root, old)
 	bin := t.TempDir()
 	oldMember := goBuild(t, old, "./cmd/krabka-chaos", filepath.Join(bin, "krabka-chaos-old"))
@@ -74,10 +84,10 @@ func TestMixedReleases(t *testing.T) {
 	newMember := goBuild(t, root, "./cmd/krabka-chaos", filepath.Join(bin, "krabka-chaos-new"))
 
 	t.Run("corpus", func(t *testing.T) {
-		checkCorpusOnRelease(t, oldDecode, filepath.Join(root, "coordination", "testdata", "records.json"))
+		checkCorpusOnRelease(t, oldDecode, release, filepath.Join(root, "coordination", "testdata", "records.json"))
 	})
 
-	t.Logf("built the members of %s and of this tree in %s", pinnedRelease[:7], time.Since(started).Round(time.Second))
+	t.Logf("built the members of %s and of this tree in %s", release[:7], time.Since(started).Round(time.Second))
 
 	cluster := kafkatest.Kafka(t)
 	dir := t.TempDir()
@@ -141,7 +151,7 @@ func TestMixedReleases(t *testing.T) {
 	for i, rec := range read {
 		records[i] = coordination.StateRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp.UnixMilli()}
 	}
-	t.Run("state records decode on both releases", func(t *testing.T) { checkStateOnRelease(t, oldDecode, records) })
+	t.Run("state records decode on both releases", func(t *testing.T) { checkStateOnRelease(t, oldDecode, release, records) })
 
 	handovers, err := chaos.Handovers(role, records)
 	if err != nil {
@@ -346,7 +356,7 @@ func jsonText(t *testing.T, v any) string {
 
 // checkCorpusOnRelease decodes the frozen corpus with the release's
 // decoder and compares each record with the corpus's fields.
-func checkCorpusOnRelease(t *testing.T, decoder, path string) {
+func checkCorpusOnRelease(t *testing.T, decoder, release, path string) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -382,16 +392,16 @@ func checkCorpusOnRelease(t *testing.T, decoder, path string) {
 	decoded := decodeOnRelease(t, decoder, keys, values)
 	for i, r := range corpus.Records {
 		if got, want := jsonText(t, decoded[i]), jsonText(t, r.DecodedRecord); got != want {
-			t.Errorf("%s: release %s decodes\n\t%s\nthe corpus says\n\t%s", r.What, pinnedRelease[:7], got, want)
+			t.Errorf("%s: release %s decodes\n\t%s\nthe corpus says\n\t%s", r.What, release[:7], got, want)
 		}
 	}
-	t.Logf("release %s decodes the %d records of %s as the corpus says", pinnedRelease[:7], len(corpus.Records), filepath.Base(path))
+	t.Logf("release %s decodes the %d records of %s as the corpus says", release[:7], len(corpus.Records), filepath.Base(path))
 }
 
 // checkStateOnRelease decodes the records with this build and with the
 // release's decoder, and asserts that both decode every record, to the
 // same fields.
-func checkStateOnRelease(t *testing.T, decoder string, records []coordination.StateRecord) {
+func checkStateOnRelease(t *testing.T, decoder, release string, records []coordination.StateRecord) {
 	if len(records) == 0 {
 		t.Fatal("the state partition holds no record")
 	}
@@ -407,10 +417,10 @@ func checkStateOnRelease(t *testing.T, decoder string, records []coordination.St
 			t.Errorf("offset %d: this release does not decode the record: %s", r.Offset, here.Error)
 		}
 		if old[i].Error != "" {
-			t.Errorf("offset %d: release %s does not decode the record: %s", r.Offset, pinnedRelease[:7], old[i].Error)
+			t.Errorf("offset %d: release %s does not decode the record: %s", r.Offset, release[:7], old[i].Error)
 		}
 		if a, b := jsonText(t, here), jsonText(t, old[i]); a != b {
-			t.Errorf("offset %d: this release decodes %s, release %s %s", r.Offset, a, pinnedRelease[:7], b)
+			t.Errorf("offset %d: this release decodes %s, release %s %s", r.Offset, a, release[:7], b)
 		}
 		kind := here.Kind
 		if here.Tombstone {
