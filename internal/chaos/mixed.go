@@ -95,7 +95,11 @@ type MixedStep struct {
 // MixedRun is the outcome of [OrchestrateMixed]: the run, which [CheckRun]
 // checks like any other, and its steps.
 type MixedRun struct {
-	Info  *RunInfo
+	// Info describes the run; its StartMillis is the instant the first
+	// leadership had settled, before the first restart.
+	Info *RunInfo
+
+	// Steps lists the restarts in their order.
 	Steps []MixedStep
 }
 
