@@ -29,5 +29,11 @@
 //     Porcupine (github.com/anishathalye/porcupine) against a model of a
 //     fenced command log; a run passes only when both pass.
 //
+// [OrchestrateMixed] lays out a run of another shape: no nemesis, members
+// of two builds of the member binary (two releases of package
+// coordination) on one role through a rolling upgrade and a rollback,
+// which [CheckRun] checks like any run, and [Handovers] reads for the
+// handovers of the holder (docs/upgrades.md).
+//
 // The files of a run live in one directory: see [RunInfo] for the layout.
 package chaos

@@ -123,7 +123,8 @@ func WatchStdin(cancel context.CancelFunc) {
 
 // memberOptions are the library options of a member: the run's timings,
 // topic and clock, and heartbeats and the rival-mint watch only when the
-// run switches them on (RunInfo.Heartbeat, RunInfo.RivalWatch); every other
+// run switches them on (RunInfo.Heartbeat, RunInfo.RivalWatch,
+// RunInfo.ResignationAnchor); every other
 // extension stays at the specification's default (off).
 func memberOptions(info *RunInfo, lease coordination.LeaseConfig, clock coordination.Clock, logger *slog.Logger) []coordination.Option {
 	options := []coordination.Option{
@@ -139,6 +140,9 @@ func memberOptions(info *RunInfo, lease coordination.LeaseConfig, clock coordina
 	}
 	if info.RivalWatch {
 		options = append(options, coordination.WithRivalMintWatch())
+	}
+	if info.ResignationAnchor {
+		options = append(options, coordination.WithResignationAnchor())
 	}
 	return options
 }

@@ -64,6 +64,10 @@ type RunInfo struct {
 	// Heartbeat is the members' heartbeat interval, and zero when they run
 	// without heartbeats (the specification's default).
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// ResignationAnchor: the members run coordination.WithResignationAnchor
+	// (the mixed-release run, whose rolling restarts hand over in rank
+	// order, as krabka-coord's do).
+	ResignationAnchor bool `json:"resignation_anchor,omitempty"`
 	// RivalWatch: the members run coordination.WithRivalMintWatch.
 	RivalWatch      bool          `json:"rival_watch,omitempty"`
 	CommandInterval time.Duration `json:"command_interval"`

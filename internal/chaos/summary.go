@@ -265,6 +265,9 @@ func runOptions(info *RunInfo) string {
 	if info.RivalWatch {
 		on = append(on, "the rival-mint watch")
 	}
+	if info.ResignationAnchor {
+		on = append(on, "the resignation anchor")
+	}
 	if len(on) == 0 {
 		return "none (the specification's defaults)"
 	}
