@@ -48,6 +48,10 @@ type RunConfig struct {
 	// (coordination.WithRivalMintWatch).
 	RivalWatch                    bool
 	CommandInterval, WriteTimeout time.Duration
+	// Spread is the number of partitions of the command topic per role;
+	// 2 or more makes each command a Write of 2 or 3 records over them
+	// (see [MemberConfig].Spread).
+	Spread int
 
 	// Faults lists the fault kinds; MeanGap is the mean gap between two
 	// faults, MaxSkew the largest clock offset, BrokerRestartEvery the
@@ -201,6 +205,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		StateTopic:      runID + ".state",
 		StatePartitions: coordination.DefaultPartitions,
 		CommandTopic:    runID + ".commands",
+		CommandSpread:   config.Spread,
 		Roles:           roles,
 		Lease:           config.Lease,
 		Renew:           config.Renew,

@@ -94,6 +94,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"commands acknowledged", fmt.Sprint(r.Acknowledged)},
 		{"commands refused (ErrFenced)", fmt.Sprintf("%d (%d before any newer term)", r.Refused, r.SelfFenced)},
 		{"writes of unknown outcome", fmt.Sprintf("%d (%d present, each once)", r.Unknown, r.UnknownPresent)},
+		{"writes reported not committed", fmt.Sprintf("%d (any present is a false report)", r.NotCommitted)},
 		{"present, never acknowledged", fmt.Sprint(r.Unacknowledged)},
 		{"violations", fmt.Sprint(len(r.Violations))},
 		{"linearizable (Porcupine)", linearText(r.Linearizability)},
