@@ -358,8 +358,8 @@ type located struct {
 	role      string
 	partition int32
 	offset    int64
-	cmd    Command
-	token  coordination.FencingToken
+	cmd       Command
+	token     coordination.FencingToken
 }
 
 // Check verifies the safety properties of a run and measures its failovers.
