@@ -83,7 +83,7 @@ func NewMemberNetwork(brokers []string) (*MemberNetwork, error) {
 		if _, dup := n.proxies[broker]; dup {
 			continue
 		}
-		proxy, err := NewProxy("127.0.0.1:0", broker)
+		proxy, err := NewKafkaProxy("127.0.0.1:0", broker)
 		if err != nil {
 			n.Close()
 			return nil, err
