@@ -262,6 +262,9 @@ type Report struct {
 	// FaultsByKind counts the faults of the nemesis log.
 	FaultsByKind map[string]int `json:"faults"`
 
+	// RequestFaults counts the request faults by API key.
+	RequestFaults []RequestFaultStats `json:"request_faults,omitempty"`
+
 	// LeadershipChanges counts, over all roles, the changes of term along
 	// the command stream.
 	LeadershipChanges int `json:"leadership_changes"`
@@ -369,6 +372,7 @@ func Check(in CheckInput) *Report {
 	for _, f := range in.Faults {
 		r.FaultsByKind[f.Kind]++
 	}
+	r.RequestFaults = countRequestFaults(in.Faults)
 	byID := make(map[CommandID][]located)
 	streams := make(map[string][]located)
 	for _, role := range in.Roles {

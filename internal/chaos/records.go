@@ -232,11 +232,20 @@ const (
 	// coordinators, and the members must wait for the heal for what only
 	// that node serves.
 	FaultBrokerCut = "broker-cut"
+
+	// FaultRequest faults one Kafka request of one member, of an API key
+	// drawn from the run's --request-keys, in one of the [RequestModes]: a
+	// delay, a lost answer, a hold until the client resent it, or a
+	// duplicate. The member's Kafka-aware proxy carries it out
+	// ([RequestFaulter], [Arm]); the fault records the request it took
+	// ([Fault].Hit), or none if no request of the key came within the
+	// hold.
+	FaultRequest = "request"
 )
 
 // AllFaults lists every fault kind, in the order of the summary table.
 var AllFaults = []string{FaultPause, FaultKill, FaultCut, FaultSkew, FaultBrokerRestart,
-	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart, FaultBrokerCut}
+	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart, FaultBrokerCut, FaultRequest}
 
 // MemberFaults lists the faults of a member process, and ClusterFaults the
 // faults of a node of a multi-broker cluster.
@@ -293,6 +302,12 @@ type Fault struct {
 
 	// SkewMillis is the clock offset of a skew.
 	SkewMillis int64 `json:"skew,omitempty"`
+
+	// Request is the mode of a request fault, Keys the API keys it was
+	// armed for, and Hit the request it took (nil: none came).
+	Request RequestMode `json:"request,omitempty"`
+	Keys    []int16     `json:"keys,omitempty"`
+	Hit     *RequestHit `json:"hit,omitempty"`
 
 	// LeaderOf lists the roles that the orchestrator saw the target lead when
 	// the fault began.

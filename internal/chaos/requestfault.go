@@ -211,15 +211,9 @@ func (p *Proxy) Requests() []RequestCount {
 	defer p.mu.Unlock()
 	out := make([]RequestCount, 0, len(p.counts))
 	for kv, n := range p.counts {
-		out = append(out, RequestCount{Key: kv[0], Version: kv[1], API: APIName(kv[0]), Count: n})
+		out = append(out, RequestCount{Key: kv[0], Version: kv[1], Count: n})
 	}
-	slices.SortFunc(out, func(a, b RequestCount) int {
-		if a.Key != b.Key {
-			return int(a.Key) - int(b.Key)
-		}
-		return int(a.Version) - int(b.Version)
-	})
-	return out
+	return SumRequests(out)
 }
 
 // maxFrame bounds one Kafka frame the proxy reads (the broker's
@@ -527,4 +521,52 @@ func (p *Proxy) answers(l *link, upstream net.Conn) {
 			l.clientDead.Store(true)
 		}
 	}
+}
+
+// RequestFaultStats counts the request faults of one API key in a run:
+// how many were armed for it, how many took a request (by mode), and how
+// many held requests reached the broker after their client had given up
+// on the connection (applied late).
+type RequestFaultStats struct {
+	Key    int16          `json:"key"`
+	API    string         `json:"api"`
+	Armed  int            `json:"armed"`
+	Fired  int            `json:"fired"`
+	ByMode map[string]int `json:"by_mode"`
+	Late   int            `json:"applied_late"`
+}
+
+// countRequestFaults sums up the request faults of a nemesis log by API
+// key, in key order.
+func countRequestFaults(faults []Fault) []RequestFaultStats {
+	byKey := make(map[int16]*RequestFaultStats)
+	get := func(key int16) *RequestFaultStats {
+		if byKey[key] == nil {
+			byKey[key] = &RequestFaultStats{Key: key, API: APIName(key), ByMode: make(map[string]int)}
+		}
+		return byKey[key]
+	}
+	for _, f := range faults {
+		if f.Kind != FaultRequest {
+			continue
+		}
+		for _, key := range f.Keys {
+			get(key).Armed++
+		}
+		if f.Hit == nil {
+			continue
+		}
+		st := get(f.Hit.Key)
+		st.Fired++
+		st.ByMode[string(f.Request)]++
+		if f.Hit.ClientGone {
+			st.Late++
+		}
+	}
+	out := make([]RequestFaultStats, 0, len(byKey))
+	for _, st := range byKey {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(a, b RequestFaultStats) int { return int(a.Key) - int(b.Key) })
+	return out
 }

@@ -3,8 +3,10 @@ package chaos
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,5 +251,58 @@ func TestKafkaProxyHoldsARequestUntilTheClientResentIt(t *testing.T) {
 	}
 	if hit, ok := armed.Hit(); !ok || !hit.ClientGone || !hit.Resent || hit.ReleasedMillis == 0 {
 		t.Fatalf("Hit() = %+v, %v; want released late, after the client closed and resent", hit, ok)
+	}
+}
+
+func TestPlanTakesTurnsAtTheRequestKeysAndModes(t *testing.T) {
+	keys := []int16{endTxn, metadata, 22}
+	steps, err := NewPlan(PlanConfig{Seed: 3, Duration: 10 * time.Minute, Members: 3, Roles: 2, Faults: []string{FaultRequest},
+		Lease: 3 * time.Second, MeanGap: 5 * time.Second, RequestKeys: keys, RequestGap: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := make(map[string]bool)
+	for _, s := range steps {
+		if s.Kind != FaultRequest || !slices.Contains(keys, s.Key) || s.Hold <= 0 || (s.Request == RequestDelay) != (s.Delay > 0) {
+			t.Fatalf("step %+v: want a request fault of one of %v, with a hold, and a delay for the delay mode only", s, keys)
+		}
+		pairs[fmt.Sprintf("%d/%s", s.Key, s.Request)] = true
+	}
+	if want := len(keys) * len(RequestModes); len(pairs) != want {
+		t.Fatalf("%d steps hold %d (key, mode) pairs: %v; want all %d", len(steps), len(pairs), pairs, want)
+	}
+}
+
+func TestParseRequestKeys(t *testing.T) {
+	got, err := ParseRequestKeys("EndTxn, initproducerid,3,EndTxn")
+	if err != nil || !slices.Equal(got, []int16{3, 22, 26}) {
+		t.Fatalf("ParseRequestKeys = %v, %v; want [3 22 26]", got, err)
+	}
+	if got, err := ParseRequestKeys("library"); err != nil || len(got) != len(LibraryRequestKeys) {
+		t.Fatalf("ParseRequestKeys(library) = %v, %v", got, err)
+	}
+	if _, err := ParseRequestKeys("EndTxx"); err == nil || !strings.Contains(err.Error(), "EndTxx") {
+		t.Fatalf("ParseRequestKeys(EndTxx) error = %v; want one that names it", err)
+	}
+}
+
+func TestCheckCountsRequestFaultsByAPI(t *testing.T) {
+	in := clean(t).in
+	in.Faults = append(in.Faults,
+		Fault{Index: 5, Kind: FaultRequest, Target: "m1", Request: RequestHold, Keys: []int16{endTxn}, Hit: &RequestHit{Key: endTxn, API: "EndTxn", ClientGone: true}},
+		Fault{Index: 6, Kind: FaultRequest, Target: "m2", Request: RequestDuplicate, Keys: []int16{endTxn}, Hit: &RequestHit{Key: endTxn, API: "EndTxn"}},
+		Fault{Index: 7, Kind: FaultRequest, Target: "m2", Request: RequestDelay, Keys: []int16{metadata}})
+	r := Check(in)
+	if len(r.RequestFaults) != 2 {
+		t.Fatalf("RequestFaults = %+v; want Metadata and EndTxn", r.RequestFaults)
+	}
+	m, e := r.RequestFaults[0], r.RequestFaults[1]
+	if m.API != "Metadata" || m.Armed != 1 || m.Fired != 0 || e.API != "EndTxn" || e.Armed != 2 || e.Fired != 2 || e.Late != 1 ||
+		e.ByMode[string(RequestHold)] != 1 || e.ByMode[string(RequestDuplicate)] != 1 {
+		t.Fatalf("RequestFaults = %+v", r.RequestFaults)
+	}
+	var table strings.Builder
+	if err := NewSummary(&RunInfo{}, r).WriteTable(&table); err != nil || !strings.Contains(table.String(), "EndTxn 2/2 (hold 1, duplicate 1; 1 applied late)") {
+		t.Fatalf("summary table: %v\n%s", err, table.String())
 	}
 }

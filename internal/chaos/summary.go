@@ -113,6 +113,19 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		}
 		rows = append(rows, [2]string{"leaderships ended, by cause", strings.Join(causes, "; ")})
 	}
+	if len(r.RequestFaults) > 0 {
+		var apis []string
+		for _, st := range r.RequestFaults {
+			var modes []string
+			for _, mode := range RequestModes {
+				if n := st.ByMode[string(mode)]; n > 0 {
+					modes = append(modes, fmt.Sprintf("%s %d", mode, n))
+				}
+			}
+			apis = append(apis, fmt.Sprintf("%s %d/%d (%s; %d applied late)", st.API, st.Fired, st.Armed, strings.Join(modes, ", "), st.Late))
+		}
+		rows = slices.Insert(rows, 6, [2]string{"request faults by API, taken/armed", strings.Join(apis, "; ")})
+	}
 	if s.Nodes > 0 {
 		rows = slices.Insert(rows, 3, [2]string{"brokers / replication factor", fmt.Sprintf("%d / %d", s.Nodes, s.ReplicationFactor)})
 	}
