@@ -269,7 +269,7 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		}
 		if f, armed, ok := n.begin(step, busy, skewed); ok {
 			healAt := time.Now().Add(step.Hold)
-			if step.Kind == FaultRequest {
+			if step.Kind == FaultRequest && step.Request == RequestHold {
 				healAt = healAt.Add(resendWait + 2*time.Second) // a hold's release, logged with its heal
 			}
 			pending = append(pending, active{fault: f, healAt: healAt, armed: armed})
@@ -417,7 +417,7 @@ func (n *Nemesis) begin(step Step, busy map[string]string, side map[string]bool)
 			_, taken := busy[member]
 			return !taken
 		}
-		return !side[sideKey(step.Kind, member)]
+		return step.Kind == FaultRequest || !side[sideKey(step.Kind, member)] // request faults stack up
 	}
 	// The rule's target first, then the members in order after it.
 	first := step.Member
@@ -463,7 +463,6 @@ func (n *Nemesis) begin(step Step, busy map[string]string, side map[string]bool)
 			err = errors.New("the actions cannot fault a request")
 			break
 		}
-		side[sideKey(step.Kind, target)] = true
 		armed, err = faulter.ArmRequest(target, RequestFault{Mode: step.Request, Keys: f.Keys, Delay: step.Delay, MaxHold: step.Hold})
 	}
 	if err != nil {

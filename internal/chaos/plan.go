@@ -193,13 +193,16 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 		k := 0
 		for at := time.Duration(between(0.3, 1) * float64(gap)); at < c.Duration; at += time.Duration(between(0.5, 1.5) * float64(gap)) {
 			s := Step{At: at, Kind: FaultRequest, LeaderOf: -1, Member: rng.IntN(c.Members),
-				Key: keys[k%len(keys)], Request: modes[(k/len(keys))%len(modes)], Hold: scale(1, 3)}
+				Key: keys[k%len(keys)], Request: modes[(k/len(keys))%len(modes)], Hold: scale(0.3, 1)}
 			k++
 			if rng.Float64() < 0.7 {
 				s.LeaderOf = rng.IntN(c.Roles)
 			}
-			if s.Request == RequestDelay {
+			switch s.Request {
+			case RequestDelay:
 				s.Delay = scale(0.1, 1)
+			case RequestHold:
+				s.Hold = scale(1, 2) // past the client's read timeout (a renew interval and more)
 			}
 			steps = append(steps, s)
 		}

@@ -53,7 +53,7 @@ type Proxy struct {
 	gate  chan struct{} // closed while healed; a stall holds bytes on it
 
 	kafka  bool               // Kafka-aware: frames, request faults, counts
-	armed  *ArmedRequest      // the armed request fault, if any
+	armed  []*ArmedRequest    // the armed request faults, earliest first
 	counts map[[2]int16]int64 // (API key, version) -> requests forwarded
 	sent   map[int16]int64    // API key -> requests forwarded
 

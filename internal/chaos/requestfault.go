@@ -155,9 +155,7 @@ func (a *ArmedRequest) Hit() (RequestHit, bool) {
 func (a *ArmedRequest) Disarm() {
 	for _, p := range a.proxies {
 		p.mu.Lock()
-		if p.armed == a {
-			p.armed = nil
-		}
+		p.armed = slices.DeleteFunc(p.armed, func(b *ArmedRequest) bool { return b == a })
 		p.mu.Unlock()
 	}
 }
@@ -182,14 +180,14 @@ func (a *ArmedRequest) update(f func(h *RequestHit)) {
 	f(a.hit)
 }
 
-// Arm arms a request fault on the proxies (one armed fault per proxy; a
-// second replaces the first). The first matching request on any of them
-// takes it.
+// Arm arms a request fault on the proxies. The first matching request on
+// any of them takes it. Faults armed together each take a request of
+// their own, the earliest armed first.
 func Arm(fault RequestFault, proxies ...*Proxy) *ArmedRequest {
 	a := &ArmedRequest{fault: fault, proxies: proxies}
 	for _, p := range proxies {
 		p.mu.Lock()
-		p.armed = a
+		p.armed = append(p.armed, a)
 		p.mu.Unlock()
 	}
 	return a
@@ -330,11 +328,13 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 		p.mu.Lock()
 		p.counts[[2]int16{key, version}]++
 		p.sent[key]++
-		armed := p.armed
-		if armed != nil && armed.take(key, version) {
-			p.armed = nil
-		} else {
-			armed = nil
+		var armed *ArmedRequest
+		for i, a := range p.armed {
+			if a.take(key, version) {
+				armed = a
+				p.armed = slices.Delete(p.armed, i, i+1)
+				break
+			}
 		}
 		p.mu.Unlock()
 		if armed == nil {

@@ -306,3 +306,27 @@ func TestCheckCountsRequestFaultsByAPI(t *testing.T) {
 		t.Fatalf("summary table: %v\n%s", err, table.String())
 	}
 }
+
+func TestKafkaProxyGivesEachArmedFaultARequestOfItsOwn(t *testing.T) {
+	p, b := newKafkaProxy(t)
+	first := Arm(RequestFault{Mode: RequestDuplicate, Keys: []int16{endTxn}}, p)
+	second := Arm(RequestFault{Mode: RequestDuplicate, Keys: []int16{endTxn}}, p)
+	c := dialKafka(t, p)
+	c.send(t, endTxn, 1, "a")
+	c.send(t, endTxn, 2, "b")
+	c.send(t, endTxn, 3, "c")
+	for want := int32(1); want <= 3; want++ {
+		if corr, _, err := c.answer(5 * time.Second); err != nil || corr != want {
+			t.Fatalf("answer = %d, %v; want %d", corr, err, want)
+		}
+	}
+	if b.count("a") != 2 || b.count("b") != 2 || b.count("c") != 1 {
+		t.Fatalf("applied a %d, b %d, c %d times; want 2, 2, 1", b.count("a"), b.count("b"), b.count("c"))
+	}
+	if _, ok := first.Hit(); !ok {
+		t.Fatal("the first fault took no request")
+	}
+	if _, ok := second.Hit(); !ok {
+		t.Fatal("the second fault took no request")
+	}
+}
