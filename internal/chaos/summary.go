@@ -90,7 +90,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"faults", fmt.Sprintf("%d: %s", total, strings.Join(faults, " "))},
 		{"leadership changes", fmt.Sprintf("%d in the command stream (%d lease terms)", r.LeadershipChanges, r.LeaseTerms)},
 		{"per role", strings.Join(roles, "; ")},
-		{"commands in the log", fmt.Sprint(r.Commands)},
+		{"command records in the log", fmt.Sprint(r.Commands)},
 		{"commands acknowledged", fmt.Sprint(r.Acknowledged)},
 		{"commands refused (ErrFenced)", fmt.Sprintf("%d (%d before any newer term)", r.Refused, r.SelfFenced)},
 		{"writes of unknown outcome", fmt.Sprintf("%d (%d present, each once)", r.Unknown, r.UnknownPresent)},
