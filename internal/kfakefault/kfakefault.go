@@ -286,4 +286,3 @@ func ErrorResponse(req kmsg.Request, code int16) (kmsg.Response, error) {
 	}
 	return resp, nil
 }
-
