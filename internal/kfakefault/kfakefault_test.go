@@ -153,3 +153,24 @@ func TestErrorResponseRefusesAnUnknownKey(t *testing.T) {
 		t.Fatal("ErrorResponse(Heartbeat) = nil error; want one that names the key")
 	}
 }
+
+// TestErrorResponseEncodesAtEveryVersion builds the error answer of each
+// request it knows, at every version kmsg knows, and encodes it: an
+// answer that a kfake cluster could not write would fail a fault silently.
+func TestErrorResponseEncodesAtEveryVersion(t *testing.T) {
+	for _, key := range []kmsg.Key{kmsg.InitProducerID, kmsg.EndTxn, kmsg.AddPartitionsToTxn, kmsg.Produce,
+		kmsg.FindCoordinator, kmsg.DescribeTransactions, kmsg.ListOffsets, kmsg.Metadata} {
+		req := kmsg.RequestForKey(key.Int16())
+		for v := int16(0); v <= req.MaxVersion(); v++ {
+			req := kmsg.RequestForKey(key.Int16())
+			req.SetVersion(v)
+			resp, err := ErrorResponse(req, kerr.NotCoordinator.Code)
+			if err != nil {
+				t.Fatalf("%s v%d: %v", kmsg.NameForKey(key.Int16()), v, err)
+			}
+			if resp.GetVersion() != v || len(resp.AppendTo(nil)) == 0 {
+				t.Fatalf("%s v%d: an answer of version %d", kmsg.NameForKey(key.Int16()), v, resp.GetVersion())
+			}
+		}
+	}
+}
