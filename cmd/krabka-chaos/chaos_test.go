@@ -194,6 +194,8 @@ func TestRunRejectsBadUsage(t *testing.T) {
 		{"check"},
 		{"member", "--id", "m1"},
 		{"run", "--no-such-flag"},
+		{"run", "--brokers", "127.0.0.1:1", "--faults", "request", "--request-keys", "EndTxx"},
+		{"run", "--brokers", "127.0.0.1:1", "--spread", "0"},
 	} {
 		if args != nil && len(args) == 3 && args[2] == "" {
 			t.Setenv("KRABKA_KAFKA_BROKERS", "")
