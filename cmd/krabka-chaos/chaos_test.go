@@ -74,6 +74,40 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// TestChaosRequests builds krabka-chaos and runs the request nemesis
+// against the real broker of KRABKA_KAFKA_BROKERS for 35 s (3 members, a
+// request fault every 300 ms on average, every API key the library sends,
+// every mode: a delay, a lost answer, a hold until the client resent the
+// request, a duplicate), each command a Write of 2 or 3 records on 2
+// partitions. Beside runChaos's checks (no violation, torn writes and
+// false reports among them, no lost command, a history that linearizes),
+// it asserts that the faults took requests of at least 4 API keys, and
+// at least 25 requests in all. It fails without a broker under CI. The
+// whole test takes about a minute.
+func TestChaosRequests(t *testing.T) {
+	cluster := kafkatest.Kafka(t)
+	seed := "8"
+	if value := os.Getenv("KRABKA_CHAOS_SEED"); value != "" {
+		seed = value
+	}
+	r := runChaos(t, []string{"run", "--brokers", strings.Join(cluster.Brokers, ","), "--duration", "35s", "--seed", seed,
+		"--members", "3", "--faults", "request", "--request-gap", "300ms", "--spread", "2"}, 5*time.Minute)
+	taken, keys := 0, 0
+	for _, st := range r.RequestFaults {
+		t.Logf("%s: %d of %d armed faults took a request (%v), %d applied late", st.API, st.Fired, st.Armed, st.ByMode, st.Late)
+		taken += st.Fired
+		if st.Fired > 0 {
+			keys++
+		}
+	}
+	if taken < 25 || keys < 4 {
+		t.Errorf("the request faults took %d requests of %d API keys; want at least 25 of 4", taken, keys)
+	}
+	if r.FaultsByKind[chaos.FaultRequest] == 0 || r.Commands == 0 {
+		t.Errorf("faults %v, %d commands; want request faults and commands", r.FaultsByKind, r.Commands)
+	}
+}
+
 // TestChaosCluster builds krabka-chaos and runs it against the 3-node KRaft
 // cluster of KRABKA_KAFKA_CLUSTER_BROKERS (scripts/kafka-cluster.sh:
 // replication factor 3, min.insync.replicas 2, Kafka's default failure
@@ -160,6 +194,8 @@ func TestRunRejectsBadUsage(t *testing.T) {
 		{"check"},
 		{"member", "--id", "m1"},
 		{"run", "--no-such-flag"},
+		{"run", "--brokers", "127.0.0.1:1", "--faults", "request", "--request-keys", "EndTxx"},
+		{"run", "--brokers", "127.0.0.1:1", "--spread", "0"},
 	} {
 		if args != nil && len(args) == 3 && args[2] == "" {
 			t.Setenv("KRABKA_KAFKA_BROKERS", "")

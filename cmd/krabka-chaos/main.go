@@ -13,7 +13,9 @@
 // and logs every acknowledged command to its ack log. A nemesis, drawn from
 // --seed, pauses members past their lease (SIGSTOP), kills and restarts them
 // (SIGKILL), cuts their network to the brokers (each member dials each
-// broker through a proxy of its own), skews their clocks, restarts the
+// broker through a Kafka-aware proxy of its own), delays, loses the answer
+// of, holds until resent, or duplicates one request of an API key of
+// --request-keys (the fault kind request), skews their clocks, restarts the
 // single broker when --broker-restart-cmd is given, and, on a multi-broker
 // cluster with --cluster-cmd, kills the transaction coordinator of a role
 // or the leader of the state partition, stops the active controller, and
@@ -119,6 +121,9 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxSkew := fs.Duration("max-skew", 5*time.Second, "largest clock offset of a skew")
 	restartCmd := fs.String("broker-restart-cmd", "", "shell command that restarts the broker on its data, e.g. \"scripts/kafka-stop.sh --kill && scripts/kafka-start.sh --restart-keep-data\"; enables the broker-restart fault")
 	restartEvery := fs.Duration("broker-restart-every", 2*time.Minute, "one broker restart in each window of this length")
+	requestKeys := fs.String("request-keys", "library", "API keys of the request faults, numbers or names (EndTxn, InitProducerId, ...), comma-separated; \"library\" is every request the library sends")
+	requestGap := fs.Duration("request-gap", 0, "mean gap between two request faults (default --mean-gap)")
+	spread := fs.Int("spread", 2, "partitions of the command topic per role: with 2 or more, each command is one Write of 2 or 3 records over them, so that the checkers see a torn transaction; 1 writes one record per command")
 	slack := fs.Duration("slack", 2*time.Second, "extra time a failover may take past lease + stagger x (members-1)")
 	settle := fs.Duration("settle", time.Minute, "longest wait for open transactions to end before the check")
 	out := fs.String("out", "", "run directory (default a new directory under the system temp dir)")
@@ -133,7 +138,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	kinds := splitList(*faults)
 	if *faults == "all" {
-		kinds = slices.Clone(chaos.MemberFaults)
+		kinds = append(slices.Clone(chaos.MemberFaults), chaos.FaultRequest)
 		if *restartCmd != "" {
 			kinds = append(kinds, chaos.FaultBrokerRestart)
 		}
@@ -155,6 +160,18 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *meanGap == 0 {
 		*meanGap = *lease * 17 / 10
 	}
+	var keys []int16
+	if slices.Contains(kinds, chaos.FaultRequest) {
+		var err error
+		if keys, err = chaos.ParseRequestKeys(*requestKeys); err != nil {
+			fmt.Fprintf(stderr, "krabka-chaos run: --request-keys: %v\n", err)
+			return exitUsage
+		}
+	}
+	if *spread < 1 {
+		fmt.Fprintf(stderr, "krabka-chaos run: --spread %d: want 1 or more\n", *spread)
+		return exitUsage
+	}
 	dir := *out
 	if dir == "" {
 		var err error
@@ -173,7 +190,8 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Brokers: splitList(*brokers), Members: *members, Roles: *roles,
 		Duration: *duration, Seed: *seed,
 		Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll, Heartbeat: *heartbeat, RivalWatch: *rivalWatch,
-		CommandInterval: *interval, WriteTimeout: *writeTimeout,
+		CommandInterval: *interval, WriteTimeout: *writeTimeout, Spread: *spread,
+		RequestKeys: keys, RequestGap: *requestGap,
 		Faults: kinds, MeanGap: *meanGap, MaxSkew: *maxSkew,
 		BrokerRestartEvery: *restartEvery, BrokerRestartCmd: *restartCmd,
 		ReplicationFactor: *replication, ClusterCmd: *clusterCmd, ClusterFaultEvery: *clusterEvery, ClusterHold: *clusterHold, ClusterDir: *clusterDir, MixedFaults: *mixed,

@@ -11,10 +11,12 @@ import (
 )
 
 // CommandRecord is one record of a partition of the command topic, as a
-// read_committed reader sees it, in offset order.
+// read_committed reader sees it, in offset order within its partition.
 type CommandRecord struct {
-	// Offset is the offset of the record in its partition.
-	Offset int64
+	// Partition is the partition of the record (one of the role's
+	// [CommandPartitions]), and Offset its offset there.
+	Partition int32
+	Offset    int64
 
 	// Value is the record value, the JSON encoding of a [Command].
 	Value []byte
@@ -162,6 +164,15 @@ const (
 	// writer never wrote a lease.
 	ViolationTermWithoutLease = "term-without-lease"
 
+	// ViolationTorn: a command (one Write of several records) is visible
+	// in part: the transaction that held it was torn.
+	ViolationTorn = "torn"
+
+	// ViolationFalseReport: a command whose Write returned an error that
+	// says nothing committed (an event [EventWriteFailed]) is visible: the
+	// library reported as known an outcome it could not know.
+	ViolationFalseReport = "false-report"
+
 	// ViolationMalformed: a command record does not decode.
 	ViolationMalformed = "malformed"
 )
@@ -251,6 +262,9 @@ type Report struct {
 	// FaultsByKind counts the faults of the nemesis log.
 	FaultsByKind map[string]int `json:"faults"`
 
+	// RequestFaults counts the request faults by API key.
+	RequestFaults []RequestFaultStats `json:"request_faults,omitempty"`
+
 	// LeadershipChanges counts, over all roles, the changes of term along
 	// the command stream.
 	LeadershipChanges int `json:"leadership_changes"`
@@ -280,6 +294,10 @@ type Report struct {
 	// UnknownPresent those of them that are present.
 	Unknown        int `json:"unknown_outcome"`
 	UnknownPresent int `json:"unknown_present"`
+
+	// NotCommitted counts the command writes whose error said that nothing
+	// committed; any of them present is a [ViolationFalseReport].
+	NotCommitted int `json:"not_committed"`
 
 	// Unacknowledged counts present commands that no ack and no event
 	// names: a write in flight when its member was killed.
@@ -338,12 +356,13 @@ func (r *Report) OK() bool {
 	return len(r.Violations) == 0 && len(r.Lost) == 0 && r.Linearizability.OK()
 }
 
-// located is a decoded command with its place in the log.
+// located is a decoded command record with its place in the log.
 type located struct {
-	role   string
-	offset int64
-	cmd    Command
-	token  coordination.FencingToken
+	role      string
+	partition int32
+	offset    int64
+	cmd       Command
+	token     coordination.FencingToken
 }
 
 // Check verifies the safety properties of a run and measures its failovers.
@@ -353,6 +372,7 @@ func Check(in CheckInput) *Report {
 	for _, f := range in.Faults {
 		r.FaultsByKind[f.Kind]++
 	}
+	r.RequestFaults = countRequestFaults(in.Faults)
 	byID := make(map[CommandID][]located)
 	streams := make(map[string][]located)
 	for _, role := range in.Roles {
@@ -363,13 +383,7 @@ func Check(in CheckInput) *Report {
 		}
 	}
 	for id, seen := range byID {
-		if len(seen) > 1 {
-			where := make([]string, len(seen))
-			for i, c := range seen {
-				where[i] = fmt.Sprintf("%s@%d", c.role, c.offset)
-			}
-			r.violate(ViolationDuplicate, seen[1].role, seen[1].offset, "command %s appears %d times: %v", id, len(seen), where)
-		}
+		checkParts(id, seen, r)
 	}
 	checkAcks(in, byID, termStarts(in, streams), r)
 	measureFailovers(in, streams, r)
@@ -385,6 +399,36 @@ func Check(in CheckInput) *Report {
 	return r
 }
 
+// checkParts checks the records of one command: each of its parts present
+// once (a part seen twice is a duplicate), and every part present if any
+// is (a transaction visible in part is torn).
+func checkParts(id CommandID, seen []located, r *Report) {
+	byPart := make(map[int][]located)
+	for _, c := range seen {
+		byPart[c.cmd.Part] = append(byPart[c.cmd.Part], c)
+	}
+	for part, copies := range byPart {
+		if len(copies) < 2 {
+			continue
+		}
+		where := make([]string, len(copies))
+		for i, c := range copies {
+			where[i] = fmt.Sprintf("%s@%d/%d", c.role, c.partition, c.offset)
+		}
+		slices.Sort(where)
+		r.violate(ViolationDuplicate, copies[1].role, copies[1].offset, "command %s part %d appears %d times: %v", id, part, len(copies), where)
+	}
+	parts := seen[0].cmd.PartCount()
+	if len(byPart) < parts {
+		var have []int
+		for part := range byPart {
+			have = append(have, part)
+		}
+		slices.Sort(have)
+		r.violate(ViolationTorn, seen[0].role, seen[0].offset, "command %s is visible in part: parts %v of %d", id, have, parts)
+	}
+}
+
 // checkRole walks the command stream of one role: decoding, term order,
 // writer order, and the lease behind each term.
 func checkRole(in CheckInput, role string, r *Report) []located {
@@ -397,13 +441,18 @@ func checkRole(in CheckInput, role string, r *Report) []located {
 	// not monotonic across brokers, so a legitimate successor may carry a
 	// smaller pair. A term is current from its first command on; a command
 	// of a term that was current before and is no more is an interleaving.
-	var current coordination.FencingToken
-	var currentWriter string
-	haveCurrent := false
-	ended := make(map[coordination.FencingToken]string) // a term superseded in the log -> its writer
-	writers := make(map[string]string)                  // token -> member/incarnation
-	lastSeq := make(map[string]located)                 // member/incarnation -> last command
-	termOf := make(map[string]map[string]bool)          // member -> tokens of its leases
+	// Each partition of the role is a log of its own, and is walked alone.
+	type partitionWalk struct {
+		current       coordination.FencingToken
+		currentWriter string
+		haveCurrent   bool
+		ended         map[coordination.FencingToken]string // a term superseded in the log -> its writer
+		lastSeq       map[string]located                   // member/incarnation -> last command
+	}
+	walks := make(map[int32]*partitionWalk)
+	terms := make(map[coordination.FencingToken]bool)
+	writers := make(map[string]string)         // token -> member/incarnation
+	termOf := make(map[string]map[string]bool) // member -> tokens of its leases
 	for _, lease := range in.Leases[role] {
 		if lease.Tombstone {
 			continue
@@ -427,41 +476,58 @@ func checkRole(in CheckInput, role string, r *Report) []located {
 		}
 		if cmd.Role != role {
 			r.violate(ViolationMalformed, role, record.Offset, "command %s names role %q in the partition of role %q", cmd.ID(), cmd.Role, role)
+			continue
 		}
-		c := located{role: role, offset: record.Offset, cmd: cmd, token: token}
+		if cmd.Part < 0 || cmd.Part >= cmd.PartCount() {
+			r.violate(ViolationMalformed, role, record.Offset, "command %s has part %d of %d", cmd.ID(), cmd.Part, cmd.PartCount())
+			continue
+		}
+		c := located{role: role, partition: record.Partition, offset: record.Offset, cmd: cmd, token: token}
 		stream = append(stream, c)
 		writer := fmt.Sprintf("%s/%d", cmd.Member, cmd.Incarnation)
+		w := walks[record.Partition]
+		if w == nil {
+			w = &partitionWalk{ended: make(map[coordination.FencingToken]string), lastSeq: make(map[string]located)}
+			walks[record.Partition] = w
+		}
 
 		switch {
-		case haveCurrent && token == current:
-			if writer != currentWriter {
+		case w.haveCurrent && token == w.current:
+			if writer != w.currentWriter {
 				r.violate(ViolationSharedToken, role, record.Offset,
-					"command %s of %s under term %s, which %s wrote under", cmd.ID(), writer, token, currentWriter)
+					"command %s of %s under term %s, which %s wrote under", cmd.ID(), writer, token, w.currentWriter)
 			}
-		case ended[token] != "":
+		case w.ended[token] != "":
 			r.violate(ViolationInterleave, role, record.Offset,
-				"command %s of term %s appears after term %s of %s began", cmd.ID(), token, current, currentWriter)
+				"command %s of term %s appears after term %s of %s began", cmd.ID(), token, w.current, w.currentWriter)
 		default:
-			if haveCurrent {
-				r.LeadershipChanges++
-				ended[current] = currentWriter
+			if w.haveCurrent {
+				w.ended[w.current] = w.currentWriter
 			}
-			report.Terms++
-			current, currentWriter, haveCurrent = token, writer, true
-			if !termOf[cmd.Member][cmd.Token] {
-				r.violate(ViolationTermWithoutLease, role, record.Offset,
-					"command %s opens term %s, under which %s wrote no lease record", cmd.ID(), token, cmd.Member)
+			if !terms[token] {
+				terms[token] = true
+				report.Terms++
+				if len(terms) > 1 {
+					r.LeadershipChanges++
+				}
+				if !termOf[cmd.Member][cmd.Token] {
+					r.violate(ViolationTermWithoutLease, role, record.Offset,
+						"command %s opens term %s, under which %s wrote no lease record", cmd.ID(), token, cmd.Member)
+				}
 			}
+			w.current, w.currentWriter, w.haveCurrent = token, writer, true
 		}
 		if prev, ok := writers[cmd.Token]; ok && prev != writer {
 			r.violate(ViolationSharedToken, role, record.Offset, "token %s written by %s and %s", token, prev, writer)
 		}
 		writers[cmd.Token] = writer
-		if prev, ok := lastSeq[writer]; ok && cmd.Seq <= prev.cmd.Seq {
-			r.violate(ViolationReorder, role, record.Offset,
-				"command %s appears after command %s at offset %d", cmd.ID(), prev.cmd.ID(), prev.offset)
+		if prev, ok := w.lastSeq[writer]; ok && (cmd.Seq < prev.cmd.Seq || cmd.Seq == prev.cmd.Seq && cmd.Part <= prev.cmd.Part) {
+			if cmd.ID() != prev.cmd.ID() || cmd.Part != prev.cmd.Part { // the same part twice is a duplicate, found below
+				r.violate(ViolationReorder, role, record.Offset,
+					"command %s appears after command %s at offset %d", cmd.ID(), prev.cmd.ID(), prev.offset)
+			}
 		}
-		lastSeq[writer] = c
+		w.lastSeq[writer] = c
 	}
 
 	// The lease terms of the role, in commit order, never go back: a lease
@@ -533,6 +599,14 @@ func checkAcks(in CheckInput, byID map[CommandID][]located, starts map[string]ma
 			named[id] = true
 			if len(byID[id]) > 0 {
 				r.UnknownPresent++
+			}
+		case EventWriteFailed:
+			r.NotCommitted++
+			named[id] = true
+			if len(byID[id]) > 0 {
+				c := byID[id][0]
+				r.violate(ViolationFalseReport, c.role, c.offset, "command %s is present, and its write returned at %s an error that says nothing committed: %s",
+					id, formatMillis(ev.WallMillis), ev.Error)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +421,151 @@ func TestCheckCountsRefusalsBeforeAnyNewerTerm(t *testing.T) {
 	r := Check(h.in)
 	if !r.OK() || r.Refused != 2 || r.SelfFenced != 1 {
 		t.Fatalf("Check = %v, refused %d, self-fenced %d; want ok, 2, 1", r.Violations, r.Refused, r.SelfFenced)
+	}
+}
+
+// writeParts appends the records of a command of parts parts, part i on
+// partition i%2 (the two partitions of the role), and returns it; the
+// caller logs its outcome. visible lists the parts that are appended, nil
+// for every part.
+func (h *history) writeParts(member, tok string, wall int64, parts int, visible []int) Command {
+	h.t.Helper()
+	h.seq[member]++
+	cmd := Command{Role: h.role, Member: member, Incarnation: 1, Seq: h.seq[member], Token: tok, WallMillis: wall, Parts: parts}
+	if visible == nil {
+		for i := range parts {
+			visible = append(visible, i)
+		}
+	}
+	for _, part := range visible {
+		h.appendPart(cmd, part)
+	}
+	return cmd
+}
+
+// appendPart appends one part of a command on partition part%2.
+func (h *history) appendPart(cmd Command, part int) {
+	h.t.Helper()
+	cmd.Part = part
+	value, err := json.Marshal(cmd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.in.Commands[h.role] = append(h.in.Commands[h.role], CommandRecord{Partition: int32(part % 2), Offset: h.offset, Value: value})
+	h.offset++
+}
+
+func (h *history) ack(cmd Command) {
+	h.in.Acks = append(h.in.Acks, Ack{Command: cmd, AckMillis: cmd.WallMillis + 5})
+}
+
+func (h *history) event(kind string, cmd Command, text string) {
+	h.in.Events = append(h.in.Events, Event{WallMillis: cmd.WallMillis + 5, Kind: kind, Member: cmd.Member, Incarnation: cmd.Incarnation,
+		Role: h.role, Seq: cmd.Seq, Token: cmd.Token, Error: text})
+}
+
+var none = []int{} // no part visible
+
+// cleanParts builds a run of multi-record writes over two partitions: m1
+// writes acknowledged commands of 2 and 3 parts, one of unknown outcome
+// that landed whole and one that did not land, and one reported as not
+// committed that did not land; m2 takes over after a kill of m1.
+func cleanParts(t *testing.T) *history {
+	h := newHistory(t)
+	h.lease("m1", "7:0")
+	for i := range 4 {
+		h.ack(h.writeParts("m1", "7:0", 1000+int64(i)*100, 2+i%2, nil))
+	}
+	h.event(EventWriteError, h.writeParts("m1", "7:0", 1400, 3, nil), "the outcome of the write is unknown")
+	h.event(EventWriteError, h.writeParts("m1", "7:0", 1420, 2, none), "the outcome of the write is unknown")
+	h.event(EventWriteFailed, h.writeParts("m1", "7:0", 1440, 2, none), "record too large, nothing committed")
+	h.in.Faults = append(h.in.Faults, Fault{Index: 0, Kind: FaultKill, Target: "m1", StartMillis: 1450, EndMillis: 3000})
+	h.lease("m2", "7:1")
+	for i := range 4 {
+		h.ack(h.writeParts("m2", "7:1", 4500+int64(i)*100, 2+i%2, nil))
+	}
+	return h
+}
+
+func TestCheckPassesACleanRunOfMultiRecordWrites(t *testing.T) {
+	r := Check(cleanParts(t).in)
+	if !r.OK() {
+		t.Fatalf("Check(clean run) violations %v, lost %v; want none", r.Violations, r.Lost)
+	}
+	if r.Acknowledged != 8 || r.Unknown != 2 || r.UnknownPresent != 1 || r.NotCommitted != 1 || r.LeadershipChanges != 1 {
+		t.Errorf("Check(clean run) = %d acked, %d unknown (%d present), %d not committed, %d changes; want 8, 2 (1), 1, 1",
+			r.Acknowledged, r.Unknown, r.UnknownPresent, r.NotCommitted, r.LeadershipChanges)
+	}
+}
+
+// TestCheckCatchesTearingAndFalseReports shows Check hand-made runs of
+// multi-record writes that break the promise of a guarded write, each a
+// small change of a clean one, and the violation each must get.
+func TestCheckCatchesTearingAndFalseReports(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(h *history)
+		want  string // the violation kinds, sorted, joined by commas; "lost" for a lost ack
+	}{
+		{"an acknowledged write visible in part", func(h *history) {
+			h.ack(h.writeParts("m2", "7:1", 5000, 3, []int{0, 2}))
+		}, ViolationTorn},
+		{"a write of unknown outcome visible in part", func(h *history) {
+			h.event(EventWriteError, h.writeParts("m2", "7:1", 5000, 2, []int{1}), "the outcome of the write is unknown")
+		}, ViolationTorn},
+		{"a write reported as not committed visible in part", func(h *history) {
+			h.event(EventWriteFailed, h.writeParts("m2", "7:1", 5000, 2, []int{0}), "nothing committed; the abort failed too")
+		}, ViolationFalseReport + "," + ViolationTorn},
+		{"a write reported as not committed visible whole", func(h *history) {
+			h.event(EventWriteFailed, h.writeParts("m2", "7:1", 5000, 2, nil), "nothing committed")
+		}, ViolationFalseReport},
+		{"an acknowledged write missing", func(h *history) {
+			h.ack(h.writeParts("m2", "7:1", 5000, 2, none))
+		}, "lost"},
+		{"an acknowledged write doubled", func(h *history) {
+			cmd := h.writeParts("m2", "7:1", 5000, 2, nil)
+			h.ack(cmd)
+			h.appendPart(cmd, 0)
+			h.appendPart(cmd, 1)
+		}, ViolationDuplicate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanParts(t)
+			tc.build(h)
+			r := Check(h.in)
+			if r.OK() {
+				t.Fatal("Check(...).OK() = true; want false")
+			}
+			got := kinds(r)
+			if tc.want == "lost" {
+				if len(r.Lost) != 1 || len(got) != 0 {
+					t.Fatalf("Check(...) lost %v, violations %v; want one lost command and no violation", r.Lost, r.Violations)
+				}
+				return
+			}
+			slices.Sort(got)
+			if strings.Join(slices.Compact(got), ",") != tc.want || len(r.Lost) != 0 {
+				t.Fatalf("Check(...) violations = %v, lost %v; want %s and nothing lost", r.Violations, r.Lost, tc.want)
+			}
+		})
+	}
+}
+
+func TestWriteResultClassifiesTheOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ResultOK},
+		{fmt.Errorf("coordination: write: %w", coordination.ErrNotHeld), ResultNotHeld},
+		{fmt.Errorf("coordination: write: %w", coordination.ErrFenced), ResultFenced},
+		{fmt.Errorf("coordination: write: %w: context deadline exceeded", coordination.ErrOutcomeUnknown), ResultUnknown},
+		{fmt.Errorf("coordination: commit: the commit failed and its outcome is unknown: %w", coordination.ErrProducerLost), ResultUnknown},
+		{fmt.Errorf("coordination: write to t-1 under 5:1, nothing committed: %w", coordination.ErrProducerLost), ResultNotCommitted},
+		{fmt.Errorf("coordination: write: MESSAGE_TOO_LARGE"), ResultNotCommitted},
+	} {
+		if got := writeResult(tc.err); got != tc.want {
+			t.Errorf("writeResult(%v) = %s; want %s", tc.err, got, tc.want)
+		}
 	}
 }

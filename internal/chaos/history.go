@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,10 +39,16 @@ const (
 	// anything went to the broker; nothing of it may be visible.
 	ResultNotHeld = "not-held"
 
-	// ResultUnknown: the write failed for another reason; it may or may not
-	// be visible, and its effect may land after its return (a transaction
-	// that ends in the background).
+	// ResultUnknown: the write's error says that its outcome is unknown
+	// (see outcomeUnknown); it may or may not be visible, as a whole, and
+	// its effect may land after its return (a transaction that ends in the
+	// background).
 	ResultUnknown = "unknown"
+
+	// ResultNotCommitted: the write failed with an error that says nothing
+	// committed (any error but a fence, a not-held and an unknown
+	// outcome); nothing of it may be visible.
+	ResultNotCommitted = "not-committed"
 
 	// ResultFailed: the acquisition returned an error. It may have minted
 	// an epoch; the linearizability check does not count on either.
@@ -68,8 +75,10 @@ type HistoryEntry struct {
 	// Role is the role of the call.
 	Role string `json:"role"`
 
-	// Seq is the sequence number of the command of a write ([Command]).
-	Seq int64 `json:"seq,omitempty"`
+	// Seq is the sequence number of the command of a write ([Command]),
+	// and Parts the number of its records (0 for one record).
+	Seq   int64 `json:"seq,omitempty"`
+	Parts int   `json:"parts,omitempty"`
 
 	// Token is the token of the leadership of a write, and the token won by
 	// an acquisition (on its return).
@@ -93,12 +102,12 @@ type historian struct {
 }
 
 // invoke logs the invocation of a call and returns its number.
-func (h *historian) invoke(op, role string, seq int64, token string) int64 {
+func (h *historian) invoke(op, role string, seq int64, parts int, token string) int64 {
 	if h == nil {
 		return 0
 	}
 	n := h.n.Add(1)
-	h.append(HistoryEntry{Op: op, Phase: PhaseInvoke, N: n, Role: role, Seq: seq, Token: token})
+	h.append(HistoryEntry{Op: op, Phase: PhaseInvoke, N: n, Role: role, Seq: seq, Parts: parts, Token: token})
 	return n
 }
 
@@ -117,18 +126,36 @@ func (h *historian) append(e HistoryEntry) {
 	}
 }
 
-// writeResult classifies the error of a guarded write.
+// writeResult classifies the error of a guarded write: acknowledged, not
+// held, of unknown outcome, fenced, or not committed. The contract of
+// [coordination.GuardedWriter] is that an error that wraps none of
+// ErrFenced, ErrProducerLost and ErrOutcomeUnknown means that nothing
+// committed; a lost producer says in its words whether anything may have
+// (see outcomeUnknown).
 func writeResult(err error) string {
 	switch {
 	case err == nil:
 		return ResultOK
 	case errors.Is(err, coordination.ErrNotHeld):
 		return ResultNotHeld // the leadership had ended: nothing went out
-	case errors.Is(err, coordination.ErrOutcomeUnknown):
+	case outcomeUnknown(err):
 		return ResultUnknown
 	case errors.Is(err, coordination.ErrFenced):
 		return ResultFenced
 	default:
-		return ResultUnknown
+		return ResultNotCommitted
 	}
+}
+
+// outcomeUnknown reports an error of a guarded write that says its records
+// may have committed. It is the one place of that decision: once every
+// such error wraps coordination.ErrOutcomeUnknown (branch ambiguous), its
+// body becomes that errors.Is alone. Until then a lost producer
+// (ErrProducerLost) says it in words: "nothing committed" means nothing
+// did, anything else may have.
+func outcomeUnknown(err error) bool {
+	if errors.Is(err, coordination.ErrOutcomeUnknown) {
+		return true
+	}
+	return errors.Is(err, coordination.ErrProducerLost) && !strings.Contains(err.Error(), "nothing committed")
 }

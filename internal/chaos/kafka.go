@@ -14,7 +14,7 @@ import (
 )
 
 // CreateTopics creates the state topic (compacted) and the command topic
-// (one partition per role) of a run, with the replication factor rf (0 or
+// (max(CommandSpread, 1) partitions per role) of a run, with the replication factor rf (0 or
 // less: the cluster's default.replication.factor) and the cluster's
 // min.insync.replicas, and returns the replication factor that the
 // cluster gave them. The harness reads and writes its own topics, never a
@@ -44,7 +44,7 @@ func CreateTopics(ctx context.Context, info *RunInfo, rf int) (int, error) {
 		configs    map[string]*string
 	}{
 		{info.StateTopic, info.StatePartitions, map[string]*string{"cleanup.policy": &compact, "min.compaction.lag.ms": &lag}},
-		{info.CommandTopic, len(info.Roles), nil},
+		{info.CommandTopic, len(info.Roles) * max(info.CommandSpread, 1), nil},
 	}
 	for _, topic := range topics {
 		for {
@@ -209,12 +209,14 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 	}
 	stateByPartition := make(map[int][]coordination.StateRecord)
 	for i, name := range info.Roles {
-		records, err := ReadCommitted(ctx, info.Brokers, info.CommandTopic, int32(i), settle)
-		if err != nil {
-			return in, err
-		}
-		for _, r := range records {
-			in.Commands[name] = append(in.Commands[name], CommandRecord{Offset: r.Offset, Value: r.Value})
+		for _, partition := range CommandPartitions(i, len(info.Roles), info.CommandSpread) {
+			records, err := ReadCommitted(ctx, info.Brokers, info.CommandTopic, partition, settle)
+			if err != nil {
+				return in, err
+			}
+			for _, r := range records {
+				in.Commands[name] = append(in.Commands[name], CommandRecord{Partition: partition, Offset: r.Offset, Value: r.Value})
+			}
 		}
 		role, err := coordination.NewRole(name)
 		if err != nil {

@@ -48,11 +48,41 @@ const (
 // OK reports a verdict that is not a failure: ok, or no history to check.
 func (l Linearizability) OK() bool { return l.Result == LinearOK || l.Result == LinearAbsent }
 
-// logEntry is one command of the final read of a role, in offset order.
+// logEntry is one record of the final read of a role, in offset order
+// within its partition.
 type logEntry struct {
-	id     string // CommandID.String
-	token  string
-	offset int64
+	id        string // CommandID.String
+	token     string
+	part      int
+	parts     int // Command.PartCount
+	partition int32
+	offset    int64
+}
+
+// maxRolePartitions bounds the partitions of one role that the model
+// follows (the state holds one count per partition, in an array, so that
+// states compare with ==).
+const maxRolePartitions = 8
+
+// roleLog is the final read of one role: a log per partition (the
+// partitions in order), and where the records of each command sit.
+type roleLog struct {
+	partitions []int32
+	logs       [][]logEntry
+	at         map[string][]logPos // command id -> its records
+}
+
+// logPos places one record: the index of its partition in roleLog, and its
+// index in that partition's log.
+type logPos struct{ p, i int }
+
+// total counts the records of the read.
+func (l *roleLog) total() int {
+	n := 0
+	for _, log := range l.logs {
+		n += len(log)
+	}
+	return n
 }
 
 // linOp is the input of one operation of the model.
@@ -60,20 +90,29 @@ type linOp struct {
 	kind   string // OpAcquire, OpWrite, or "read"
 	role   string
 	id     string // the command of a write
+	parts  int    // the records of a write's command (1 or more)
 	token  string
 	result string // of a write
 	member string
 	at     int64 // call instant, for the report
 }
 
-// linState is the state of the model of one role: how much of the final
-// read the linearized writes have produced, the token the coordinator
-// holds, and the tokens it deposed (sorted, "|"-joined, so that the state
-// compares with ==).
+// linState is the state of the model of one role: how much of each
+// partition of the final read the linearized writes have produced, the
+// token the coordinator holds, and the tokens it deposed (sorted,
+// "|"-joined, so that the state compares with ==).
 type linState struct {
-	matched int
+	matched [maxRolePartitions]int
 	holder  string
 	deposed string
+}
+
+func (s linState) produced() int {
+	n := 0
+	for _, m := range s.matched {
+		n += m
+	}
+	return n
 }
 
 func (s linState) isDeposed(token string) bool {
@@ -94,33 +133,45 @@ func (s linState) depose(token string) linState {
 }
 
 // fencedLogModel is the sequential specification of a fenced command log
-// of one role. The final read of each role
-// is known (logs): a write that lands must be the next record of that
-// read, and the read is legal once every record of it was produced, so
-// the state need not hold the log itself.
+// of one role. The final read of each role is known (logs): a write that
+// lands must produce the next records of that read, and the read is legal
+// once every record of it was produced, so the state need not hold the log
+// itself.
 //
 //   - An acquisition that wins token T makes T the token the coordinator
 //     holds and deposes the one before; a token once deposed is never won
 //     again.
-//   - A write acknowledged under T lands, and it may only land under the
-//     token the coordinator holds, as the next record of the read, once.
-//   - A write refused (fenced, or not held) does not land.
+//   - A write is one transaction of the parts of its command: it lands
+//     whole or not at all. It lands as the next records of each partition
+//     it writes, every part once, under the token the coordinator holds. A
+//     command visible in part, or a part visible twice, can never land.
+//   - A write acknowledged lands.
+//   - A write refused (fenced, not held) or reported as not committed does
+//     not land, so a record of it in the read is produced by nothing.
 //   - A write of unknown outcome lands if and only if the read holds it:
 //     command ids are unique, so a record can be produced by one write
 //     only, and the choice is no choice.
 //   - Since a write lands only under the holder's token, and a deposed
 //     token never comes back, no record of a deposed token follows the
-//     first record of its successor.
-func fencedLogModel(logs map[string][]logEntry, present map[string]bool) porcupine.Model {
+//     first record of its successor in a partition.
+func fencedLogModel(logs map[string]*roleLog, present map[string]bool) porcupine.Model {
 	land := func(s linState, op linOp) (bool, linState) {
 		log := logs[op.role]
-		if s.matched >= len(log) || log[s.matched].id != op.id || log[s.matched].token != op.token {
+		if log == nil || !landable(log, op) || op.token != s.holder || s.isDeposed(op.token) {
 			return false, s
 		}
-		if op.token != s.holder || s.isDeposed(op.token) {
-			return false, s
+		counts := make(map[int]int)
+		for _, pos := range log.at[op.id] {
+			counts[pos.p]++
 		}
-		s.matched++
+		for _, pos := range log.at[op.id] {
+			if pos.i < s.matched[pos.p] || pos.i >= s.matched[pos.p]+counts[pos.p] {
+				return false, s // not the next records of its partition
+			}
+		}
+		for p, n := range counts {
+			s.matched[p] += n
+		}
 		return true, s
 	}
 	return porcupine.Model{
@@ -138,7 +189,8 @@ func fencedLogModel(logs map[string][]logEntry, present map[string]bool) porcupi
 				}
 				return true, s
 			case "read":
-				return s.matched == len(logs[op.role]), s
+				log := logs[op.role]
+				return log == nil || s.produced() == log.total(), s
 			}
 			switch op.result {
 			case ResultOK:
@@ -148,7 +200,7 @@ func fencedLogModel(logs map[string][]logEntry, present map[string]bool) porcupi
 					return land(s, op)
 				}
 				return true, s
-			default: // fenced, not held: nothing lands
+			default: // fenced, not held, not committed: nothing lands
 				return true, s
 			}
 		},
@@ -158,15 +210,39 @@ func fencedLogModel(logs map[string][]logEntry, present map[string]bool) porcupi
 			case OpAcquire:
 				return fmt.Sprintf("%s acquire -> %s", op.member, op.token)
 			case "read":
-				return fmt.Sprintf("read %d records", len(logs[op.role]))
+				return fmt.Sprintf("read %d records", logs[op.role].total())
 			}
-			return fmt.Sprintf("write %s under %s -> %s", op.id, op.token, op.result)
+			return fmt.Sprintf("write %s (%d parts) under %s -> %s", op.id, op.parts, op.token, op.result)
 		},
 		DescribeState: func(state any) string {
 			s := state.(linState)
-			return fmt.Sprintf("%d records, holder %s, deposed %s", s.matched, s.holder, s.deposed)
+			return fmt.Sprintf("%d records, holder %s, deposed %s", s.produced(), s.holder, s.deposed)
 		},
 	}
+}
+
+// landable reports whether the read holds the command of a write whole:
+// each of its op.parts parts once, all under the write's token, and the
+// records of one partition next to each other.
+func landable(log *roleLog, op linOp) bool {
+	at := log.at[op.id]
+	if len(at) != op.parts {
+		return false
+	}
+	seen := make(map[int]bool)
+	last := make(map[int]int)
+	for _, pos := range at {
+		e := log.logs[pos.p][pos.i]
+		if e.token != op.token || e.part >= op.parts || seen[e.part] {
+			return false
+		}
+		seen[e.part] = true
+		if prev, ok := last[pos.p]; ok && pos.i != prev+1 {
+			return false
+		}
+		last[pos.p] = pos.i
+	}
+	return true
 }
 
 // LinearizabilityInput is what [CheckLinearizable] reads: the history of
@@ -200,18 +276,35 @@ func CheckLinearizable(in LinearizabilityInput) Linearizability {
 		out.Result = LinearAbsent
 		return out
 	}
-	logs := make(map[string][]logEntry)
+	logs := make(map[string]*roleLog)
 	present := make(map[string]bool)
 	for _, role := range in.Roles {
-		for _, rec := range in.Commands[role] {
-			var cmd Command
-			entry := logEntry{offset: rec.Offset, id: fmt.Sprintf("undecodable@%d", rec.Offset)}
-			if err := json.Unmarshal(rec.Value, &cmd); err == nil {
-				entry.id, entry.token = cmd.ID().String(), cmd.Token
+		records := slices.Clone(in.Commands[role])
+		slices.SortStableFunc(records, func(a, b CommandRecord) int {
+			return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+		})
+		log := &roleLog{at: make(map[string][]logPos)}
+		for _, rec := range records {
+			if len(log.partitions) == 0 || log.partitions[len(log.partitions)-1] != rec.Partition {
+				log.partitions = append(log.partitions, rec.Partition)
+				log.logs = append(log.logs, nil)
 			}
-			logs[role] = append(logs[role], entry)
+			var cmd Command
+			entry := logEntry{partition: rec.Partition, offset: rec.Offset, parts: 1, id: fmt.Sprintf("undecodable@%d/%d", rec.Partition, rec.Offset)}
+			if err := json.Unmarshal(rec.Value, &cmd); err == nil {
+				entry.id, entry.token, entry.part, entry.parts = cmd.ID().String(), cmd.Token, cmd.Part, cmd.PartCount()
+			}
+			p := len(log.logs) - 1
+			log.at[entry.id] = append(log.at[entry.id], logPos{p: p, i: len(log.logs[p])})
+			log.logs[p] = append(log.logs[p], entry)
 			present[entry.id] = true
 		}
+		if len(log.partitions) > maxRolePartitions {
+			out.Result = LinearIllegal
+			out.Detail = append(out.Detail, fmt.Sprintf("role %s: %d partitions, more than the model follows (%d)", role, len(log.partitions), maxRolePartitions))
+			return out
+		}
+		logs[role] = log
 	}
 
 	type key struct {
@@ -240,9 +333,10 @@ func CheckLinearizable(in LinearizabilityInput) Linearizability {
 	}
 	var ops []porcupine.Operation
 	var last int64
+	writes := make(map[string]linOp) // command id -> its write
 	for k, inv := range invokes {
 		ret, returned := returns[k]
-		op := linOp{kind: inv.Op, role: inv.Role, token: inv.Token, member: inv.Member, at: inv.Nanos}
+		op := linOp{kind: inv.Op, role: inv.Role, token: inv.Token, member: inv.Member, at: inv.Nanos, parts: max(inv.Parts, 1)}
 		o := porcupine.Operation{ClientId: client(inv.Member, inv.Incarnation), Call: inv.Nanos, Return: math.MaxInt64}
 		last = max(last, inv.Nanos)
 		if returned {
@@ -271,7 +365,9 @@ func CheckLinearizable(in LinearizabilityInput) Linearizability {
 			// changes no verdict, and spares the search a choice of
 			// places for it. A record of it in the read still fails the
 			// check: no operation produces it.
-			if op.result == ResultFenced || op.result == ResultNotHeld || op.result == ResultUnknown && !present[op.id] {
+			writes[op.id] = op
+			if op.result == ResultFenced || op.result == ResultNotHeld || op.result == ResultNotCommitted && !present[op.id] ||
+				op.result == ResultUnknown && !present[op.id] {
 				out.Inert++
 				continue
 			}
@@ -311,7 +407,7 @@ func CheckLinearizable(in LinearizabilityInput) Linearizability {
 			out.Detail = append(out.Detail, fmt.Sprintf("role %s: the search ran out of time (%s)", role, in.Timeout))
 		default:
 			out.Result = LinearIllegal
-			out.Detail = append(out.Detail, explain(model, role, logs[role], info))
+			out.Detail = append(out.Detail, explain(model, role, logs[role], writes, info))
 		}
 	}
 	out.Millis = time.Since(start).Milliseconds()
@@ -319,8 +415,9 @@ func CheckLinearizable(in LinearizabilityInput) Linearizability {
 }
 
 // explain replays the longest partial linearization of the history of a
-// role that failed and says where it stopped.
-func explain(model porcupine.Model, role string, log []logEntry, info porcupine.LinearizationInfo) string {
+// role that failed and says where it stopped, and why the write of the
+// record it stopped at cannot produce it.
+func explain(model porcupine.Model, role string, log *roleLog, writes map[string]linOp, info porcupine.LinearizationInfo) string {
 	var longest []porcupine.Operation
 	for _, partials := range info.PartialLinearizationsOperations() {
 		for _, p := range partials {
@@ -335,10 +432,61 @@ func explain(model porcupine.Model, role string, log []logEntry, info porcupine.
 	}
 	s := state.(linState)
 	next := "the final read (every record was produced)"
-	if s.matched < len(log) {
-		e := log[s.matched]
-		next = fmt.Sprintf("the record at offset %d, command %s under %s", e.offset, e.id, e.token)
+	var why string
+	// The next record of each partition: the first whose write cannot
+	// produce it says why, else the first.
+	for p, entries := range log.logs {
+		if s.matched[p] >= len(entries) {
+			continue
+		}
+		e := entries[s.matched[p]]
+		w := whyNot(log, writes, e.id)
+		if why == "" && (w != "" || next == "the final read (every record was produced)") {
+			next = fmt.Sprintf("the record at %d/%d, command %s part %d of %d under %s", e.partition, e.offset, e.id, e.part, e.parts, e.token)
+			why = w
+		}
 	}
-	return fmt.Sprintf("role %s: the longest linearization takes %d operations and produces %d of %d records (holder %s, deposed [%s]); no operation produces %s",
-		role, len(longest), s.matched, len(log), s.holder, s.deposed, next)
+	if why == "" {
+		// Every record was produced, or the next one is a write's that could
+		// land: name an acknowledged write that did not.
+		for _, op := range writes {
+			if op.role == role && op.result == ResultOK && !landable(log, op) {
+				why = whyNot(log, writes, op.id)
+				break
+			}
+		}
+	}
+	if why != "" {
+		why = ": " + why
+	}
+	return fmt.Sprintf("role %s: the longest linearization takes %d operations and produces %d of %d records (holder %s, deposed [%s]); no operation produces %s%s",
+		role, len(longest), s.produced(), log.total(), s.holder, s.deposed, next, why)
+}
+
+// whyNot says why the write of a command cannot produce its records.
+func whyNot(log *roleLog, writes map[string]linOp, id string) string {
+	op, ok := writes[id]
+	if !ok {
+		return "no write of it is in the history"
+	}
+	at := log.at[id]
+	parts := make(map[int]int)
+	for _, pos := range at {
+		parts[log.logs[pos.p][pos.i].part]++
+	}
+	switch {
+	case op.result == ResultOK && len(at) == 0:
+		return "its write was acknowledged, and it is missing from the read"
+	case op.result == ResultNotCommitted:
+		return "it is visible, and its write was reported as not committed (a false report)"
+	case op.result == ResultFenced || op.result == ResultNotHeld:
+		return fmt.Sprintf("it is visible, and its write was refused (%s)", op.result)
+	case len(parts) < op.parts:
+		return fmt.Sprintf("its write (%s) is visible in part: %d of %d parts (torn)", op.result, len(parts), op.parts)
+	case len(at) > op.parts:
+		return fmt.Sprintf("its write (%s) is visible twice: %d records for %d parts (doubled)", op.result, len(at), op.parts)
+	case !landable(log, op):
+		return fmt.Sprintf("its write (%s) cannot produce its records as read (another token, or other records between its parts)", op.result)
+	}
+	return ""
 }

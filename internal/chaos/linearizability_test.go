@@ -194,3 +194,114 @@ func TestLinearizableChecksRolesApart(t *testing.T) {
 		t.Errorf("Detail = %q; want one line, for role s", got.Detail)
 	}
 }
+
+// writeParts logs a write of a command of parts records, as write does.
+func (h *linHistory) writeParts(member, tok string, from, to int64, result string, parts int) Command {
+	cmd := h.write(member, tok, from, to, result)
+	cmd.Parts = parts
+	for i := len(h.in.History) - 1; i >= 0 && h.in.History[i].Seq == cmd.Seq && h.in.History[i].Member == member; i-- {
+		h.in.History[i].Parts = parts
+	}
+	return cmd
+}
+
+// readParts appends the listed parts of a command (nil: every part) to
+// the final read, part i on partition i%2.
+func (h *linHistory) readParts(cmd Command, parts []int) {
+	if parts == nil {
+		for i := range cmd.PartCount() {
+			parts = append(parts, i)
+		}
+	}
+	for _, part := range parts {
+		cmd.Part = part
+		value, err := json.Marshal(cmd)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.in.Commands["r"] = append(h.in.Commands["r"], CommandRecord{Partition: int32(part % 2), Offset: h.offset, Value: value})
+		h.offset += 2
+	}
+}
+
+// multiPart: m1 leads and writes commands of 2 and 3 records on two
+// partitions: acknowledged ones, one of unknown outcome that landed, one
+// of unknown outcome and one reported as not committed that did not; m2
+// takes over.
+func multiPart(h *linHistory) (c [6]Command) {
+	h.acquire("m1", "5:1", 0, 10)
+	c[0] = h.writeParts("m1", "5:1", 20, 30, ResultOK, 2)
+	c[1] = h.writeParts("m1", "5:1", 40, 50, ResultUnknown, 3) // landed
+	c[2] = h.writeParts("m1", "5:1", 60, 70, ResultUnknown, 2) // did not land
+	c[3] = h.writeParts("m1", "5:1", 80, 90, ResultNotCommitted, 3)
+	h.acquire("m2", "5:2", 100, 200)
+	c[4] = h.writeParts("m2", "5:2", 210, 220, ResultOK, 3)
+	c[5] = h.writeParts("m2", "5:2", 230, 240, ResultOK, 2)
+	return c
+}
+
+func TestLinearizablePassesMultiRecordWrites(t *testing.T) {
+	h := newLinHistory(t)
+	c := multiPart(h)
+	for _, i := range []int{0, 1, 4, 5} {
+		h.readParts(c[i], nil)
+	}
+	if got := h.check(); got.Result != LinearOK {
+		t.Fatalf("CheckLinearizable = %+v; want ok", got)
+	}
+}
+
+// TestLinearizableCatchesTearingAndFalseReports shows the Porcupine model
+// hand-made histories of multi-record writes that break the promise of a
+// guarded write; each must be illegal, and say why.
+func TestLinearizableCatchesTearingAndFalseReports(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read func(h *linHistory, c [6]Command)
+		want string // in Detail
+	}{
+		{"an acknowledged write visible in part", func(h *linHistory, c [6]Command) {
+			h.readParts(c[0], nil)
+			h.readParts(c[1], nil)
+			h.readParts(c[4], []int{0, 1})
+			h.readParts(c[5], nil)
+		}, "m2/1/1 part 0 of 3 under 5:2: its write (ok) is visible in part: 2 of 3 parts (torn)"},
+		{"a write of unknown outcome visible in part", func(h *linHistory, c [6]Command) {
+			h.readParts(c[0], nil)
+			h.readParts(c[1], []int{1})
+			h.readParts(c[4], nil)
+			h.readParts(c[5], nil)
+		}, "its write (unknown) is visible in part: 1 of 3 parts (torn)"},
+		{"a write reported as not committed visible", func(h *linHistory, c [6]Command) {
+			h.readParts(c[0], nil)
+			h.readParts(c[1], nil)
+			h.readParts(c[3], nil)
+			h.readParts(c[4], nil)
+			h.readParts(c[5], nil)
+		}, "m1/1/4 part 0 of 3 under 5:1: it is visible, and its write was reported as not committed (a false report)"},
+		{"an acknowledged write missing", func(h *linHistory, c [6]Command) {
+			h.readParts(c[0], nil)
+			h.readParts(c[1], nil)
+			h.readParts(c[4], nil)
+		}, "its write was acknowledged, and it is missing from the read"},
+		{"an acknowledged write doubled", func(h *linHistory, c [6]Command) {
+			h.readParts(c[0], nil)
+			h.readParts(c[1], nil)
+			h.readParts(c[4], nil)
+			h.readParts(c[5], nil)
+			h.readParts(c[5], nil)
+		}, "m2/1/2 part 0 of 2 under 5:2: its write (ok) is visible twice: 4 records for 2 parts (doubled)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLinHistory(t)
+			tc.read(h, multiPart(h))
+			got := h.check()
+			if got.Result != LinearIllegal {
+				t.Fatalf("CheckLinearizable = %+v; want illegal", got)
+			}
+			if text := strings.Join(got.Detail, "\n"); !strings.Contains(text, tc.want) {
+				t.Errorf("Detail = %q; want it to say %q", text, tc.want)
+			}
+		})
+	}
+}

@@ -21,8 +21,14 @@ type MemberConfig struct {
 	Incarnation int
 
 	// Roles lists the roles the member competes for. The leader of Roles[i]
-	// writes its commands to partition i of CommandTopic.
+	// writes its commands to the partitions [CommandPartitions] names.
 	Roles []string
+
+	// Spread is the number of partitions of CommandTopic per role. With 2
+	// or more, each command is one Write of 2 or 3 records (by the parity
+	// of its sequence number) spread over the role's partitions, so that a
+	// torn transaction shows; 0 or 1 writes one record on partition i.
+	Spread int
 
 	// CommandTopic is the topic of the commands.
 	CommandTopic string
@@ -117,7 +123,7 @@ func (m *Member) compete(ctx context.Context, transport coordination.Transport, 
 	}
 	for ctx.Err() == nil {
 		var leadership *coordination.Leadership
-		n := m.history.invoke(OpAcquire, role.String(), 0, "")
+		n := m.history.invoke(OpAcquire, role.String(), 0, 0, "")
 		err := m.Timed(ctx, CallAcquire, role.String(), func(ctx context.Context) (err error) {
 			leadership, err = coordination.AcquireLeadership(ctx, transport, role, member, m.config.Options...)
 			return err
@@ -173,37 +179,56 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			WallMillis:  time.Now().UnixMilli(),
 			ClockMillis: m.config.Clock.NowMillis(),
 		}
+		if m.config.Spread > 1 {
+			cmd.Parts = 2 + int(cmd.Seq%2)
+		}
+		records := m.commandRecords(cmd, partition)
+		write, cancel := context.WithTimeout(ctx, m.config.WriteTimeout)
+		n := m.history.invoke(OpWrite, role, cmd.Seq, cmd.Parts, token)
+		err := m.Timed(write, CallWrite, role, func(ctx context.Context) error {
+			return leadership.Write(ctx, records...)
+		})
+		cancel()
+		result := writeResult(err)
+		m.history.done(OpWrite, n, role, cmd.Seq, token, result)
+		switch {
+		case result == ResultOK:
+			if err := m.config.Acks.Append(Ack{Command: cmd, AckMillis: time.Now().UnixMilli()}); err != nil {
+				panic(fmt.Sprintf("chaos: ack log: %v", err)) // an ack that is not logged breaks the check
+			}
+		case result == ResultNotHeld:
+			// The leadership ended before the write: nothing was written.
+			// Done is closed, and the next lap reports the end.
+		case result == ResultFenced:
+			m.event(Event{Kind: EventFenced, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
+			return
+		case result == ResultUnknown:
+			m.event(Event{Kind: EventWriteError, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
+		default:
+			m.event(Event{Kind: EventWriteFailed, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
+		}
+	}
+}
+
+// commandRecords builds the cmd.PartCount() records of one command of the
+// role of index role, part i on the i-th partition of the role (modulo
+// their count), each carrying the command, its part index and the part
+// count.
+func (m *Member) commandRecords(cmd Command, role int) []coordination.GuardedRecord {
+	partitions := CommandPartitions(role, len(m.config.Roles), m.config.Spread)
+	parts := cmd.PartCount()
+	records := make([]coordination.GuardedRecord, parts)
+	for i := range parts {
+		cmd.Part = i
 		value, err := json.Marshal(cmd)
 		if err != nil {
 			panic(err) // a struct of strings and integers always encodes
 		}
-		write, cancel := context.WithTimeout(ctx, m.config.WriteTimeout)
-		n := m.history.invoke(OpWrite, role, cmd.Seq, token)
-		err = m.Timed(write, CallWrite, role, func(ctx context.Context) error {
-			return leadership.Write(ctx, coordination.GuardedRecord{
-				Topic:     m.config.CommandTopic,
-				Partition: partition,
-				Key:       []byte(role),
-				Value:     value,
-			})
-		})
-		cancel()
-		m.history.done(OpWrite, n, role, cmd.Seq, token, writeResult(err))
-		switch {
-		case err == nil:
-			if err := m.config.Acks.Append(Ack{Command: cmd, AckMillis: time.Now().UnixMilli()}); err != nil {
-				panic(fmt.Sprintf("chaos: ack log: %v", err)) // an ack that is not logged breaks the check
-			}
-		case errors.Is(err, coordination.ErrNotHeld):
-			// The leadership ended before the write: nothing was written.
-			// Done is closed, and the next lap reports the end.
-		case errors.Is(err, coordination.ErrFenced):
-			m.event(Event{Kind: EventFenced, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
-			return
-		default:
-			m.event(Event{Kind: EventWriteError, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
+		records[i] = coordination.GuardedRecord{
+			Topic: m.config.CommandTopic, Partition: int(partitions[i%len(partitions)]), Key: []byte(cmd.Role), Value: value,
 		}
 	}
+	return records
 }
 
 // Timed runs one call of package coordination under ctx and logs it to the

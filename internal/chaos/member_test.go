@@ -2,7 +2,7 @@ package chaos
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -51,7 +51,7 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		}
 		logs = append(logs, acks, events, history)
 		member, err := NewMember(MemberConfig{
-			ID: id, Incarnation: 1, Roles: roles, CommandTopic: commandTopic,
+			ID: id, Incarnation: 1, Roles: roles, CommandTopic: commandTopic, Spread: 2,
 			Options: []coordination.Option{
 				coordination.WithLeaseConfig(config),
 				coordination.WithPollInterval(20 * time.Millisecond),
@@ -95,7 +95,10 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 			// A commit whose reply is lost: the outcome is unknown to the
 			// writer, and the command must still appear once at most.
 			for _, tr := range transports {
-				tr.LoseNextReply(coordinationtest.OpWriteGuarded, errors.New("reply lost"))
+				// The error says so, as the GuardedWriter contract asks:
+				// a plain error would say that nothing committed, and the
+				// checkers would call the visible command a false report.
+				tr.LoseNextReply(coordinationtest.OpWriteGuarded, fmt.Errorf("reply lost: %w", coordination.ErrOutcomeUnknown))
 			}
 		}
 		f := Fault{Index: i, Kind: FaultCut, Target: id, StartMillis: time.Now().UnixMilli()}
@@ -120,8 +123,10 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		Config:   CheckConfig{Members: len(members), Lease: lease, Stagger: 50 * time.Millisecond, Slack: time.Second},
 	}
 	for i, name := range roles {
-		for _, r := range cluster.Records(coordination.TopicPartition{Topic: commandTopic, Partition: i}) {
-			in.Commands[name] = append(in.Commands[name], CommandRecord{Offset: r.Offset, Value: r.Value})
+		for _, p := range CommandPartitions(i, len(roles), 2) {
+			for _, r := range cluster.Records(coordination.TopicPartition{Topic: commandTopic, Partition: int(p)}) {
+				in.Commands[name] = append(in.Commands[name], CommandRecord{Partition: p, Offset: r.Offset, Value: r.Value})
+			}
 		}
 		role, _ := coordination.NewRole(name)
 		partition, err := coordination.RoleTopicPartition(role)

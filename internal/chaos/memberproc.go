@@ -94,6 +94,7 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		Incarnation:     incarnation,
 		Roles:           info.Roles,
 		CommandTopic:    info.CommandTopic,
+		Spread:          info.CommandSpread,
 		Options:         memberOptions(info, lease, clock, logger),
 		Clock:           clock,
 		CommandInterval: info.CommandInterval,

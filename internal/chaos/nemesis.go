@@ -73,6 +73,14 @@ type BrokerCutter interface {
 	HealBroker(node int32) error
 }
 
+// RequestFaulter is what the nemesis needs of its [Actions] for a
+// [FaultRequest]; the orchestrator implements it over the Kafka-aware
+// proxies of its members.
+type RequestFaulter interface {
+	// ArmRequest arms the fault on every proxy of the member.
+	ArmRequest(member string, fault RequestFault) (*ArmedRequest, error)
+}
+
 // clusterFaultBound bounds one cluster fault, its recovery included.
 const clusterFaultBound = 6 * time.Minute
 
@@ -114,6 +122,7 @@ type Nemesis struct {
 type active struct {
 	fault  Fault
 	healAt time.Time
+	armed  *ArmedRequest // a request fault's
 }
 
 // Run plays the schedule from start until its end or the end of ctx,
@@ -167,7 +176,15 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			delete(busy, f.Target)
 		case FaultSkew:
 			err = n.Actions.Skew(f.Target, 0)
-			delete(skewed, f.Target)
+			delete(skewed, sideKey(f.Kind, f.Target))
+		case FaultRequest:
+			delete(skewed, sideKey(f.Kind, f.Target))
+			if a.armed != nil {
+				a.armed.Disarm()
+				if hit, ok := a.armed.Hit(); ok {
+					f.Hit = &hit
+				}
+			}
 		}
 		f.EndMillis = time.Now().UnixMilli()
 		lastHeal = time.Now()
@@ -250,8 +267,12 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 			}
 			continue
 		}
-		if f, ok := n.begin(step, busy, skewed); ok {
-			pending = append(pending, active{fault: f, healAt: time.Now().Add(step.Hold)})
+		if f, armed, ok := n.begin(step, busy, skewed); ok {
+			healAt := time.Now().Add(step.Hold)
+			if step.Kind == FaultRequest && step.Request == RequestHold {
+				healAt = healAt.Add(resendWait + 2*time.Second) // a hold's release, logged with its heal
+			}
+			pending = append(pending, active{fault: f, healAt: healAt, armed: armed})
 		}
 	}
 }
@@ -378,19 +399,25 @@ func (n *Nemesis) clusterFault(ctx context.Context, step Step) Fault {
 	return f
 }
 
+// sideKey names a fault that runs beside the process faults (a skew, a
+// request fault) in the map of those in force: one of each kind per
+// member at a time.
+func sideKey(kind, member string) string { return kind + "/" + member }
+
 // begin starts one step of a member; it reports false for a skipped step.
-func (n *Nemesis) begin(step Step, busy map[string]string, skewed map[string]bool) (Fault, bool) {
+// A request fault returns what it armed.
+func (n *Nemesis) begin(step Step, busy map[string]string, side map[string]bool) (Fault, *ArmedRequest, bool) {
 	f := Fault{Index: step.Index, Kind: step.Kind, Rule: step.Rule(n.Roles), Mode: string(step.Mode), SkewMillis: step.SkewMillis}
-	processFault := step.Kind != FaultSkew
+	processFault := step.Kind != FaultSkew && step.Kind != FaultRequest
 	if processFault && len(busy) >= n.MaxDown {
-		return f, false
+		return f, nil, false
 	}
 	free := func(member string) bool {
 		if processFault {
 			_, taken := busy[member]
 			return !taken
 		}
-		return !skewed[member]
+		return step.Kind == FaultRequest || !side[sideKey(step.Kind, member)] // request faults stack up
 	}
 	// The rule's target first, then the members in order after it.
 	first := step.Member
@@ -409,12 +436,13 @@ func (n *Nemesis) begin(step Step, busy map[string]string, skewed map[string]boo
 		}
 	}
 	if target == "" {
-		return f, false
+		return f, nil, false
 	}
 	f.Target = target
 	f.LeaderOf = n.Actions.RolesOf(target)
 	f.StartMillis = time.Now().UnixMilli()
 	var err error
+	var armed *ArmedRequest
 	switch step.Kind {
 	case FaultPause:
 		err = n.Actions.Pause(target)
@@ -427,13 +455,21 @@ func (n *Nemesis) begin(step Step, busy map[string]string, skewed map[string]boo
 		busy[target] = step.Kind
 	case FaultSkew:
 		err = n.Actions.Skew(target, step.SkewMillis)
-		skewed[target] = true
+		side[sideKey(step.Kind, target)] = true
+	case FaultRequest:
+		f.Request, f.Keys = step.Request, []int16{step.Key}
+		faulter, ok := n.Actions.(RequestFaulter)
+		if !ok {
+			err = errors.New("the actions cannot fault a request")
+			break
+		}
+		armed, err = faulter.ArmRequest(target, RequestFault{Mode: step.Request, Keys: f.Keys, Delay: step.Delay, MaxHold: step.Hold})
 	}
 	if err != nil {
 		f.Error = err.Error()
 	}
 	n.log(f)
-	return f, true
+	return f, armed, true
 }
 
 func (n *Nemesis) log(f Fault) {

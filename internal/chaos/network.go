@@ -83,7 +83,7 @@ func NewMemberNetwork(brokers []string) (*MemberNetwork, error) {
 		if _, dup := n.proxies[broker]; dup {
 			continue
 		}
-		proxy, err := NewProxy("127.0.0.1:0", broker)
+		proxy, err := NewKafkaProxy("127.0.0.1:0", broker)
 		if err != nil {
 			n.Close()
 			return nil, err
@@ -125,6 +125,45 @@ func (n *MemberNetwork) HealBroker(broker string) {
 	if proxy, ok := n.proxies[broker]; ok {
 		proxy.Heal()
 	}
+}
+
+// Arm arms a request fault on every proxy of the member (see [Arm]).
+func (n *MemberNetwork) Arm(fault RequestFault) *ArmedRequest {
+	proxies := make([]*Proxy, 0, len(n.proxies))
+	for _, proxy := range n.proxies {
+		proxies = append(proxies, proxy)
+	}
+	return Arm(fault, proxies...)
+}
+
+// Requests sums the requests that the proxies of the member forwarded, by
+// API key and version (see [Proxy.Requests]).
+func (n *MemberNetwork) Requests() []RequestCount {
+	var all []RequestCount
+	for _, proxy := range n.proxies {
+		all = append(all, proxy.Requests()...)
+	}
+	return SumRequests(all)
+}
+
+// SumRequests adds up counts of the same API key and version, in key and
+// version order.
+func SumRequests(counts []RequestCount) []RequestCount {
+	sum := make(map[[2]int16]int64)
+	for _, c := range counts {
+		sum[[2]int16{c.Key, c.Version}] += c.Count
+	}
+	out := make([]RequestCount, 0, len(sum))
+	for kv, count := range sum {
+		out = append(out, RequestCount{Key: kv[0], Version: kv[1], API: APIName(kv[0]), Count: count})
+	}
+	slices.SortFunc(out, func(a, b RequestCount) int {
+		if a.Key != b.Key {
+			return int(a.Key) - int(b.Key)
+		}
+		return int(a.Version) - int(b.Version)
+	})
+	return out
 }
 
 // Heal heals every proxy of the member.

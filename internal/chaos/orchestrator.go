@@ -48,6 +48,10 @@ type RunConfig struct {
 	// (coordination.WithRivalMintWatch).
 	RivalWatch                    bool
 	CommandInterval, WriteTimeout time.Duration
+	// Spread is the number of partitions of the command topic per role;
+	// 2 or more makes each command a Write of 2 or 3 records over them
+	// (see [MemberConfig].Spread).
+	Spread int
 
 	// Faults lists the fault kinds; MeanGap is the mean gap between two
 	// faults, MaxSkew the largest clock offset, BrokerRestartEvery the
@@ -68,6 +72,11 @@ type RunConfig struct {
 	// ClusterDir is the run directory of that cluster (KRABKA_CLUSTER_DIR),
 	// whose node logs the checker reads; see [RunInfo].ClusterDir.
 	ClusterDir string
+
+	// RequestKeys lists the API keys of the request faults, and RequestGap
+	// is the mean gap between two of them (see [PlanConfig]).
+	RequestKeys []int16
+	RequestGap  time.Duration
 
 	// MixedFaults lets the member faults overlap the cluster faults (see
 	// [Nemesis].Mixed).
@@ -155,8 +164,9 @@ type leaderView struct {
 }
 
 var (
-	_ Actions      = (*Orchestrator)(nil)
-	_ BrokerCutter = (*Orchestrator)(nil)
+	_ Actions        = (*Orchestrator)(nil)
+	_ BrokerCutter   = (*Orchestrator)(nil)
+	_ RequestFaulter = (*Orchestrator)(nil)
 )
 
 // Orchestrate runs the whole fault phase of a run: it creates the topics,
@@ -201,6 +211,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		StateTopic:      runID + ".state",
 		StatePartitions: coordination.DefaultPartitions,
 		CommandTopic:    runID + ".commands",
+		CommandSpread:   config.Spread,
 		Roles:           roles,
 		Lease:           config.Lease,
 		Renew:           config.Renew,
@@ -224,6 +235,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		Faults: config.Faults, Lease: config.Lease, MeanGap: config.MeanGap, MaxSkew: config.MaxSkew,
 		BrokerRestartEvery: config.BrokerRestartEvery,
 		ClusterFaultEvery:  config.ClusterFaultEvery, Nodes: len(nodes), ClusterHold: config.ClusterHold,
+		RequestKeys: config.RequestKeys, RequestGap: config.RequestGap,
 	})
 	if err != nil {
 		return nil, err
@@ -471,9 +483,18 @@ func (o *Orchestrator) shutdown() {
 		_ = p.stdin.Close()
 	}
 	o.wg.Wait()
+	var counts []RequestCount
 	for member, network := range o.proxies {
+		counts = append(counts, network.Requests()...)
 		network.Close()
 		delete(o.proxies, member)
+	}
+	if len(counts) > 0 {
+		// The requests of the run by API key and version, which
+		// docs/safety.md lists; a failed write loses only that table.
+		if data, err := json.MarshalIndent(SumRequests(counts), "", "  "); err == nil {
+			_ = os.WriteFile(o.info.Path("requests.json"), append(data, '\n'), 0o644)
+		}
 	}
 }
 
@@ -567,6 +588,15 @@ func (o *Orchestrator) nodeAddr(node int32) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no node %d in %v", node, o.info.Nodes)
+}
+
+// ArmRequest arms a request fault on the member's proxies.
+func (o *Orchestrator) ArmRequest(member string, fault RequestFault) (*ArmedRequest, error) {
+	network, ok := o.proxies[member]
+	if !ok {
+		return nil, fmt.Errorf("member %s has no proxies", member)
+	}
+	return network.Arm(fault), nil
 }
 
 // Heal heals the member's proxies.

@@ -48,6 +48,13 @@ type PlanConfig struct {
 	// [Lease/2, 2 x Lease]. A long lease (the default timings) then need not
 	// mean minutes of downtime per fault.
 	ClusterHold time.Duration
+
+	// RequestKeys lists the API keys that the request faults take turns
+	// at (empty: [LibraryRequestKeys]), and RequestGap is the mean time between the starts of two
+	// request faults (0: MeanGap). Request faults run beside the other
+	// faults, at most one per member at a time.
+	RequestKeys []int16
+	RequestGap  time.Duration
 }
 
 // Step is one fault of a schedule.
@@ -80,6 +87,13 @@ type Step struct {
 
 	// SkewMillis is the clock offset of a skew.
 	SkewMillis int64 `json:"skew,omitempty"`
+
+	// Request is the mode of a request fault, Key the API key it takes,
+	// and Delay the delay of RequestDelay. Hold bounds the wait for the
+	// request, and the hold of RequestHold.
+	Request RequestMode   `json:"request,omitempty"`
+	Key     int16         `json:"key,omitempty"`
+	Delay   time.Duration `json:"delay,omitempty"`
 }
 
 // Rule describes how the step picks its target.
@@ -160,6 +174,37 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 			}
 			steps = append(steps, s)
 			at += time.Duration(between(0.5, 1.5) * float64(c.MeanGap))
+		}
+	}
+	if kinds[FaultRequest] {
+		gap := c.RequestGap
+		if gap <= 0 {
+			gap = c.MeanGap
+		}
+		// The keys and the modes take turns, each in an order drawn from
+		// the seed, so that a run of keys × modes faults holds every pair.
+		keys := slices.Clone(c.RequestKeys)
+		if len(keys) == 0 {
+			keys = slices.Clone(LibraryRequestKeys)
+		}
+		rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		modes := slices.Clone(RequestModes)
+		rng.Shuffle(len(modes), func(i, j int) { modes[i], modes[j] = modes[j], modes[i] })
+		k := 0
+		for at := time.Duration(between(0.3, 1) * float64(gap)); at < c.Duration; at += time.Duration(between(0.5, 1.5) * float64(gap)) {
+			s := Step{At: at, Kind: FaultRequest, LeaderOf: -1, Member: rng.IntN(c.Members),
+				Key: keys[k%len(keys)], Request: modes[(k/len(keys))%len(modes)], Hold: scale(0.3, 1)}
+			k++
+			if rng.Float64() < 0.7 {
+				s.LeaderOf = rng.IntN(c.Roles)
+			}
+			switch s.Request {
+			case RequestDelay:
+				s.Delay = scale(0.1, 1)
+			case RequestHold:
+				s.Hold = scale(1, 2) // past the client's read timeout (a renew interval and more)
+			}
+			steps = append(steps, s)
 		}
 	}
 	if kinds[FaultBrokerRestart] && c.BrokerRestartEvery > 0 {

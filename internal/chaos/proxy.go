@@ -25,7 +25,12 @@ const (
 )
 
 // Proxy forwards the TCP connections of one member to one broker on
-// loopback, and cuts them on demand. It needs no knowledge of Kafka.
+// loopback, and cuts them on demand. A proxy of [NewProxy] needs no
+// knowledge of Kafka; one of [NewKafkaProxy] reads Kafka's framing (a
+// 4-byte size, then the request header: API key, version, correlation id)
+// so that it can also fault one request ([Arm], requestfault.go) and count
+// the requests by API key and version ([Proxy.Requests]). Either way the
+// answers go back on the connection that asked, in order.
 //
 // A connection whose broker cannot be dialled (a broker that is down) is
 // reset (RST), as the broker's host resets a connection to a closed port,
@@ -47,16 +52,26 @@ type Proxy struct {
 	mode  CutMode       // "" while healed
 	gate  chan struct{} // closed while healed; a stall holds bytes on it
 
+	kafka  bool               // Kafka-aware: frames, request faults, counts
+	armed  []*ArmedRequest    // the armed request faults, earliest first
+	counts map[[2]int16]int64 // (API key, version) -> requests forwarded
+	sent   map[int16]int64    // API key -> requests forwarded
+
 	wg sync.WaitGroup
 }
 
 // link is one proxied connection.
 type link struct {
-	client   net.Conn
-	upstream net.Conn // nil until dialled
-	once     sync.Once
-	done     chan struct{}
-	ended    atomic.Int32 // directions that reached EOF
+	client     net.Conn
+	upstream   net.Conn // nil until dialled
+	once       sync.Once
+	done       chan struct{}
+	ended      atomic.Int32 // directions that reached EOF
+	clientDead atomic.Bool  // the client's side is gone; answers go nowhere
+
+	mu       sync.Mutex
+	swallows map[int32]*swallow      // correlation id -> answers to swallow
+	waiting  map[int32]chan struct{} // correlation id -> closed at its answer
 }
 
 func (l *link) close() {
@@ -85,13 +100,24 @@ func resetConn(conn net.Conn) {
 // NewProxy listens on listen (for example "127.0.0.1:0") and forwards every
 // connection to target.
 func NewProxy(listen, target string) (*Proxy, error) {
+	return openProxy(listen, target, false)
+}
+
+// NewKafkaProxy is [NewProxy] for a Kafka broker: it forwards whole frames,
+// and can fault one request of a chosen API key ([Arm]).
+func NewKafkaProxy(listen, target string) (*Proxy, error) {
+	return openProxy(listen, target, true)
+}
+
+func openProxy(listen, target string, kafka bool) (*Proxy, error) {
 	listener, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}
 	gate := make(chan struct{})
 	close(gate)
-	p := &Proxy{listener: listener, target: target, links: make(map[*link]struct{}), gate: gate}
+	p := &Proxy{listener: listener, target: target, links: make(map[*link]struct{}), gate: gate,
+		kafka: kafka, counts: make(map[[2]int16]int64), sent: make(map[int16]int64)}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -188,6 +214,10 @@ func (p *Proxy) serve(l *link) {
 	p.mu.Unlock()
 	if !live {
 		upstream.Close()
+		return
+	}
+	if p.kafka {
+		p.serveFrames(l, upstream)
 		return
 	}
 	p.wg.Add(1)

@@ -43,11 +43,34 @@ type Command struct {
 	// ClockMillis is the time that the skewed clock of the member read at the
 	// same instant.
 	ClockMillis int64 `json:"clock"`
+
+	// Part and Parts place the record in its command: one Write carries
+	// Parts records (part 0 to Parts-1), spread over the partitions of
+	// its role, in one transaction. Parts 0 is a command of one record
+	// (the runs before multi-record writes).
+	Part  int `json:"part,omitempty"`
+	Parts int `json:"parts,omitempty"`
 }
 
 // ID names the command across the run.
 func (c Command) ID() CommandID {
 	return CommandID{Member: c.Member, Incarnation: c.Incarnation, Seq: c.Seq}
+}
+
+// PartCount returns the number of records of the command: Parts, or 1 for
+// a command of one record.
+func (c Command) PartCount() int { return max(c.Parts, 1) }
+
+// CommandPartitions returns the partitions of the command topic that the
+// leader of the role of index role (of roles roles) writes to: role,
+// role+roles, ..., one per unit of spread (0 or 1: role alone). The topic
+// has roles × max(spread, 1) partitions.
+func CommandPartitions(role, roles, spread int) []int32 {
+	out := make([]int32, max(spread, 1))
+	for i := range out {
+		out[i] = int32(role + i*roles)
+	}
+	return out
 }
 
 // CommandID names one command of a run.
@@ -90,11 +113,17 @@ const (
 	// or the member resigned.
 	EventEnded = "ended"
 
-	// EventWriteError marks a guarded write that failed for another reason
-	// than a fence, [coordination.ErrProducerLost] among them (that one also
-	// ends the leadership). Its outcome is unknown: the command may or may
-	// not be visible, but it must not be visible twice.
+	// EventWriteError marks a guarded write whose error says that its
+	// outcome is unknown (see outcomeUnknown): the command may or may not
+	// be visible, but never in part and never twice.
 	EventWriteError = "write-error"
+
+	// EventWriteFailed marks a guarded write whose error says that nothing
+	// committed: an error that wraps none of ErrFenced, ErrNotHeld and an
+	// unknown outcome (the contract of [coordination.GuardedWriter]). No
+	// record of the command may ever become visible; one that does is a
+	// false report ([ViolationFalseReport]).
+	EventWriteFailed = "write-failed"
 
 	// EventAcquireError marks a failed call of AcquireLeadership.
 	EventAcquireError = "acquire-error"
@@ -203,11 +232,20 @@ const (
 	// coordinators, and the members must wait for the heal for what only
 	// that node serves.
 	FaultBrokerCut = "broker-cut"
+
+	// FaultRequest faults one Kafka request of one member, of an API key
+	// drawn from the run's --request-keys, in one of the [RequestModes]: a
+	// delay, a lost answer, a hold until the client resent it, or a
+	// duplicate. The member's Kafka-aware proxy carries it out
+	// ([RequestFaulter], [Arm]); the fault records the request it took
+	// ([Fault].Hit), or none if no request of the key came within the
+	// hold.
+	FaultRequest = "request"
 )
 
 // AllFaults lists every fault kind, in the order of the summary table.
 var AllFaults = []string{FaultPause, FaultKill, FaultCut, FaultSkew, FaultBrokerRestart,
-	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart, FaultBrokerCut}
+	FaultCoordinatorKill, FaultStateLeaderKill, FaultControllerStop, FaultRollingRestart, FaultBrokerCut, FaultRequest}
 
 // MemberFaults lists the faults of a member process, and ClusterFaults the
 // faults of a node of a multi-broker cluster.
@@ -264,6 +302,12 @@ type Fault struct {
 
 	// SkewMillis is the clock offset of a skew.
 	SkewMillis int64 `json:"skew,omitempty"`
+
+	// Request is the mode of a request fault, Keys the API keys it was
+	// armed for, and Hit the request it took (nil: none came).
+	Request RequestMode `json:"request,omitempty"`
+	Keys    []int16     `json:"keys,omitempty"`
+	Hit     *RequestHit `json:"hit,omitempty"`
 
 	// LeaderOf lists the roles that the orchestrator saw the target lead when
 	// the fault began.

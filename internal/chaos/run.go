@@ -49,9 +49,12 @@ type RunInfo struct {
 	StatePartitions int    `json:"state_partitions"`
 
 	// CommandTopic holds the commands: the leader of Roles[i] writes to
-	// partition i.
-	CommandTopic string   `json:"command_topic"`
-	Roles        []string `json:"roles"`
+	// the partitions [CommandPartitions](i, len(Roles), CommandSpread)
+	// names, each command a Write of 2 or 3 records when CommandSpread is
+	// 2 or more (0, a run before multi-record writes: partition i alone).
+	CommandTopic  string   `json:"command_topic"`
+	CommandSpread int      `json:"command_spread,omitempty"`
+	Roles         []string `json:"roles"`
 
 	// Members lists the member ids.
 	Members []string `json:"members"`

@@ -90,10 +90,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"faults", fmt.Sprintf("%d: %s", total, strings.Join(faults, " "))},
 		{"leadership changes", fmt.Sprintf("%d in the command stream (%d lease terms)", r.LeadershipChanges, r.LeaseTerms)},
 		{"per role", strings.Join(roles, "; ")},
-		{"commands in the log", fmt.Sprint(r.Commands)},
+		{"command records in the log", fmt.Sprint(r.Commands)},
 		{"commands acknowledged", fmt.Sprint(r.Acknowledged)},
 		{"commands refused (ErrFenced)", fmt.Sprintf("%d (%d before any newer term)", r.Refused, r.SelfFenced)},
 		{"writes of unknown outcome", fmt.Sprintf("%d (%d present, each once)", r.Unknown, r.UnknownPresent)},
+		{"writes reported not committed", fmt.Sprintf("%d (any present is a false report)", r.NotCommitted)},
 		{"present, never acknowledged", fmt.Sprint(r.Unacknowledged)},
 		{"violations", fmt.Sprint(len(r.Violations))},
 		{"linearizable (Porcupine)", linearText(r.Linearizability)},
@@ -111,6 +112,19 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			causes = append(causes, fmt.Sprintf("%s %d", c.Cause, c.Count))
 		}
 		rows = append(rows, [2]string{"leaderships ended, by cause", strings.Join(causes, "; ")})
+	}
+	if len(r.RequestFaults) > 0 {
+		var apis []string
+		for _, st := range r.RequestFaults {
+			var modes []string
+			for _, mode := range RequestModes {
+				if n := st.ByMode[string(mode)]; n > 0 {
+					modes = append(modes, fmt.Sprintf("%s %d", mode, n))
+				}
+			}
+			apis = append(apis, fmt.Sprintf("%s %d/%d (%s; %d applied late)", st.API, st.Fired, st.Armed, strings.Join(modes, ", "), st.Late))
+		}
+		rows = slices.Insert(rows, 6, [2]string{"request faults by API, taken/armed", strings.Join(apis, "; ")})
 	}
 	if s.Nodes > 0 {
 		rows = slices.Insert(rows, 3, [2]string{"brokers / replication factor", fmt.Sprintf("%d / %d", s.Nodes, s.ReplicationFactor)})

@@ -1,0 +1,572 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// RequestMode is what a request fault does to the one Kafka request it
+// takes (see [RequestFault]).
+type RequestMode string
+
+const (
+	// RequestDelay forwards the request after the fault's Delay; the later
+	// requests of its connection wait behind it, as on a slow link.
+	RequestDelay RequestMode = "delay"
+
+	// RequestLoseAnswer forwards the request, swallows its answer and
+	// resets the client's connection: the broker applied the request, and
+	// the client cannot know it.
+	RequestLoseAnswer RequestMode = "lose-answer"
+
+	// RequestHold holds the request (and the later requests of its
+	// connection) until the client gave up on the connection and sent a
+	// request of the same API key again on another one, and then sends it
+	// to the broker, applied late; its answer goes nowhere. A client that
+	// keeps the connection past MaxHold gets it forwarded then, late.
+	RequestHold RequestMode = "hold"
+
+	// RequestDuplicate forwards the request twice, and swallows the second
+	// answer.
+	RequestDuplicate RequestMode = "duplicate"
+)
+
+// RequestModes lists every mode, in the order of the summary.
+var RequestModes = []RequestMode{RequestDelay, RequestLoseAnswer, RequestHold, RequestDuplicate}
+
+// LibraryRequestKeys lists the API keys of the requests that package
+// coordination sends over KafkaTransport (docs/safety.md lists them with
+// their versions): the default of `krabka-chaos run --request-keys`.
+var LibraryRequestKeys = []int16{
+	kmsg.Produce.Int16(), kmsg.Fetch.Int16(), kmsg.ListOffsets.Int16(), kmsg.Metadata.Int16(),
+	kmsg.FindCoordinator.Int16(), kmsg.ApiVersions.Int16(), kmsg.CreateTopics.Int16(), kmsg.InitProducerID.Int16(),
+	kmsg.AddPartitionsToTxn.Int16(), kmsg.EndTxn.Int16(), kmsg.DescribeConfigs.Int16(), kmsg.DescribeTransactions.Int16(),
+}
+
+// APIName returns the name of an API key as Kafka spells it
+// (kmsg.NameForKey), or "key N" for a key kmsg does not know.
+func APIName(key int16) string {
+	if name := kmsg.NameForKey(key); name != "" && name != "Unknown" {
+		return name
+	}
+	return "key " + strconv.Itoa(int(key))
+}
+
+// ParseRequestKeys parses a comma-separated list of API keys, each a
+// number or a name as [APIName] writes it (case-insensitive); "library"
+// stands for [LibraryRequestKeys].
+func ParseRequestKeys(text string) ([]int16, error) {
+	var out []int16
+	for part := range strings.SplitSeq(text, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if part == "library" {
+			out = append(out, LibraryRequestKeys...)
+			continue
+		}
+		if n, err := strconv.ParseInt(part, 10, 16); err == nil && n >= 0 {
+			out = append(out, int16(n))
+			continue
+		}
+		found := false
+		for key := int16(0); key < 100; key++ {
+			if strings.EqualFold(kmsg.NameForKey(key), part) {
+				out, found = append(out, key), true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("API key %q: want a number or a name such as EndTxn", part)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no API key")
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// RequestFault is one fault of one Kafka request: the next request of one
+// of Keys (any key when empty) that any connection of the armed proxies
+// forwards takes it, and no other.
+type RequestFault struct {
+	Mode RequestMode
+	Keys []int16
+
+	// Delay is the delay of RequestDelay. MaxHold bounds RequestHold: the
+	// request is forwarded then at the latest.
+	Delay, MaxHold time.Duration
+}
+
+// RequestHit says what a request fault did: the request it took, and, for
+// a hold, when and how it was released.
+type RequestHit struct {
+	Key     int16  `json:"key"`
+	Version int16  `json:"version"`
+	API     string `json:"api"`
+	// AtMillis is the host time at which the proxy took the request.
+	AtMillis int64 `json:"at"`
+	// ReleasedMillis is the host time at which a held request went to the
+	// broker (0: not yet, or never: its connection was cut). ClientGone
+	// reports that the client had closed the connection by then (the
+	// request was applied late), and Resent that the client had sent a
+	// request of the same key on another connection by then.
+	ReleasedMillis int64 `json:"released,omitempty"`
+	ClientGone     bool  `json:"client_gone,omitempty"`
+	Resent         bool  `json:"resent,omitempty"`
+}
+
+// ArmedRequest is a request fault armed on the proxies of a member. It is
+// safe for concurrent use.
+type ArmedRequest struct {
+	fault   RequestFault
+	proxies []*Proxy
+
+	mu  sync.Mutex
+	hit *RequestHit
+}
+
+// Hit returns what the fault did so far, and false while no request took
+// it.
+func (a *ArmedRequest) Hit() (RequestHit, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hit == nil {
+		return RequestHit{}, false
+	}
+	return *a.hit, true
+}
+
+// Disarm removes the fault from its proxies if no request took it yet; a
+// held request goes on to its release.
+func (a *ArmedRequest) Disarm() {
+	for _, p := range a.proxies {
+		p.mu.Lock()
+		p.armed = slices.DeleteFunc(p.armed, func(b *ArmedRequest) bool { return b == a })
+		p.mu.Unlock()
+	}
+}
+
+// take gives the fault to a request of key and version, once.
+func (a *ArmedRequest) take(key, version int16) bool {
+	if len(a.fault.Keys) > 0 && !slices.Contains(a.fault.Keys, key) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hit != nil {
+		return false
+	}
+	a.hit = &RequestHit{Key: key, Version: version, API: APIName(key), AtMillis: time.Now().UnixMilli()}
+	return true
+}
+
+func (a *ArmedRequest) update(f func(h *RequestHit)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(a.hit)
+}
+
+// Arm arms a request fault on the proxies. The first matching request on
+// any of them takes it. Faults armed together each take a request of
+// their own, the earliest armed first.
+func Arm(fault RequestFault, proxies ...*Proxy) *ArmedRequest {
+	a := &ArmedRequest{fault: fault, proxies: proxies}
+	for _, p := range proxies {
+		p.mu.Lock()
+		p.armed = append(p.armed, a)
+		p.mu.Unlock()
+	}
+	return a
+}
+
+// RequestCount is the number of requests of one API key and version that
+// a proxy forwarded.
+type RequestCount struct {
+	Key     int16  `json:"key"`
+	Version int16  `json:"version"`
+	API     string `json:"api"`
+	Count   int64  `json:"count"`
+}
+
+// Requests returns the requests the proxy forwarded so far, by API key and
+// version, in key and version order (a Kafka-aware proxy only).
+func (p *Proxy) Requests() []RequestCount {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]RequestCount, 0, len(p.counts))
+	for kv, n := range p.counts {
+		out = append(out, RequestCount{Key: kv[0], Version: kv[1], Count: n})
+	}
+	return SumRequests(out)
+}
+
+// maxFrame bounds one Kafka frame the proxy reads (the broker's
+// socket.request.max.bytes is 100 MiB).
+const maxFrame = 100 << 20
+
+// readFrame reads one size-prefixed Kafka frame, its size included.
+func readFrame(r *bufio.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > maxFrame {
+		return nil, fmt.Errorf("chaos: a Kafka frame of %d bytes", n)
+	}
+	frame := make([]byte, 4+n)
+	copy(frame, size[:])
+	if _, err := io.ReadFull(r, frame[4:]); err != nil {
+		return nil, err
+	}
+	return frame, nil
+}
+
+// requestHeader reads the API key, version and correlation id of a request
+// frame (4-byte size, then the header); a frame too short for them is an
+// error.
+func requestHeader(frame []byte) (key, version int16, corr int32, err error) {
+	if len(frame) < 12 {
+		return 0, 0, 0, fmt.Errorf("chaos: a request frame of %d bytes has no header", len(frame))
+	}
+	return int16(binary.BigEndian.Uint16(frame[4:])), int16(binary.BigEndian.Uint16(frame[6:])), int32(binary.BigEndian.Uint32(frame[8:])), nil
+}
+
+// responseCorrelation reads the correlation id of a response frame.
+func responseCorrelation(frame []byte) (int32, error) {
+	if len(frame) < 8 {
+		return 0, fmt.Errorf("chaos: a response frame of %d bytes has no correlation id", len(frame))
+	}
+	return int32(binary.BigEndian.Uint32(frame[4:])), nil
+}
+
+// swallow says what happens to the answers of one correlation id of a
+// link: the first pass go to the client, the next drop are swallowed, and
+// reset resets the client's connection after the last swallowed one.
+type swallow struct {
+	pass, drop int
+	reset      bool
+}
+
+// resendWait bounds the wait of a held request, after its client closed
+// the connection, for the client's resend on another connection.
+const resendWait = 5 * time.Second
+
+// lateAnswerWait bounds the wait for the answer of a request released
+// late, before the proxy closes its broker connection.
+const lateAnswerWait = 10 * time.Second
+
+// serveFrames carries one connection of a Kafka-aware proxy: a reader of
+// the client's request frames, a forwarder (this goroutine) that applies
+// the armed request fault, and a pump of the broker's answers.
+func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
+	frames := make(chan []byte, 64)
+	var clientErr error
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		defer close(frames)
+		r := bufio.NewReaderSize(l.client, 64*1024)
+		for {
+			frame, err := readFrame(r)
+			if err != nil {
+				clientErr = err
+				return
+			}
+			select {
+			case frames <- frame:
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	go func() {
+		defer p.wg.Done()
+		p.answers(l, upstream)
+	}()
+	for {
+		var frame []byte
+		var ok bool
+		select {
+		case frame, ok = <-frames:
+		case <-l.done:
+			return
+		}
+		if !ok {
+			if errors.Is(clientErr, io.EOF) {
+				if c, isTCP := upstream.(*net.TCPConn); isTCP {
+					_ = c.CloseWrite() // the broker closes its side; answers closes the link
+				}
+				return
+			}
+			l.close()
+			return
+		}
+		if !p.pass(l) {
+			l.close()
+			return
+		}
+		key, version, corr, err := requestHeader(frame)
+		if err != nil {
+			l.reset()
+			return
+		}
+		p.mu.Lock()
+		p.counts[[2]int16{key, version}]++
+		p.sent[key]++
+		var armed *ArmedRequest
+		for i, a := range p.armed {
+			if a.take(key, version) {
+				armed = a
+				p.armed = slices.Delete(p.armed, i, i+1)
+				break
+			}
+		}
+		p.mu.Unlock()
+		if armed == nil {
+			if !l.send(upstream, frame) {
+				return
+			}
+			continue
+		}
+		switch armed.fault.Mode {
+		case RequestDelay:
+			select {
+			case <-time.After(armed.fault.Delay):
+			case <-l.done:
+				return
+			}
+			if !l.send(upstream, frame) {
+				return
+			}
+		case RequestDuplicate:
+			l.rule(corr, swallow{pass: 1, drop: 1})
+			if !l.send(upstream, frame) || !l.send(upstream, frame) {
+				return
+			}
+		case RequestLoseAnswer:
+			l.rule(corr, swallow{drop: 1, reset: true})
+			if !l.send(upstream, frame) {
+				return
+			}
+		case RequestHold:
+			if !p.hold(l, upstream, frame, key, corr, frames, armed) {
+				return
+			}
+		default:
+			if !l.send(upstream, frame) {
+				return
+			}
+		}
+	}
+}
+
+// hold holds a request frame until its client gave up on the connection
+// and resent it elsewhere, or until MaxHold, and then sends it with the
+// frames queued behind it. It reports whether the link goes on.
+func (p *Proxy) hold(l *link, upstream net.Conn, frame []byte, key int16, corr int32, frames <-chan []byte, armed *ArmedRequest) bool {
+	p.mu.Lock()
+	sentBefore := p.sent[key]
+	p.mu.Unlock()
+	queued := [][]byte{frame}
+	release := func(clientGone, resent bool) bool {
+		armed.update(func(h *RequestHit) {
+			h.ReleasedMillis, h.ClientGone, h.Resent = time.Now().UnixMilli(), clientGone, resent
+		})
+		for _, f := range queued {
+			if !l.send(upstream, f) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.NewTimer(armed.fault.MaxHold)
+	defer deadline.Stop()
+wait:
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				break wait
+			}
+			queued = append(queued, f)
+		case <-deadline.C:
+			return release(false, false) // the client kept the connection: a long delay
+		case <-l.done:
+			return false // cut: the held request is lost with its connection
+		}
+	}
+	// The client gave up on the connection: wait for its resend, then let
+	// the held request land late, and wait for its answer before the
+	// broker connection closes, so that the broker reads it.
+	l.clientDead.Store(true)
+	resent := false
+	wait := time.Now().Add(resendWait)
+	for !resent && time.Now().Before(wait) {
+		select {
+		case <-l.done:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		p.mu.Lock()
+		resent = p.sent[key] > sentBefore
+		p.mu.Unlock()
+	}
+	answered := l.expect(corr)
+	if release(true, resent) {
+		select {
+		case <-answered:
+		case <-time.After(lateAnswerWait):
+		case <-l.done:
+		}
+	}
+	l.close()
+	return false
+}
+
+// send writes a frame to the broker; on an error it closes the link and
+// reports false.
+func (l *link) send(upstream net.Conn, frame []byte) bool {
+	if _, err := upstream.Write(frame); err != nil {
+		l.close()
+		return false
+	}
+	return true
+}
+
+func (l *link) rule(corr int32, s swallow) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.swallows == nil {
+		l.swallows = make(map[int32]*swallow)
+	}
+	l.swallows[corr] = &s
+}
+
+// expect returns a channel that closes when the answer of corr arrives.
+func (l *link) expect(corr int32) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waiting == nil {
+		l.waiting = make(map[int32]chan struct{})
+	}
+	ch := make(chan struct{})
+	l.waiting[corr] = ch
+	return ch
+}
+
+// answers pumps the broker's answers back to the client, in order, on the
+// connection that asked, applying the swallow rules of the link. A client
+// that is gone no longer gets them, but the pump goes on reading, so that
+// a request released late is read and answered by the broker.
+func (p *Proxy) answers(l *link, upstream net.Conn) {
+	r := bufio.NewReaderSize(upstream, 64*1024)
+	for {
+		frame, err := readFrame(r)
+		if err != nil {
+			l.close()
+			return
+		}
+		if !p.pass(l) {
+			l.close()
+			return
+		}
+		corr, err := responseCorrelation(frame)
+		if err != nil {
+			l.close()
+			return
+		}
+		drop, reset := false, false
+		l.mu.Lock()
+		if s := l.swallows[corr]; s != nil {
+			switch {
+			case s.pass > 0:
+				s.pass--
+			case s.drop > 0:
+				s.drop--
+				drop, reset = true, s.reset
+			}
+			if s.pass == 0 && s.drop == 0 {
+				delete(l.swallows, corr)
+			}
+		}
+		if ch := l.waiting[corr]; ch != nil {
+			close(ch)
+			delete(l.waiting, corr)
+		}
+		l.mu.Unlock()
+		if reset {
+			l.clientDead.Store(true)
+			resetConn(l.client)
+			_ = l.client.Close()
+		}
+		if drop || l.clientDead.Load() {
+			continue
+		}
+		if _, err := l.client.Write(frame); err != nil {
+			l.clientDead.Store(true)
+		}
+	}
+}
+
+// RequestFaultStats counts the request faults of one API key in a run:
+// how many were armed for it, how many took a request (by mode), and how
+// many held requests reached the broker after their client had given up
+// on the connection (applied late).
+type RequestFaultStats struct {
+	Key    int16          `json:"key"`
+	API    string         `json:"api"`
+	Armed  int            `json:"armed"`
+	Fired  int            `json:"fired"`
+	ByMode map[string]int `json:"by_mode"`
+	Late   int            `json:"applied_late"`
+}
+
+// countRequestFaults sums up the request faults of a nemesis log by API
+// key, in key order.
+func countRequestFaults(faults []Fault) []RequestFaultStats {
+	byKey := make(map[int16]*RequestFaultStats)
+	get := func(key int16) *RequestFaultStats {
+		if byKey[key] == nil {
+			byKey[key] = &RequestFaultStats{Key: key, API: APIName(key), ByMode: make(map[string]int)}
+		}
+		return byKey[key]
+	}
+	for _, f := range faults {
+		if f.Kind != FaultRequest {
+			continue
+		}
+		for _, key := range f.Keys {
+			get(key).Armed++
+		}
+		if f.Hit == nil {
+			continue
+		}
+		st := get(f.Hit.Key)
+		st.Fired++
+		st.ByMode[string(f.Request)]++
+		if f.Hit.ClientGone {
+			st.Late++
+		}
+	}
+	out := make([]RequestFaultStats, 0, len(byKey))
+	for _, st := range byKey {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(a, b RequestFaultStats) int { return int(a.Key) - int(b.Key) })
+	return out
+}

@@ -1,0 +1,332 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// frameBroker is a fake Kafka broker for the Kafka-aware proxy: it answers
+// each request frame with its correlation id and the request's body, and
+// records every request it applied, in order.
+type frameBroker struct {
+	addr    string
+	mu      sync.Mutex
+	applied []appliedRequest
+}
+
+type appliedRequest struct {
+	key  int16
+	corr int32
+	body string
+}
+
+func newFrameBroker(t *testing.T) *frameBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &frameBroker{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	var conns sync.Map
+	t.Cleanup(func() {
+		ln.Close()
+		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Store(conn, true)
+			wg.Go(func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					frame, err := readFrame(r)
+					if err != nil {
+						return
+					}
+					key, _, corr, err := requestHeader(frame)
+					if err != nil {
+						return
+					}
+					body := frame[12:]
+					b.mu.Lock()
+					b.applied = append(b.applied, appliedRequest{key: key, corr: corr, body: string(body)})
+					b.mu.Unlock()
+					answer := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+					answer = binary.BigEndian.AppendUint32(answer, uint32(corr))
+					if _, err := conn.Write(append(answer, body...)); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return b
+}
+
+// count returns how many times the broker applied the request of body.
+func (b *frameBroker) count(body string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, a := range b.applied {
+		if a.body == body {
+			n++
+		}
+	}
+	return n
+}
+
+// request builds a request frame of key (version 3), with body.
+func request(key int16, corr int32, body string) []byte {
+	frame := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(key))
+	frame = binary.BigEndian.AppendUint16(frame, 3)
+	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
+	return append(frame, body...)
+}
+
+// kafkaClient is one client connection through the proxy.
+type kafkaClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dialKafka(t *testing.T, p *Proxy) *kafkaClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &kafkaClient{conn: conn, r: bufio.NewReader(conn)}
+}
+
+func (c *kafkaClient) send(t *testing.T, key int16, corr int32, body string) {
+	t.Helper()
+	if _, err := c.conn.Write(request(key, corr, body)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer reads one answer within timeout: its correlation id and body.
+func (c *kafkaClient) answer(timeout time.Duration) (int32, string, error) {
+	_ = c.conn.SetReadDeadline(time.Now().Add(timeout))
+	frame, err := readFrame(c.r)
+	if err != nil {
+		return 0, "", err
+	}
+	corr, err := responseCorrelation(frame)
+	return corr, string(frame[8:]), err
+}
+
+func newKafkaProxy(t *testing.T) (*Proxy, *frameBroker) {
+	t.Helper()
+	b := newFrameBroker(t)
+	p, err := NewKafkaProxy("127.0.0.1:0", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, b
+}
+
+const endTxn, metadata = 26, 3
+
+func TestKafkaProxyForwardsAndCounts(t *testing.T) {
+	p, _ := newKafkaProxy(t)
+	c := dialKafka(t, p)
+	c.send(t, metadata, 1, "m")
+	c.send(t, endTxn, 2, "e")
+	for want := int32(1); want <= 2; want++ {
+		if corr, _, err := c.answer(5 * time.Second); err != nil || corr != want {
+			t.Fatalf("answer = %d, %v; want %d in order", corr, err, want)
+		}
+	}
+	got := p.Requests()
+	if len(got) != 2 || got[0].API != "Metadata" || got[1].API != "EndTxn" || got[1].Count != 1 || got[1].Version != 3 {
+		t.Fatalf("Requests() = %+v; want Metadata v3 once and EndTxn v3 once", got)
+	}
+}
+
+func TestKafkaProxyDelaysOneRequest(t *testing.T) {
+	p, _ := newKafkaProxy(t)
+	armed := Arm(RequestFault{Mode: RequestDelay, Keys: []int16{endTxn}, Delay: 400 * time.Millisecond}, p)
+	c := dialKafka(t, p)
+	c.send(t, metadata, 1, "m")
+	if _, _, err := c.answer(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := armed.Hit(); ok {
+		t.Fatal("a Metadata request took a fault armed for EndTxn")
+	}
+	start := time.Now()
+	c.send(t, endTxn, 2, "e")
+	if corr, _, err := c.answer(5 * time.Second); err != nil || corr != 2 {
+		t.Fatalf("answer = %d, %v", corr, err)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Fatalf("the delayed EndTxn was answered after %v; want 400ms or more", took)
+	}
+	if hit, ok := armed.Hit(); !ok || hit.API != "EndTxn" {
+		t.Fatalf("Hit() = %+v, %v; want the EndTxn", hit, ok)
+	}
+	start = time.Now()
+	c.send(t, endTxn, 3, "e2")
+	if _, _, err := c.answer(5 * time.Second); err != nil || time.Since(start) > 300*time.Millisecond {
+		t.Fatalf("the next EndTxn: %v after %v; want a prompt answer (the fault takes one request)", err, time.Since(start))
+	}
+}
+
+func TestKafkaProxyDuplicatesOneRequestAndSwallowsTheSecondAnswer(t *testing.T) {
+	p, b := newKafkaProxy(t)
+	Arm(RequestFault{Mode: RequestDuplicate, Keys: []int16{endTxn}}, p)
+	c := dialKafka(t, p)
+	c.send(t, endTxn, 7, "commit")
+	c.send(t, metadata, 8, "m")
+	for _, want := range []int32{7, 8} {
+		if corr, _, err := c.answer(5 * time.Second); err != nil || corr != want {
+			t.Fatalf("answer = %d, %v; want %d (one answer each, in order)", corr, err, want)
+		}
+	}
+	if n := b.count("commit"); n != 2 {
+		t.Fatalf("the broker applied the duplicated request %d times; want 2", n)
+	}
+}
+
+func TestKafkaProxyLosesTheAnswerOfAnAppliedRequest(t *testing.T) {
+	p, b := newKafkaProxy(t)
+	Arm(RequestFault{Mode: RequestLoseAnswer, Keys: []int16{endTxn}}, p)
+	c := dialKafka(t, p)
+	c.send(t, endTxn, 7, "commit")
+	if corr, _, err := c.answer(5 * time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("answer = %d, %v; want the connection reset, no answer", corr, err)
+	}
+	if n := b.count("commit"); n != 1 {
+		t.Fatalf("the broker applied the request %d times; want 1", n)
+	}
+}
+
+func TestKafkaProxyHoldsARequestUntilTheClientResentIt(t *testing.T) {
+	p, b := newKafkaProxy(t)
+	armed := Arm(RequestFault{Mode: RequestHold, Keys: []int16{endTxn}, MaxHold: time.Minute}, p)
+	first := dialKafka(t, p)
+	first.send(t, endTxn, 7, "commit")
+	if _, _, err := first.answer(300 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("answer of a held request: %v; want none (a timeout)", err)
+	}
+	if n := b.count("commit"); n != 0 {
+		t.Fatalf("the broker applied a held request %d times; want 0", n)
+	}
+	first.conn.Close() // the client gives up, and resends on a new connection
+	second := dialKafka(t, p)
+	second.send(t, endTxn, 1, "commit")
+	if corr, _, err := second.answer(5 * time.Second); err != nil || corr != 1 {
+		t.Fatalf("answer of the resent request = %d, %v", corr, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.count("commit") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := b.count("commit"); n != 2 {
+		t.Fatalf("the broker applied the request %d times; want 2 (the resend, then the held one, late)", n)
+	}
+	b.mu.Lock()
+	order := slices.Clone(b.applied)
+	b.mu.Unlock()
+	if order[0].corr != 1 || order[1].corr != 7 {
+		t.Fatalf("applied %+v; want the resend (corr 1) before the held request (corr 7)", order)
+	}
+	if hit, ok := armed.Hit(); !ok || !hit.ClientGone || !hit.Resent || hit.ReleasedMillis == 0 {
+		t.Fatalf("Hit() = %+v, %v; want released late, after the client closed and resent", hit, ok)
+	}
+}
+
+func TestPlanTakesTurnsAtTheRequestKeysAndModes(t *testing.T) {
+	keys := []int16{endTxn, metadata, 22}
+	steps, err := NewPlan(PlanConfig{Seed: 3, Duration: 10 * time.Minute, Members: 3, Roles: 2, Faults: []string{FaultRequest},
+		Lease: 3 * time.Second, MeanGap: 5 * time.Second, RequestKeys: keys, RequestGap: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := make(map[string]bool)
+	for _, s := range steps {
+		if s.Kind != FaultRequest || !slices.Contains(keys, s.Key) || s.Hold <= 0 || (s.Request == RequestDelay) != (s.Delay > 0) {
+			t.Fatalf("step %+v: want a request fault of one of %v, with a hold, and a delay for the delay mode only", s, keys)
+		}
+		pairs[fmt.Sprintf("%d/%s", s.Key, s.Request)] = true
+	}
+	if want := len(keys) * len(RequestModes); len(pairs) != want {
+		t.Fatalf("%d steps hold %d (key, mode) pairs: %v; want all %d", len(steps), len(pairs), pairs, want)
+	}
+}
+
+func TestParseRequestKeys(t *testing.T) {
+	got, err := ParseRequestKeys("EndTxn, initproducerid,3,EndTxn")
+	if err != nil || !slices.Equal(got, []int16{3, 22, 26}) {
+		t.Fatalf("ParseRequestKeys = %v, %v; want [3 22 26]", got, err)
+	}
+	if got, err := ParseRequestKeys("library"); err != nil || len(got) != len(LibraryRequestKeys) {
+		t.Fatalf("ParseRequestKeys(library) = %v, %v", got, err)
+	}
+	if _, err := ParseRequestKeys("EndTxx"); err == nil || !strings.Contains(err.Error(), "EndTxx") {
+		t.Fatalf("ParseRequestKeys(EndTxx) error = %v; want one that names it", err)
+	}
+}
+
+func TestCheckCountsRequestFaultsByAPI(t *testing.T) {
+	in := clean(t).in
+	in.Faults = append(in.Faults,
+		Fault{Index: 5, Kind: FaultRequest, Target: "m1", Request: RequestHold, Keys: []int16{endTxn}, Hit: &RequestHit{Key: endTxn, API: "EndTxn", ClientGone: true}},
+		Fault{Index: 6, Kind: FaultRequest, Target: "m2", Request: RequestDuplicate, Keys: []int16{endTxn}, Hit: &RequestHit{Key: endTxn, API: "EndTxn"}},
+		Fault{Index: 7, Kind: FaultRequest, Target: "m2", Request: RequestDelay, Keys: []int16{metadata}})
+	r := Check(in)
+	if len(r.RequestFaults) != 2 {
+		t.Fatalf("RequestFaults = %+v; want Metadata and EndTxn", r.RequestFaults)
+	}
+	m, e := r.RequestFaults[0], r.RequestFaults[1]
+	if m.API != "Metadata" || m.Armed != 1 || m.Fired != 0 || e.API != "EndTxn" || e.Armed != 2 || e.Fired != 2 || e.Late != 1 ||
+		e.ByMode[string(RequestHold)] != 1 || e.ByMode[string(RequestDuplicate)] != 1 {
+		t.Fatalf("RequestFaults = %+v", r.RequestFaults)
+	}
+	var table strings.Builder
+	if err := NewSummary(&RunInfo{}, r).WriteTable(&table); err != nil || !strings.Contains(table.String(), "EndTxn 2/2 (hold 1, duplicate 1; 1 applied late)") {
+		t.Fatalf("summary table: %v\n%s", err, table.String())
+	}
+}
+
+func TestKafkaProxyGivesEachArmedFaultARequestOfItsOwn(t *testing.T) {
+	p, b := newKafkaProxy(t)
+	first := Arm(RequestFault{Mode: RequestDuplicate, Keys: []int16{endTxn}}, p)
+	second := Arm(RequestFault{Mode: RequestDuplicate, Keys: []int16{endTxn}}, p)
+	c := dialKafka(t, p)
+	c.send(t, endTxn, 1, "a")
+	c.send(t, endTxn, 2, "b")
+	c.send(t, endTxn, 3, "c")
+	for want := int32(1); want <= 3; want++ {
+		if corr, _, err := c.answer(5 * time.Second); err != nil || corr != want {
+			t.Fatalf("answer = %d, %v; want %d", corr, err, want)
+		}
+	}
+	if b.count("a") != 2 || b.count("b") != 2 || b.count("c") != 1 {
+		t.Fatalf("applied a %d, b %d, c %d times; want 2, 2, 1", b.count("a"), b.count("b"), b.count("c"))
+	}
+	if _, ok := first.Hit(); !ok {
+		t.Fatal("the first fault took no request")
+	}
+	if _, ok := second.Hit(); !ok {
+		t.Fatal("the second fault took no request")
+	}
+}
