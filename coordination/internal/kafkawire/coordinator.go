@@ -81,18 +81,34 @@ const (
 //
 // Sending a request again that may have reached the coordinator is what
 // franz-go does for these requests too: AddPartitionsToTxn is idempotent,
-// the coordinator answers a repeated EndTxn of a transaction that it ended
-// as the first one, and an InitProducerId sent again mints the next epoch,
-// which only the caller learns.
+// and the coordinator answers a repeated EndTxn of a transaction that it
+// ended as the first one. But the first copy may still be applied later,
+// on a later transaction of the same epoch (an EndTxn(commit) then commits
+// whatever is open: KAFKA-17754), so a caller that resends sees it in
+// requestTracked's unanswered and ends the epoch after its transaction
+// (transaction.go, "A request without an answer"). InitProducerId waits
+// for its answer instead (mint.go, patientInitProducerID).
 func (c *txnCoordinators) request(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
-	return c.requestWith(ctx, ctx, txnID, build, codeOf)
+	return c.requestWith(ctx, ctx, txnID, build, codeOf, nil)
+}
+
+// requestTracked is request, and sets *unanswered when an attempt of it
+// was written to a connection and got no answer (see requestWith).
+func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
+	return c.requestWith(ctx, ctx, txnID, build, codeOf, unanswered)
 }
 
 // requestWith is request with the requests to the coordinator sent under
 // send and the retries bounded by ctx: a request in flight when ctx ends
 // runs on to its answer (an InitProducerId whose mint the caller keeps,
 // mint_late.go), and no request goes after ctx ended.
-func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
+//
+// With unanswered set, it sets *unanswered when an attempt failed without
+// an answer while send still ran: a read timeout or a broken connection,
+// after which the broker may still apply the request. A connection that
+// could not be dialled carried nothing (notDialled), and the end of send
+// is the caller's to judge.
+func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
 	backoff := coordinatorBackoff
 	for {
 		node, err := c.node(ctx, txnID)
@@ -106,6 +122,9 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		if err == nil {
 			resp, err = c.client.Broker(int(node)).Request(send, build())
 			if err != nil {
+				if unanswered != nil && !notDialled(err) && send.Err() == nil {
+					*unanswered = true
+				}
 				c.forget(txnID, node)
 			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {
 				return resp, err
