@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -390,6 +391,21 @@ func leaderLookupTransient(ctx context.Context, err error) bool {
 func notDialled(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// answerTimedOut reports a request that was written to a connection and
+// whose answer did not come within the read timeout (or whose write timed
+// out midway): the broker is alive, or was when the request left, and may
+// still apply it later. A connection that broke (EOF, a reset: the
+// broker's socket is gone, as after a kill -9) carried requests that
+// nothing applies later, and one that could not be dialled carried
+// nothing (notDialled).
+func answerTimedOut(err error) bool {
+	if notDialled(err) {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // logMoved reports 1 OFFSET_OUT_OF_RANGE: the log start moved past the

@@ -103,11 +103,11 @@ func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, buil
 // runs on to its answer (an InitProducerId whose mint the caller keeps,
 // mint_late.go), and no request goes after ctx ended.
 //
-// With unanswered set, it sets *unanswered when an attempt failed without
-// an answer while send still ran: a read timeout or a broken connection,
-// after which the broker may still apply the request. A connection that
-// could not be dialled carried nothing (notDialled), and the end of send
-// is the caller's to judge.
+// With unanswered set, it sets *unanswered when an attempt was written and
+// its answer timed out while send still ran (answerTimedOut), after which
+// the broker may still apply the request. A connection that could not be
+// dialled carried nothing, one that broke (a dead broker) carried nothing
+// that is applied later, and the end of send is the caller's to judge.
 func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
 	backoff := coordinatorBackoff
 	for {
@@ -122,7 +122,7 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		if err == nil {
 			resp, err = c.client.Broker(int(node)).Request(send, build())
 			if err != nil {
-				if unanswered != nil && !notDialled(err) && send.Err() == nil {
+				if unanswered != nil && answerTimedOut(err) && send.Err() == nil {
 					*unanswered = true
 				}
 				c.forget(txnID, node)

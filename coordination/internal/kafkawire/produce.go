@@ -35,7 +35,7 @@ type partitionBatches struct {
 	encoded  []byte // the head batch, encoded once and sent again as it is
 	sequence int32  // the first sequence number of encoded
 	unknown  bool   // the leader may have appended encoded, and never said so
-	lost     bool   // a copy of encoded was written and got no answer, and no answer since says it was appended
+	lost     bool   // a copy of encoded timed out at a live leader, and no answer since says it was appended
 	err      error  // why the head batch failed for good
 }
 
@@ -229,11 +229,13 @@ func (e *Epoch) produceTo(ctx context.Context, leader int32, parts []*partitionB
 		// No answer: the leader may have appended each batch, unless the
 		// connection could not even be dialled. They go again as they
 		// are, unless ctx ended.
-		if notDialled(err) {
+		switch {
+		case notDialled(err):
 			for i, p := range parts {
 				p.unknown = wasUnknown[i]
 			}
-		} else {
+		case answerTimedOut(err), contextEnded(err):
+			// The leader may append this copy later, after a resend.
 			for _, p := range parts {
 				p.lost = true
 			}

@@ -83,8 +83,12 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 // A request without an answer.
 //
 // A request of the epoch that was written to a connection and got no answer
-// (a read timeout, a connection that broke) may still be applied by the
-// broker later, after a resend of it was answered and the epoch went on. An
+// within the read timeout (answerTimedOut: the broker is alive, or was,
+// and slow, or the request is held on the way) may still be applied by
+// the broker later, after a resend of it was answered and the epoch went
+// on. A connection that broke (EOF, a reset: a broker killed or
+// restarted) carried nothing that is applied later, and the epoch goes on
+// after it, as issue 9 wants of a broker fault. An
 // EndTxn (version 4 keeps the epoch) then ends whatever transaction of the
 // pair is open at that moment: a late EndTxn(commit) commits the part of a
 // later transaction that is in the log (KAFKA-17754, which KIP-890's epoch

@@ -3,9 +3,14 @@ package kafkawire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,5 +229,29 @@ func TestMintWaitsForItsOwnInitProducerID(t *testing.T) {
 	}
 	if epoch.Fenced() {
 		t.Fatal("the epoch is fenced, with no other producer")
+	}
+}
+
+// TestAnswerTimedOut: a request whose answer timed out at a live broker may
+// be applied later; one whose connection broke (a killed broker) or was
+// never dialled may not, and the epoch goes on after it.
+func TestAnswerTimedOut(t *testing.T) {
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a read timeout", fmt.Errorf("read: %w", timeout), true},
+		{"a write timeout", &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"a dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+		{"a connection reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
+		{"an EOF", io.EOF, false},
+		{"a refused dial", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false},
+		{"a broker code", kerr.RequestTimedOut, false},
+	} {
+		if got := answerTimedOut(c.err); got != c.want {
+			t.Errorf("%s (%v): answerTimedOut = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }
