@@ -59,10 +59,12 @@ const (
 	// OutcomeUnknown is a request that may have taken effect without an
 	// answer that says so: a commit that failed, an AddPartitionsToTxn
 	// without an answer (Classify), and a transaction that the caller gave
-	// up on while it was in flight, which ends in the background. Of the
-	// errors that the package returns, only that last one carries it
-	// (Err is then the context's error): a failed commit ends the epoch,
-	// as ProducerLost.
+	// up on while it was in flight, which ends in the background (Err is
+	// then the context's error, and the epoch goes on). With Ended set it
+	// ended the epoch: a failed commit, an abort that found no open
+	// transaction after records were sent, or a request of the epoch whose
+	// answer timed out and that the broker may still apply to a later
+	// transaction (transaction.go, "A request without an answer").
 	OutcomeUnknown
 
 	// NotAuthorized is a missing ACL: 53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

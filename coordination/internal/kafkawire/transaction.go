@@ -40,13 +40,16 @@ const abortTimeout = 10 * time.Second
 // Its errors are *Error, with op as their Op (how far the transaction got
 // follows it, as ", nothing written", ", nothing committed" or
 // " (aborted)"). An error with Ended set ended the epoch: Fenced for a
-// refused pair (and for an epoch that the wire minted over), ProducerLost
-// for a producer state that only a new epoch repairs (a commit whose
-// outcome is unknown, a failed abort, a batch without an answer, a refused
-// sequence, the coordinator's abort at the transaction timeout),
-// NotAuthorized for a refused transactional id, Closed after Close. Every
-// later call then returns that error under its own op, without a request.
-// Any other error aborted the transaction, and the epoch goes on.
+// refused pair (and for an epoch that the wire minted over), OutcomeUnknown
+// for a commit that failed or an abort that found no open transaction,
+// ProducerLost for a producer state that only a new epoch repairs (a failed
+// abort, a batch without an answer, a refused sequence, the coordinator's
+// abort at the transaction timeout), NotAuthorized for a refused
+// transactional id, Closed after Close. A transaction with a request whose
+// answer timed out returns its own outcome and then ends the epoch with
+// OutcomeUnknown (see "A request without an answer"). Every later call
+// then returns that error under its own op, without a request. Any other
+// error aborted the transaction, and the epoch goes on.
 func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error {
 	if err := e.endedErr(); err != nil {
 		return within(PathProduce, op, err)
