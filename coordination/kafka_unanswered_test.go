@@ -95,6 +95,7 @@ func TestKafkaLateRenewalCommitNeverTearsAWrite(t *testing.T) {
 		coordination.GuardedRecord{Topic: data, Partition: 0, Value: []byte("a")},
 		coordination.GuardedRecord{Topic: data, Partition: 1, Value: []byte("b")})
 	release()
+	t.Logf("Write: %v", err)
 	if !errors.Is(err, coordination.ErrOutcomeUnknown) {
 		t.Errorf("Write after the unanswered commit = %v, want an error that wraps ErrOutcomeUnknown", err)
 	}

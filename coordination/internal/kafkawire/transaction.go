@@ -52,7 +52,7 @@ const abortTimeout = 10 * time.Second
 // error aborted the transaction, and the epoch goes on.
 func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error {
 	if err := e.endedErr(); err != nil {
-		return within(PathProduce, op, err)
+		return endedWithin(op, err)
 	}
 	if err := e.slot.Acquire(ctx); err != nil {
 		return &Error{Op: op, Class: Canceled, Err: err,
@@ -67,6 +67,16 @@ func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error
 		return err
 	}
 	return &Error{Op: op, Class: OutcomeUnknown, Err: ctx.Err()}
+}
+
+// endedWithin returns the end of the epoch as the error of a call op that
+// sent nothing. After an unknown outcome (OutcomeUnknown) op says
+// ", nothing written": the unknown outcome is an earlier request's.
+func endedWithin(op string, ended *Error) *Error {
+	if ended.Class == OutcomeUnknown {
+		op += ", nothing written"
+	}
+	return within(PathProduce, op, ended)
 }
 
 // transactHeld runs one transaction (transactOnce), and then ends the
@@ -130,7 +140,7 @@ func (e *Epoch) transactOnce(ctx context.Context, op string, records []Record) e
 	// under it. An epoch that already ended starts none.
 	ectx, finish, endedBefore := e.beginTxn()
 	if endedBefore != nil {
-		return within(PathProduce, op, endedBefore)
+		return endedWithin(op, endedBefore)
 	}
 	defer finish()
 	if err := ctx.Err(); err != nil {
