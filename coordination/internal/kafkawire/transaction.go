@@ -128,7 +128,7 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 // no answer.
 func unansweredError(e *Epoch, path Path) *Error {
 	return &Error{Op: "token " + e.producer.String() + " of role " + e.txnID, Class: OutcomeUnknown,
-		Detail: fmt.Errorf("an %s request of the pair was written and got no answer, and the broker may still apply it "+
+		Detail: fmt.Errorf("the %s request of a transaction of the pair got no answer within the read timeout, and the broker may still apply it "+
 			"to a later transaction of the pair (a late EndTxn(commit) commits whatever is open then), "+
 			"so the transport begins no transaction under the pair again", path)}
 }
