@@ -25,7 +25,8 @@ import (
 // txnCoordinators maps transactional ids to the node of their transaction
 // coordinator. It is safe for concurrent use.
 type txnCoordinators struct {
-	client *kgo.Client
+	client      *kgo.Client
+	readTimeout time.Duration // the client's RequestTimeoutOverhead: the watch of untilMoved
 
 	mu      sync.Mutex
 	nodes   map[string]int32
@@ -56,7 +57,11 @@ type lookupBatch struct {
 const lookupTimeout = 5 * time.Second
 
 func newTxnCoordinators(client *kgo.Client) *txnCoordinators {
-	return &txnCoordinators{client: client, nodes: make(map[string]int32), lookups: make(map[string]*coordinatorLookup)}
+	readTimeout, _ := client.OptValue(kgo.RequestTimeoutOverhead).(time.Duration)
+	if readTimeout <= 0 {
+		readTimeout = requestTimeoutFloor
+	}
+	return &txnCoordinators{client: client, readTimeout: readTimeout, nodes: make(map[string]int32), lookups: make(map[string]*coordinatorLookup)}
 }
 
 // coordinatorBackoff is the first pause between two attempts of a
@@ -120,7 +125,13 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 			return nil, ctx.Err() // no request after ctx ended
 		}
 		if err == nil {
-			resp, err = c.client.Broker(int(node)).Request(send, build())
+			req := build()
+			sendCtx, stop := send, context.CancelFunc(func() {})
+			if _, patient := req.(patientInitProducerID); patient {
+				sendCtx, stop = c.untilMoved(send, txnID, node)
+			}
+			resp, err = c.client.Broker(int(node)).Request(sendCtx, req)
+			stop()
 			if err != nil {
 				if unanswered != nil && answerTimedOut(err) && send.Err() == nil {
 					*unanswered = true
@@ -143,6 +154,48 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, coordinatorBackoffMax)
+	}
+}
+
+// untilMoved returns a context of send that ends, and the func that ends
+// it, for a request to node that waits for its answer past the read
+// timeout (patientInitProducerID): it also ends once FindCoordinator, asked
+// every read timeout from the first one on, names another node than node
+// for txnID. A broker that is no longer the coordinator of the id cannot
+// apply the request any more (its write to __transaction_state fails), so
+// it goes again, to the new coordinator, at once instead of after the
+// transaction timeout: the wait of a mint on a paused or cut-off
+// coordinator is then the cluster's failover, as before. The func waits
+// for the goroutine of the watch.
+func (c *txnCoordinators) untilMoved(send context.Context, txnID string, node int32) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(send)
+	exited := make(chan struct{})
+	go func() { // ends with ctx: at the func's call, or when the coordinator moved
+		defer close(exited)
+		timer := time.NewTimer(c.readTimeout)
+		defer timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			lookup, stop := context.WithTimeout(ctx, lookupTimeout)
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType = 1 // transaction
+			req.CoordinatorKeys = []string{txnID}
+			resp, err := req.RequestWith(lookup, c.client)
+			stop()
+			if now, err := coordinatorOf(resp, err, txnID); err == nil && now != node {
+				cancel()
+				return
+			}
+			timer.Reset(c.readTimeout)
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-exited
 	}
 }
 

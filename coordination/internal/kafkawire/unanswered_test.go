@@ -255,3 +255,53 @@ func TestAnswerTimedOut(t *testing.T) {
 		}
 	}
 }
+
+// TestMintAtACoordinatorThatMovedGoesAgain: a mint whose InitProducerId a
+// coordinator holds without an answer goes again once the id's coordinator
+// moved to another node (the old one can no longer apply it: kfake answers
+// it NOT_COORDINATOR when it lets it go), within a few read timeouts, not
+// after the transaction timeout (30 s); the pair it gets writes.
+func TestMintAtACoordinatorThatMovedGoesAgain(t *testing.T) {
+	c := kafkatest.Fake(t, kfake.NumBrokers(3))
+	w := unansweredWire(t, c)
+	if got, _ := w.txn.OptValue(kgo.RequestTimeoutOverhead).(time.Duration); got != w.coords.readTimeout || got != time.Second {
+		t.Fatalf("the coordinators' read timeout is %v, the client's %v; want 1 s", w.coords.readTimeout, got)
+	}
+	topic := c.CreateTopic(t, "coord-moved-mint", 1, nil)
+	txnID := kafkatest.TopicName("moved-mint")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := c.Fake.CoordinatorFor(txnID)
+	release, released := holdRelease(t)
+	var held atomic.Int32
+	c.Fake.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		if c.Fake.CurrentNode() == old && held.Add(1) == 1 {
+			c.Fake.SleepControl(func() { <-released })
+		}
+		return nil, nil, false
+	})
+	moved := make(chan struct{})
+	go func() { // ends after the move
+		defer close(moved)
+		time.Sleep(1500 * time.Millisecond)
+		for c.Fake.CoordinatorFor(txnID) == old {
+			c.Fake.RehashCoordinators()
+		}
+	}()
+	start := time.Now()
+	epoch, err := w.Mint(ctx, txnID, "mint")
+	took := time.Since(start)
+	<-moved
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the mint took %v after its coordinator moved (1.5 s); want a few read timeouts (1 s), not the transaction timeout", took)
+	}
+	time.Sleep(300 * time.Millisecond) // the held request lands at the old node
+	if err := epoch.Transact(ctx, "renewal", []Record{{Partition: Partition{Topic: topic}, Value: []byte("lease")}}); err != nil {
+		t.Fatalf("a transaction under the pair minted at the new coordinator: %v", err)
+	}
+}
