@@ -36,7 +36,9 @@
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
 //   - coordinator.go: the cache of transaction coordinators, their
 //     lookups (those asked for together share one FindCoordinator), and
-//     the requests pinned to them.
+//     the requests pinned to them: which attempt got no answer in time
+//     (requestTracked), and the watch of a mint that waits for its answer
+//     (untilMoved).
 //   - leaders.go: the cache of partition leaders of the writes.
 //   - warm.go: the warm-up of a transactional id's route.
 //   - transaction.go: the life of one transaction and what a failure does
