@@ -344,13 +344,15 @@
 //     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused.
 //   - At most one InitProducerId per role in flight: a mint waits for the
 //     answer of its request for the read timeout plus the transaction
-//     timeout, instead of sending it again after the read timeout. A copy
-//     sent again was answered first, and the first one, applied later,
-//     fenced the member's own new epoch with no other member present. A
-//     caller that gives up leaves the request to its answer, and the next
-//     mint of the role takes the pair. Tests:
+//     timeout, instead of sending it again after the read timeout, unless
+//     the role's coordinator moved to another node meanwhile (the old one
+//     can no longer apply it). A copy sent again was answered first, and
+//     the first one, applied later, fenced the member's own new epoch with
+//     no other member present. A caller that gives up leaves the request
+//     to its answer, and the next mint of the role takes the pair. Tests:
 //     TestKafkaLateMintAnswerIsNoSelfFence, and in kafkawire
-//     TestMintWaitsForItsOwnInitProducerID.
+//     TestMintWaitsForItsOwnInitProducerID and
+//     TestMintAtACoordinatorThatMovedGoesAgain.
 //   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
 //     role is a Kafka transactional.id, which the protocol carries as UTF-8:
 //     a Java broker decodes invalid bytes to U+FFFD, so two such roles
