@@ -305,3 +305,37 @@ func TestMintAtACoordinatorThatMovedGoesAgain(t *testing.T) {
 		t.Fatalf("a transaction under the pair minted at the new coordinator: %v", err)
 	}
 }
+
+// TestAbortThatFindsNoOpenTransactionIsOutcomeUnknown: an abort that the
+// coordinator refuses with INVALID_TXN_STATE after records were sent in
+// the transaction means that something else ended it (a late commit ends a
+// transaction so): the write's outcome is unknown, and the error says so
+// (class OutcomeUnknown, the epoch ended), never "nothing committed".
+func TestAbortThatFindsNoOpenTransactionIsOutcomeUnknown(t *testing.T) {
+	c := kafkatest.Fake(t)
+	w := unansweredWire(t, c)
+	topic := c.CreateTopic(t, "coord-abort-no-txn", 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	epoch, err := w.Mint(ctx, kafkatest.TopicName("abort-no-txn"), "mint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.MessageTooLarge, Count: -1})
+	c.Fake.ControlKey(kmsg.EndTxn.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	err = epoch.Transact(ctx, "write", []Record{
+		{Partition: Partition{Topic: topic, Partition: 0}, Value: []byte("a")},
+		{Partition: Partition{Topic: topic, Partition: 1}, Value: []byte("b")},
+	})
+	var werr *Error
+	if !errors.As(err, &werr) || werr.Class != OutcomeUnknown || !werr.Ended {
+		t.Fatalf("the write whose abort found no open transaction: got %v, want an error of class %v that ended the epoch", err, OutcomeUnknown)
+	}
+	if strings.Contains(err.Error(), "nothing committed") {
+		t.Fatalf("the write's error says nothing committed: %v", err)
+	}
+}
