@@ -307,13 +307,52 @@
 //     fence compete as a standby instead. A transport of the four
 //     interfaces gets the specification's answer. Test:
 //     TestLivenessNoFailbackAfterAFence.
-//   - [Leadership.Done] closes, and [Leadership.Err] says why, on two more
-//     ends than a fence and a resignation: a producer lost without a fence
-//     ([ErrProducerLost]) and a permission refused ([ErrNotAuthorized]). No
-//     write under the token can land again in either case; keeping the
-//     handle open would let the holder believe it leads while its lease
-//     runs out. Tests: TestKafkaLeadershipACL (a refused permission),
-//     TestKafkaClusterBrokerCrash (a producer lost).
+//   - [Leadership.Done] closes, and [Leadership.Err] says why, on three
+//     more ends than a fence and a resignation: a producer lost without a
+//     fence ([ErrProducerLost]), a request of the epoch whose outcome is
+//     unknown ([ErrOutcomeUnknown] and ErrProducerLost, below) and a
+//     permission refused ([ErrNotAuthorized]). No write under the token can
+//     land again in any case; keeping the handle open would let the holder
+//     believe it leads while its lease runs out. Tests:
+//     TestKafkaLeadershipACL (a refused permission),
+//     TestKafkaClusterBrokerCrash (a producer lost),
+//     TestKafkaLateRenewalCommitNeverTearsAWrite (an unknown outcome).
+//   - A request whose answer never came. Over [KafkaTransport] no
+//     transaction begins under an epoch after a request of that epoch
+//     whose outcome is unknown: an EndTxn or AddPartitionsToTxn whose
+//     answer timed out at a live broker (its resend may have been answered
+//     since), or a batch whose copy timed out and that its leader never
+//     appended. The broker may still apply such a request later, on the
+//     next transaction of the pair: a late EndTxn(commit) commits whatever
+//     part of a later guarded write is in the log at that moment (Kafka's
+//     own exposure under transaction version 1, KAFKA-17754, which the
+//     EndTxn version cap keeps; see "Kafka 4 and the token that must not
+//     move"). The epoch ends instead, and the leadership with it, at its
+//     next renewal or write, with an error that wraps [ErrOutcomeUnknown]
+//     and [ErrProducerLost]; the member competes again and mints a new
+//     epoch, which fences every late request of the old one. The call
+//     whose request went unanswered returns its own outcome, which the
+//     answers that came say (a resent commit answered without error
+//     committed). A commit that failed, or an abort that found no open
+//     transaction after records were sent, returns an error that wraps
+//     ErrOutcomeUnknown, never "nothing committed". A broken connection
+//     (a killed broker) leaves the epoch alone: a dead broker applies
+//     nothing later. A KIP-360 bump instead of the end would change the
+//     token that the Gate and the lease carry. Tests:
+//     TestKafkaLateRenewalCommitNeverTearsAWrite, and in kafkawire
+//     TestLateEndTxnNeverTearsALaterTransaction and
+//     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused.
+//   - At most one InitProducerId per role in flight: a mint waits for the
+//     answer of its request for the read timeout plus the transaction
+//     timeout, instead of sending it again after the read timeout, unless
+//     the role's coordinator moved to another node meanwhile (the old one
+//     can no longer apply it). A copy sent again was answered first, and
+//     the first one, applied later, fenced the member's own new epoch with
+//     no other member present. A caller that gives up leaves the request
+//     to its answer, and the next mint of the role takes the pair. Tests:
+//     TestKafkaLateMintAnswerIsNoSelfFence, and in kafkawire
+//     TestMintWaitsForItsOwnInitProducerID and
+//     TestMintAtACoordinatorThatMovedGoesAgain.
 //   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
 //     role is a Kafka transactional.id, which the protocol carries as UTF-8:
 //     a Java broker decodes invalid bytes to U+FFFD, so two such roles

@@ -37,9 +37,9 @@ var ErrNotAuthorized = errors.New("not authorized")
 
 // ErrProducerLost reports that the producer that carries the epoch of a
 // leadership failed for a reason other than a fence, so that only a new
-// epoch can write again: a lost connection that franz-go marks as a fatal
-// producer state, a commit whose outcome the client cannot know, a
-// transport that was closed. Nobody else need hold the role. The write that
+// epoch can write again: a refused producer state, a commit whose outcome
+// the client cannot know (with [ErrOutcomeUnknown]), a transport that was
+// closed. Nobody else need hold the role. The write that
 // returns it says whether its records may have committed: "the outcome is
 // unknown" means that they may be in the log, and a caller that dispatches
 // commands reconciles by reading its command topic before it sends the
@@ -51,22 +51,19 @@ var ErrNotAuthorized = errors.New("not authorized")
 // role at once when no standby took it, at the cost of one epoch.
 var ErrProducerLost = errors.New("the producer of the epoch is lost")
 
-// ErrOutcomeUnknown reports a guarded write or lease write whose call
-// returned at the end of its context (plus 250 ms) while its transaction
-// was still at the brokers: its records may commit, or not. The producer
-// of the epoch goes on, and so does the leadership. Over [KafkaTransport]
-// the transaction ends in the background, within the transaction timeout
-// (the lease duration): a Produce that got no answer is sent again, as it
-// is, until its leader answers (so the next sequence number of its
-// partition is known again), and the transaction is then aborted, unless
-// its commit was already on its way. The next write under the token waits
-// for it (within that write's context); only a transaction that cannot be
-// resolved in time ends the producer, and the next write then gets
-// [ErrProducerLost].
+// ErrOutcomeUnknown reports a write whose outcome the library cannot know:
+// its records may be in the log, or not. A caller that dispatches commands
+// reconciles by reading its command topic before it sends one again.
 //
-// A caller that dispatches commands reconciles by reading its command topic
-// before it sends the command again, as after ErrProducerLost. The error
-// also wraps the context's error.
+// With [ErrProducerLost] it ends the epoch and the leadership: a commit
+// failed without saying how, or a request of the epoch timed out and the
+// broker may still apply it to a later transaction (see the package doc,
+// "Extensions and errata"). Alone, with the context's error, it reports a
+// write that returned at the end of its context (plus 250 ms) with its
+// transaction in flight; the producer and the leadership go on. Over
+// [KafkaTransport] that transaction ends in the background within the
+// transaction timeout (aborted, unless its commit was on its way), and the
+// next write under the token waits for it.
 var ErrOutcomeUnknown = errors.New("the outcome of the write is unknown")
 
 // ErrMisconfigured reports a configuration that the cluster refuses, and

@@ -37,7 +37,8 @@ func kafkaError(err error) error {
 	if *e == (kafkawire.Error{Class: kafkawire.Closed}) {
 		return errTransportClosed
 	}
-	if e.Class == kafkawire.OutcomeUnknown {
+	if _, later := e.Err.(*kafkawire.Error); e.Class == kafkawire.OutcomeUnknown && !e.Ended && e.Detail == nil && !later {
+		// A call that gave up on its transaction in flight; the epoch goes on.
 		return fmt.Errorf("coordination: %s: the call's context ended (%w) with the transaction in flight, which did not end within %v more: %w, "+
 			"so the records may be in the log; the transaction ends in the background, within the transaction timeout: "+
 			"a batch without an answer goes again until its leader answers, then the transaction is aborted "+
@@ -69,6 +70,11 @@ func kafkaError(err error) error {
 			add(ErrFenced.Error(), ErrFenced)
 		case kafkawire.ProducerLost:
 			add(ErrProducerLost.Error(), ErrProducerLost)
+		case kafkawire.OutcomeUnknown:
+			// A commit whose outcome is unknown, or a request of the epoch
+			// that the broker may still apply: the epoch ended (Ended),
+			// and the words of a lost producer follow.
+			add(ErrOutcomeUnknown.Error(), ErrOutcomeUnknown)
 		case kafkawire.Misconfigured:
 			add(ErrMisconfigured.Error(), ErrMisconfigured)
 		case kafkawire.NotAuthorized:

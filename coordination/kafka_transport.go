@@ -85,7 +85,9 @@ import (
 // A transaction that leaves the epoch in a state that only a new
 // InitProducerId repairs ends the epoch too, but it is no fence, and the
 // error wraps [ErrProducerLost] instead: a commit that failed with its
-// outcome unknown (the error says so: its records may be in the log), an
+// outcome unknown, or a request of the epoch whose answer timed out and
+// that the broker may still apply later (these wrap [ErrOutcomeUnknown]
+// too: the records may be in the log), an
 // abort that failed, a batch whose answer never came (the partition's next
 // sequence number is then unknown), 45 OUT_OF_ORDER_SEQUENCE_NUMBER or 59
 // UNKNOWN_PRODUCER_ID (after an abort, as the Java producer does), a

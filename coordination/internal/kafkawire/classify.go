@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,10 +59,12 @@ const (
 	// OutcomeUnknown is a request that may have taken effect without an
 	// answer that says so: a commit that failed, an AddPartitionsToTxn
 	// without an answer (Classify), and a transaction that the caller gave
-	// up on while it was in flight, which ends in the background. Of the
-	// errors that the package returns, only that last one carries it
-	// (Err is then the context's error): a failed commit ends the epoch,
-	// as ProducerLost.
+	// up on while it was in flight, which ends in the background (Err is
+	// then the context's error, and the epoch goes on). With Ended set it
+	// ended the epoch: a failed commit, an abort that found no open
+	// transaction after records were sent, or a request of the epoch whose
+	// answer timed out and that the broker may still apply to a later
+	// transaction (transaction.go, "A request without an answer").
 	OutcomeUnknown
 
 	// NotAuthorized is a missing ACL: 53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -390,6 +393,21 @@ func leaderLookupTransient(ctx context.Context, err error) bool {
 func notDialled(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// answerTimedOut reports a request that was written to a connection and
+// whose answer did not come within the read timeout (or whose write timed
+// out midway): the broker is alive, or was when the request left, and may
+// still apply it later. A connection that broke (EOF, a reset: the
+// broker's socket is gone, as after a kill -9) carried requests that
+// nothing applies later, and one that could not be dialled carried
+// nothing (notDialled).
+func answerTimedOut(err error) bool {
+	if notDialled(err) {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // logMoved reports 1 OFFSET_OUT_OF_RANGE: the log start moved past the

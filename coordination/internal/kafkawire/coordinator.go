@@ -25,7 +25,8 @@ import (
 // txnCoordinators maps transactional ids to the node of their transaction
 // coordinator. It is safe for concurrent use.
 type txnCoordinators struct {
-	client *kgo.Client
+	client      *kgo.Client
+	readTimeout time.Duration // the client's RequestTimeoutOverhead: the watch of untilMoved
 
 	mu      sync.Mutex
 	nodes   map[string]int32
@@ -56,7 +57,11 @@ type lookupBatch struct {
 const lookupTimeout = 5 * time.Second
 
 func newTxnCoordinators(client *kgo.Client) *txnCoordinators {
-	return &txnCoordinators{client: client, nodes: make(map[string]int32), lookups: make(map[string]*coordinatorLookup)}
+	readTimeout, _ := client.OptValue(kgo.RequestTimeoutOverhead).(time.Duration)
+	if readTimeout <= 0 {
+		readTimeout = requestTimeoutFloor
+	}
+	return &txnCoordinators{client: client, readTimeout: readTimeout, nodes: make(map[string]int32), lookups: make(map[string]*coordinatorLookup)}
 }
 
 // coordinatorBackoff is the first pause between two attempts of a
@@ -81,18 +86,34 @@ const (
 //
 // Sending a request again that may have reached the coordinator is what
 // franz-go does for these requests too: AddPartitionsToTxn is idempotent,
-// the coordinator answers a repeated EndTxn of a transaction that it ended
-// as the first one, and an InitProducerId sent again mints the next epoch,
-// which only the caller learns.
+// and the coordinator answers a repeated EndTxn of a transaction that it
+// ended as the first one. But the first copy may still be applied later,
+// on a later transaction of the same epoch (an EndTxn(commit) then commits
+// whatever is open: KAFKA-17754), so a caller that resends sees it in
+// requestTracked's unanswered and ends the epoch after its transaction
+// (transaction.go, "A request without an answer"). InitProducerId waits
+// for its answer instead (mint.go, patientInitProducerID).
 func (c *txnCoordinators) request(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
-	return c.requestWith(ctx, ctx, txnID, build, codeOf)
+	return c.requestWith(ctx, ctx, txnID, build, codeOf, nil)
+}
+
+// requestTracked is request, and sets *unanswered when an attempt of it
+// was written to a connection and got no answer (see requestWith).
+func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
+	return c.requestWith(ctx, ctx, txnID, build, codeOf, unanswered)
 }
 
 // requestWith is request with the requests to the coordinator sent under
 // send and the retries bounded by ctx: a request in flight when ctx ends
 // runs on to its answer (an InitProducerId whose mint the caller keeps,
 // mint_late.go), and no request goes after ctx ended.
-func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
+//
+// With unanswered set, it sets *unanswered when an attempt was written and
+// its answer timed out while send still ran (answerTimedOut), after which
+// the broker may still apply the request. A connection that could not be
+// dialled carried nothing, one that broke (a dead broker) carried nothing
+// that is applied later, and the end of send is the caller's to judge.
+func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
 	backoff := coordinatorBackoff
 	for {
 		node, err := c.node(ctx, txnID)
@@ -104,8 +125,17 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 			return nil, ctx.Err() // no request after ctx ended
 		}
 		if err == nil {
-			resp, err = c.client.Broker(int(node)).Request(send, build())
+			req := build()
+			sendCtx, stop := send, context.CancelFunc(func() {})
+			if _, patient := req.(patientInitProducerID); patient {
+				sendCtx, stop = c.untilMoved(send, txnID, node)
+			}
+			resp, err = c.client.Broker(int(node)).Request(sendCtx, req)
+			stop()
 			if err != nil {
+				if unanswered != nil && answerTimedOut(err) && send.Err() == nil {
+					*unanswered = true
+				}
 				c.forget(txnID, node)
 			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {
 				return resp, err
@@ -124,6 +154,48 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, coordinatorBackoffMax)
+	}
+}
+
+// untilMoved returns a context of send that ends, and the func that ends
+// it, for a request to node that waits for its answer past the read
+// timeout (patientInitProducerID): it also ends once FindCoordinator, asked
+// every read timeout from the first one on, names another node than node
+// for txnID. A broker that is no longer the coordinator of the id cannot
+// apply the request any more (its write to __transaction_state fails), so
+// it goes again, to the new coordinator, at once instead of after the
+// transaction timeout: the wait of a mint on a paused or cut-off
+// coordinator is then the cluster's failover, as before. The func waits
+// for the goroutine of the watch.
+func (c *txnCoordinators) untilMoved(send context.Context, txnID string, node int32) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(send)
+	exited := make(chan struct{})
+	go func() { // ends with ctx: at the func's call, or when the coordinator moved
+		defer close(exited)
+		timer := time.NewTimer(c.readTimeout)
+		defer timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			lookup, stop := context.WithTimeout(ctx, lookupTimeout)
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType = 1 // transaction
+			req.CoordinatorKeys = []string{txnID}
+			resp, err := req.RequestWith(lookup, c.client)
+			stop()
+			if now, err := coordinatorOf(resp, err, txnID); err == nil && now != node {
+				cancel()
+				return
+			}
+			timer.Reset(c.readTimeout)
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-exited
 	}
 }
 

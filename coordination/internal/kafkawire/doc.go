@@ -31,18 +31,22 @@
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
 //     numbers, the context of its transaction in flight, why it ended)
 //     and the registry of mints.
-//   - mint.go: InitProducerId, and DescribeTransactions of an epoch; a
+//   - mint.go: InitProducerId, which waits for its own answer
+//     (patientInitProducerID), and DescribeTransactions of an epoch; a
 //     mint that resends nothing once a rival minted (rivalMinted).
 //   - mint_late.go: one mint of an id at a time, and the pair of an
 //     abandoned mint attempt, which the next mint takes.
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
 //   - coordinator.go: the cache of transaction coordinators, their
 //     lookups (those asked for together share one FindCoordinator), and
-//     the requests pinned to them.
+//     the requests pinned to them: which attempt got no answer in time
+//     (requestTracked), and the watch of a mint that waits for its answer
+//     (untilMoved).
 //   - leaders.go: the cache of partition leaders of the writes.
 //   - warm.go: the warm-up of a transactional id's route.
 //   - transaction.go: the life of one transaction and what a failure does
-//     to its epoch.
+//     to its epoch, and the end of an epoch after a request whose answer
+//     timed out ("A request without an answer").
 //   - produce.go: the produce loop: batches, leaders, sequence numbers.
 //   - txn_requests.go: AddPartitionsToTxn, EndTxn and Produce, built and
 //     sent.

@@ -34,6 +34,13 @@ type Epoch struct {
 	// a new epoch starts every partition at 0. Guarded by slot.
 	sequences partitionSequences
 
+	// unanswered is the path of a request of the transaction in flight
+	// that the broker may still apply later, with no answer to say so
+	// (noteUnanswered); hasUnanswered says that there is one. Guarded by
+	// slot: transactHeld ends the epoch after such a transaction.
+	unanswered    Path
+	hasUnanswered bool
+
 	mu    sync.Mutex
 	ended *Error // nil while open
 	// cancelTxn cancels the context of the transaction in flight (transactHeld),
@@ -67,6 +74,15 @@ func (e *Epoch) beginTxn() (context.Context, func(), *Error) {
 		e.mu.Unlock()
 		cancel()
 	}, nil
+}
+
+// noteUnanswered records that a request of path of the transaction in
+// flight was written and got no answer, so that the broker may still apply
+// it later, on a later transaction of the pair. The caller holds e.slot.
+func (e *Epoch) noteUnanswered(path Path) {
+	if !e.hasUnanswered {
+		e.unanswered, e.hasUnanswered = path, true
+	}
 }
 
 // TxnID returns the transactional id of the epoch.

@@ -43,10 +43,10 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 				req.TransactionalID = &txnID
 				req.TransactionTimeoutMillis = int32(w.config.TxnTimeout.Milliseconds())
 				req.ProducerID, req.ProducerEpoch = -1, -1
-				return req
+				return patientInitProducerID{req, req.TransactionTimeoutMillis}
 			}, func(resp kmsg.Response) error {
 				return codeError(resp.(*kmsg.InitProducerIDResponse).ErrorCode)
-			})
+			}, nil)
 			if err != nil {
 				return err
 			}
@@ -85,6 +85,35 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// patientInitProducerID is an InitProducerId request that waits for its
+// answer on its connection for the transaction timeout (wait, in ms) more
+// than the client's read timeout: franz-go reads a request with a timeout
+// field (kmsg.TimeoutRequest) that long, on the broker's connection for
+// such requests, where a late answer holds up no other request.
+//
+// It closes a self-fence. An InitProducerId that got no answer within the
+// read timeout (the renew interval) was sent again on a new connection
+// (requestWith); when the first one was applied after the second, it
+// bumped the epoch over the pair that the second one minted, and the
+// member's first write under that pair failed as fenced, with no other
+// member present. Kafka cannot tell the two apart (an InitProducerId
+// without the KIP-360 pair always bumps, and one with it still fences a
+// pair whose transaction is open), and DescribeTransactions cannot say
+// whose mint a pair is. So the mint waits for the answer of the request it
+// sent, the one InitProducerId of the id in flight (mint_late.go keeps the
+// id's mint slot until then, when the caller gives up first, and the next
+// mint takes the pair). Only a connection that breaks, a coordinator that
+// moved to another node (untilMoved: the old one can no longer apply it),
+// or an answer later than the read timeout plus the transaction timeout,
+// sends it again.
+type patientInitProducerID struct {
+	*kmsg.InitProducerIDRequest
+	wait int32
+}
+
+// Timeout returns the wait of the request, in ms.
+func (r patientInitProducerID) Timeout() int32 { return r.wait }
 
 // rivalMinted reports whether the coordinator holds a pair of txnID other
 // than from that another producer minted: one in a state that only a

@@ -35,6 +35,7 @@ type partitionBatches struct {
 	encoded  []byte // the head batch, encoded once and sent again as it is
 	sequence int32  // the first sequence number of encoded
 	unknown  bool   // the leader may have appended encoded, and never said so
+	lost     bool   // a copy of encoded timed out at a live leader, and no answer since says it was appended
 	err      error  // why the head batch failed for good
 }
 
@@ -228,9 +229,15 @@ func (e *Epoch) produceTo(ctx context.Context, leader int32, parts []*partitionB
 		// No answer: the leader may have appended each batch, unless the
 		// connection could not even be dialled. They go again as they
 		// are, unless ctx ended.
-		if notDialled(err) {
+		switch {
+		case notDialled(err):
 			for i, p := range parts {
 				p.unknown = wasUnknown[i]
+			}
+		case answerTimedOut(err), contextEnded(err):
+			// The leader may append this copy later, after a resend.
+			for _, p := range parts {
+				p.lost = true
 			}
 		}
 		return false
@@ -244,7 +251,7 @@ func (e *Epoch) produceTo(ctx context.Context, leader int32, parts []*partitionB
 		case appended(err):
 			e.sequences.set(p.partition, nextSequence(p.sequence, len(p.batches[p.sent])))
 			p.sent++
-			p.encoded, p.unknown = nil, false
+			p.encoded, p.unknown, p.lost = nil, false, false // a late copy is a duplicate now
 			progressed = true
 		default:
 			// A batch that the leader refused before the append leaves
@@ -264,6 +271,18 @@ func (e *Epoch) produceTo(ctx context.Context, leader int32, parts []*partitionB
 func anyAdded(parts []*partitionBatches) bool {
 	for _, p := range parts {
 		if p.sent > 0 || p.unknown {
+			return true
+		}
+	}
+	return false
+}
+
+// anyLost reports a batch of which a copy got no answer, and that its
+// leader never said it appended: the copy may be appended later, under a
+// sequence number that the epoch's next batch of the partition reuses.
+func anyLost(parts []*partitionBatches) bool {
+	for _, p := range parts {
+		if p.lost {
 			return true
 		}
 	}

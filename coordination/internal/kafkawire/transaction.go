@@ -40,16 +40,19 @@ const abortTimeout = 10 * time.Second
 // Its errors are *Error, with op as their Op (how far the transaction got
 // follows it, as ", nothing written", ", nothing committed" or
 // " (aborted)"). An error with Ended set ended the epoch: Fenced for a
-// refused pair (and for an epoch that the wire minted over), ProducerLost
-// for a producer state that only a new epoch repairs (a commit whose
-// outcome is unknown, a failed abort, a batch without an answer, a refused
-// sequence, the coordinator's abort at the transaction timeout),
-// NotAuthorized for a refused transactional id, Closed after Close. Every
-// later call then returns that error under its own op, without a request.
-// Any other error aborted the transaction, and the epoch goes on.
+// refused pair (and for an epoch that the wire minted over), OutcomeUnknown
+// for a commit that failed or an abort that found no open transaction,
+// ProducerLost for a producer state that only a new epoch repairs (a failed
+// abort, a batch without an answer, a refused sequence, the coordinator's
+// abort at the transaction timeout), NotAuthorized for a refused
+// transactional id, Closed after Close. A transaction with a request whose
+// answer timed out returns its own outcome and then ends the epoch with
+// OutcomeUnknown (see "A request without an answer"). Every later call
+// then returns that error under its own op, without a request. Any other
+// error aborted the transaction, and the epoch goes on.
 func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error {
 	if err := e.endedErr(); err != nil {
-		return within(PathProduce, op, err)
+		return endedWithin(op, err)
 	}
 	if err := e.slot.Acquire(ctx); err != nil {
 		return &Error{Op: op, Class: Canceled, Err: err,
@@ -66,14 +69,78 @@ func (e *Epoch) Transact(ctx context.Context, op string, records []Record) error
 	return &Error{Op: op, Class: OutcomeUnknown, Err: ctx.Err()}
 }
 
-// transactHeld runs one transaction: AddPartitionsToTxn of its partitions,
-// a Produce to each of their leaders, and EndTxn. The caller holds e.slot.
+// endedWithin returns the end of the epoch as the error of a call op that
+// sent nothing. After an unknown outcome (OutcomeUnknown) op says
+// ", nothing written": the unknown outcome is an earlier request's.
+func endedWithin(op string, ended *Error) *Error {
+	if ended.Class == OutcomeUnknown {
+		op += ", nothing written"
+	}
+	return within(PathProduce, op, ended)
+}
+
+// transactHeld runs one transaction (transactOnce), and then ends the
+// epoch when a request of it may still be applied later (see "A request
+// without an answer" below). The caller holds e.slot.
 func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) error {
+	err := e.transactOnce(ctx, op, records)
+	if !e.hasUnanswered {
+		return err
+	}
+	path := e.unanswered
+	e.hasUnanswered = false
+	e.end(unansweredError(e, path))
+	return err // the transaction's own outcome, which the answers that came say; the next call gets the end
+}
+
+// A request without an answer.
+//
+// A request of the epoch that was written to a connection and got no answer
+// within the read timeout (answerTimedOut: the broker is alive, or was,
+// and slow, or the request is held on the way) may still be applied by
+// the broker later, after a resend of it was answered and the epoch went
+// on. A connection that broke (EOF, a reset: a broker killed or
+// restarted) carried nothing that is applied later, and the epoch goes on
+// after it, as issue 9 wants of a broker fault. An
+// EndTxn (version 4 keeps the epoch) then ends whatever transaction of the
+// pair is open at that moment: a late EndTxn(commit) commits the part of a
+// later transaction that is in the log (KAFKA-17754, which KIP-890's epoch
+// bump per commit closes and the version cap keeps open); a late
+// AddPartitionsToTxn opens a transaction that nobody ends; a lost copy of a
+// batch whose sequence number was never used (its leader refused the resend
+// before the append, and the transaction was aborted) may be appended in the
+// next transaction under the same sequence number, in place of that
+// transaction's own batch. A batch that its leader appended is safe: a late
+// copy is a duplicate, or out of order, and is never appended.
+//
+// So after such a transaction no transaction begins under the pair: the
+// epoch ends with an *Error of class OutcomeUnknown (Ended set), and every
+// later call returns it without a request. The transaction itself returns
+// the outcome that the answers say (a resent EndTxn(commit) answered
+// without error committed it). The member mints a new epoch to write again,
+// which fences every late request of this one. Ending is the root fix
+// chosen over a KIP-360 bump (InitProducerId with the current pair) because
+// a bump changes the leadership's fencing token, which the Gate and the
+// lease records carry; and it costs no request on the path of a write
+// whose requests were answered.
+
+// unansweredError is the end of an epoch after a request of path that got
+// no answer.
+func unansweredError(e *Epoch, path Path) *Error {
+	return &Error{Op: "token " + e.producer.String() + " of role " + e.txnID, Class: OutcomeUnknown,
+		Detail: fmt.Errorf("the %s request of a transaction of the pair got no answer within the read timeout, and the broker may still apply it "+
+			"to a later transaction of the pair (a late EndTxn(commit) commits whatever is open then), "+
+			"so the transport begins no transaction under the pair again", path)}
+}
+
+// transactOnce runs one transaction: AddPartitionsToTxn of its partitions,
+// a Produce to each of their leaders, and EndTxn. The caller holds e.slot.
+func (e *Epoch) transactOnce(ctx context.Context, op string, records []Record) error {
 	// ectx ends with the epoch: every request of the transaction runs
 	// under it. An epoch that already ended starts none.
 	ectx, finish, endedBefore := e.beginTxn()
 	if endedBefore != nil {
-		return within(PathProduce, op, endedBefore)
+		return endedWithin(op, endedBefore)
 	}
 	defer finish()
 	if err := ctx.Err(); err != nil {
@@ -97,6 +164,11 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 	if err != nil {
 		return &Error{Op: op + ", nothing written", Class: settled(err), Err: err}
 	}
+	defer func() {
+		if anyLost(parts) {
+			e.noteUnanswered(PathProduce)
+		}
+	}()
 	if err := e.addPartitions(rctx, parts); err != nil {
 		// An AddPartitionsToTxn that got no answer may have opened the
 		// transaction; one that the coordinator refused did not.
@@ -125,7 +197,7 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 	case Retriable: // TRANSACTION_ABORTABLE
 		return e.failed(ectx, PathCommit, op, []error{err}, true, parts)
 	}
-	ended := e.end(&Error{Op: op, Class: ProducerLost, Err: err,
+	ended := e.end(&Error{Op: op, Class: OutcomeUnknown, Err: err,
 		Detail: errors.New("the commit failed and its outcome is unknown, so the records may be in the log; " +
 			"the transport ends the producer, because only a new epoch repairs it")})
 	e.abortOpen()
@@ -171,6 +243,16 @@ func (e *Epoch) failed(ectx context.Context, path Path, op string, causes []erro
 				// coordinator.
 			case class == Fenced:
 				return e.end(e.fenceError(op, errors.Join(cause, err)))
+			case class == Refused:
+				// INVALID_TXN_STATE with partitions added: the transaction
+				// is no longer open, and this epoch ended it with no
+				// request that was answered. Whether it committed is
+				// unknown: only a late EndTxn(commit) ends a transaction so.
+				ended := e.end(&Error{Op: op, Class: OutcomeUnknown, Err: err,
+					Detail: fmt.Errorf("%w; the abort found no open transaction, though records were sent in it, "+
+						"so something else ended it and whether it committed is unknown; the transport ends the producer", cause)})
+				e.abortOpen()
+				return ended
 			default:
 				ended := e.end(&Error{Op: op + ", nothing committed", Class: ProducerLost, Err: err,
 					Detail: fmt.Errorf("%w; the abort failed too, so the transport ends the producer", cause)})

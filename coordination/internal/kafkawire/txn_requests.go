@@ -32,8 +32,14 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p.partition.Partition)
 	}
+	var unanswered bool
+	defer func() {
+		if unanswered {
+			e.noteUnanswered(PathAddPartitions)
+		}
+	}()
 	return withConcurrentTransactions(ctx, func() error {
-		kresp, err := e.wire.coords.request(ctx, req.TransactionalID, func() kmsg.Request { return req }, func(kresp kmsg.Response) error {
+		kresp, err := e.wire.coords.requestTracked(ctx, req.TransactionalID, func() kmsg.Request { return req }, func(kresp kmsg.Response) error {
 			for _, topic := range kresp.(*kmsg.AddPartitionsToTxnResponse).Topics {
 				for _, p := range topic.Partitions {
 					if err := codeError(p.ErrorCode); coordinatorMoved(err) {
@@ -42,7 +48,7 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 				}
 			}
 			return nil
-		})
+		}, &unanswered)
 		if err != nil {
 			return err
 		}
@@ -75,10 +81,22 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 
 // endTxn sends EndTxn (version 4: the coordinator keeps the epoch) to
 // commit or abort the open transaction of the epoch, again while the
-// coordinator answers CONCURRENT_TRANSACTIONS.
+// coordinator answers CONCURRENT_TRANSACTIONS. An attempt that got no
+// answer is noted (noteUnanswered): the epoch begins no transaction after
+// this one.
 func (e *Epoch) endTxn(ctx context.Context, commit bool) error {
+	var unanswered bool
+	defer func() {
+		if unanswered {
+			path := PathAbort
+			if commit {
+				path = PathCommit
+			}
+			e.noteUnanswered(path)
+		}
+	}()
 	return withConcurrentTransactions(ctx, func() error {
-		_, err := e.wire.coords.request(ctx, e.txnID, func() kmsg.Request {
+		_, err := e.wire.coords.requestTracked(ctx, e.txnID, func() kmsg.Request {
 			req := kmsg.NewPtrEndTxnRequest()
 			req.TransactionalID = e.txnID
 			req.ProducerID, req.ProducerEpoch = e.producer.ID, e.producer.Epoch
@@ -86,7 +104,7 @@ func (e *Epoch) endTxn(ctx context.Context, commit bool) error {
 			return req
 		}, func(resp kmsg.Response) error {
 			return codeError(resp.(*kmsg.EndTxnResponse).ErrorCode)
-		})
+		}, &unanswered)
 		return err
 	})
 }
