@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -560,7 +561,9 @@ func TestWriteResultClassifiesTheOutcome(t *testing.T) {
 		{fmt.Errorf("coordination: write: %w", coordination.ErrNotHeld), ResultNotHeld},
 		{fmt.Errorf("coordination: write: %w", coordination.ErrFenced), ResultFenced},
 		{fmt.Errorf("coordination: write: %w: context deadline exceeded", coordination.ErrOutcomeUnknown), ResultUnknown},
-		{fmt.Errorf("coordination: commit: the commit failed and its outcome is unknown: %w", coordination.ErrProducerLost), ResultUnknown},
+		{fmt.Errorf("coordination: commit: the commit failed and its outcome is unknown: %w", errors.Join(coordination.ErrOutcomeUnknown, coordination.ErrProducerLost)), ResultUnknown},
+		// A lost producer that does not wrap ErrOutcomeUnknown committed nothing, whatever its words say.
+		{fmt.Errorf("coordination: renew: the transaction coordinator aborted it at its timeout: %w", coordination.ErrProducerLost), ResultNotCommitted},
 		{fmt.Errorf("coordination: write to t-1 under 5:1, nothing committed: %w", coordination.ErrProducerLost), ResultNotCommitted},
 		{fmt.Errorf("coordination: write: MESSAGE_TOO_LARGE"), ResultNotCommitted},
 	} {

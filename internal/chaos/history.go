@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"errors"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -148,14 +147,10 @@ func writeResult(err error) string {
 }
 
 // outcomeUnknown reports an error of a guarded write that says its records
-// may have committed. It is the one place of that decision: once every
-// such error wraps coordination.ErrOutcomeUnknown (branch ambiguous), its
-// body becomes that errors.Is alone. Until then a lost producer
-// (ErrProducerLost) says it in words: "nothing committed" means nothing
-// did, anything else may have.
+// may have committed: one that wraps coordination.ErrOutcomeUnknown. It is
+// the one place of that decision. Every other error of a write (a lost
+// producer that says "nothing committed" included) means that nothing
+// committed, and the checker fails a history where such a write is visible.
 func outcomeUnknown(err error) bool {
-	if errors.Is(err, coordination.ErrOutcomeUnknown) {
-		return true
-	}
-	return errors.Is(err, coordination.ErrProducerLost) && !strings.Contains(err.Error(), "nothing committed")
+	return errors.Is(err, coordination.ErrOutcomeUnknown)
 }
