@@ -119,7 +119,15 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		return result, clusterError("read %s: %s", partition, oneLine(errText(err)))
 	}
 	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
-		return result, usageError("role %s has never been taken and has no members: check the name, or pass --force to mint its first epoch", showName(role.String()))
+		trace, err := traceRole(ctx, s, role)
+		if err != nil {
+			return result, err
+		}
+		hint := "check the name, or pass --force to mint its first epoch"
+		if trace != traceNone {
+			hint = "there is no holder to fence; pass --force to mint an epoch"
+		}
+		return result, idleRoleError(role.String(), trace, hint)
 	}
 	if interruptedBy(ctx) {
 		return result, interruptedError("before fence minted an epoch")
