@@ -197,9 +197,9 @@ func printFence(g *globals, r fenceJSON) {
 	}
 	switch {
 	case r.LeaseReleased && r.Next != "" && r.HolderRemoved:
-		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: the first standby, %s, takes over now\n", showName(r.Holder), showName(r.Next))
+		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: %s is first in the roster; it takes over at once if it is alive\n", showName(r.Holder), showName(r.Next))
 	case r.LeaseReleased && r.Next != "":
-		fmt.Fprintf(g.stdout, "  lease cleared: the first standby, %s, takes over once %s leaves the roster\n", showName(r.Next), showName(r.Holder))
+		fmt.Fprintf(g.stdout, "  lease cleared: %s is first in the roster after %s; it takes over once %s leaves the roster, if it is alive\n", showName(r.Next), showName(r.Holder), showName(r.Holder))
 	case r.LeaseReleased:
 		fmt.Fprintf(g.stdout, "  lease cleared: no standby is registered; the next member to campaign takes the role\n")
 	case r.Holder != "":
