@@ -76,6 +76,13 @@ func TestUsageErrors(t *testing.T) {
 		{"create-topic args", []string{"create-topic", "x"}, env, "create-topic takes no arguments"},
 		{"unknown flag", []string{"describe", "a", "--bogus"}, env, "unknown flag: --bogus (see 'krabka-coord describe --help')"},
 		{"unknown command", []string{"bogus"}, env, "unknown command \"bogus\" for \"krabka-coord\" (see 'krabka-coord --help')"},
+		// Cobra took --bogus for a flag with a value, and the address for
+		// the command.
+		{"unknown flag before a flag", []string{"--bogus", "--brokers", "127.0.0.1:1"}, env, "unknown flag: --bogus (see 'krabka-coord --help')"},
+		{"unknown flag after a flag", []string{"-vo", "json", "--bogus", "list"}, env, "unknown flag: --bogus (see 'krabka-coord --help')"},
+		{"port out of range", []string{"list", "--brokers", "127.0.0.1:99999"}, env, "--brokers: broker \"127.0.0.1:99999\": port 99999 out of range 1-65535; want host:port"},
+		{"port not a number", []string{"describe", "a", "--brokers", "kafka-1:x"}, env, "--brokers: broker \"kafka-1:x\": port \"x\" is not a number"},
+		{"port of the env", []string{"describe", "a"}, map[string]string{envBrokers: "kafka-1:0"}, "$KRABKA_BROKERS: broker \"kafka-1:0\": port 0 out of range"},
 		{"output", []string{"describe", "a", "--output", "yaml"}, env, "--output \"yaml\": want text or json"},
 		{"partitions", []string{"describe", "a", "--partitions", "0"}, env, "--partitions 0: want at least 1"},
 		{"topic", []string{"describe", "a", "--topic", "no spaces"}, env, "--topic \"no spaces\""},
