@@ -119,15 +119,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		return result, clusterError("read %s: %s", partition, oneLine(errText(err)))
 	}
 	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
-		trace, err := traceRole(ctx, s, role)
-		if err != nil {
-			return result, err
-		}
-		hint := "check the name, or pass --force to mint its first epoch"
-		if trace != traceNone {
-			hint = "there is no holder to fence; pass --force to mint an epoch"
-		}
-		return result, idleRoleError(role.String(), trace, hint)
+		return result, fenceIdleRoleError(ctx, s, role)
 	}
 	if interruptedBy(ctx) {
 		return result, interruptedError("before fence minted an epoch")

@@ -179,6 +179,20 @@ func traceRole(ctx context.Context, s *session, role coordination.Role) (roleTra
 	return trace, nil
 }
 
+// fenceIdleRoleError is the refusal of fence without --force for a role
+// that has no epoch, no lease and no member, by what its records say.
+func fenceIdleRoleError(ctx context.Context, s *session, role coordination.Role) error {
+	trace, err := traceRole(ctx, s, role)
+	if err != nil {
+		return err
+	}
+	hint := "check the name, or pass --force to mint its first epoch"
+	if trace != traceNone {
+		hint = "there is no holder to fence; pass --force to mint an epoch"
+	}
+	return idleRoleError(role.String(), trace, hint)
+}
+
 // idleRoleError is the error of a command that needs a role taken or
 // joined (fence without --force) for a role that has no epoch, no lease
 // and no member, by what its records say; hint ends the line.
