@@ -166,7 +166,7 @@ func unknownLeadingFlag(root *cobra.Command, args []string) string {
 		}
 		f := lookup(name, false)
 		if f == nil {
-			return arg
+			return "--" + name
 		}
 		if !hasValue && f.NoOptDefVal == "" {
 			i++ // the flag's value

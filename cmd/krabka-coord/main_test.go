@@ -81,6 +81,7 @@ func TestUsageErrors(t *testing.T) {
 		// the command.
 		{"unknown flag before a flag", []string{"--bogus", "--brokers", "127.0.0.1:1"}, env, "unknown flag: --bogus (see 'krabka-coord --help')"},
 		{"unknown flag after a flag", []string{"-vo", "json", "--bogus", "list"}, env, "unknown flag: --bogus (see 'krabka-coord --help')"},
+		{"unknown flag with a value", []string{"--bogus=1", "--topic", "t", "list"}, env, "unknown flag: --bogus (see 'krabka-coord list --help')"},
 		{"port out of range", []string{"list", "--brokers", "127.0.0.1:99999"}, env, "--brokers: broker \"127.0.0.1:99999\": port 99999 out of range 1-65535; want host:port"},
 		{"port not a number", []string{"describe", "a", "--brokers", "kafka-1:x"}, env, "--brokers: broker \"kafka-1:x\": port \"x\" is not a number"},
 		{"port of the env", []string{"describe", "a"}, map[string]string{envBrokers: "kafka-1:0"}, "$KRABKA_BROKERS: broker \"kafka-1:0\": port 0 out of range"},
