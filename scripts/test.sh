@@ -13,6 +13,8 @@
 #      KRABKA_JAVA_MURMUR2, which the partition test checks the Go rule on;
 #   3. gofmt, go vet, and go test -race over every package: the kfake suite,
 #      the real-broker suite, the examples, and the seed corpus of the fuzzers.
+#      Each step runs even when an earlier one failed; a summary of them all
+#      ends the run, and the exit is 1 if any failed.
 # Needs: go, java (17+), mvn. Set KRABKA_KEEP_BROKER=1 to leave the broker and
 # the cluster up (a later run reuses both: the start scripts are idempotent).
 set -euo pipefail
@@ -57,19 +59,53 @@ echo "test.sh: 3-node Kafka cluster at $KRABKA_KAFKA_CLUSTER_BROKERS (ready $((S
 scripts/murmur2-vectors.sh < coordination/testdata/partition-roles.txt > "$work/java-murmur2.json"
 export KRABKA_JAVA_MURMUR2="$work/java-murmur2.json"
 
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$unformatted" ]; then
-  echo "test.sh: gofmt would change: $unformatted" >&2
-  exit 1
-fi
+# The checks and the tests: each step runs whatever an earlier one found,
+# so that one failing package does not hide the results of the others; the
+# summary at the end lists every step, and the exit is non-zero if one failed.
+steps=()
+ran=0
+failed=0
+# step NAME COMMAND [ARG...]: runs one step, its output to the terminal and
+# to a log, and records its result and the FAIL lines of go test.
+step() {
+  local name=$1 log="$work/step-$ran.log" t0=$SECONDS rc=0
+  shift
+  ran=$((ran + 1))
+  echo "test.sh: == $name" >&2
+  "$@" 2>&1 | tee "$log" || rc=$?
+  if [ "$rc" = 0 ]; then
+    steps+=("ok    $name ($((SECONDS - t0)) s)")
+  else
+    failed=$((failed + 1))
+    steps+=("FAIL  $name ($((SECONDS - t0)) s, exit $rc)")
+    while IFS= read -r line; do steps+=("        $line"); done < <(grep -E '^(FAIL|--- FAIL|panic:)' "$log" | head -n 40)
+  fi
+}
+check_gofmt() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change: $unformatted"
+    return 1
+  fi
+}
+step gofmt check_gofmt
 # Every package of every module of the workspace (go.work): the library
 # module, and the modules of the CLI, the fault harness and the bench.
 packages=github.com/krabka-io/krabka-streams-go/...
-go vet "$packages"
+step "go vet" go vet "$packages"
 # The specification's conformance suite first, on its own line of the log: a
 # change that alters an answer the specification promises fails here.
-go test -count=1 -run '^TestSpec' ./coordination
-go test -race -count=1 -timeout 20m "$packages"
+step "the specification's suite (TestSpec)" go test -count=1 -run '^TestSpec' ./coordination
+step "go test -race, every package" go test -race -count=1 -timeout 20m "$packages"
 # The deterministic simulation at full size: 10 000 seeds, without the race
 # detector (the -race run above plays 300 of them).
-go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
+step "the simulation at 10 000 seeds" go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
+
+echo "test.sh: summary" >&2
+printf '  %s\n' "${steps[@]}" >&2
+if [ "$failed" != 0 ]; then
+  echo "test.sh: $failed of $ran steps failed" >&2
+  exit 1
+fi
+echo "test.sh: all $ran steps passed" >&2

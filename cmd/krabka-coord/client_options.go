@@ -6,7 +6,10 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,7 +32,36 @@ func (g *globals) brokerList() ([]string, error) {
 	if len(brokers) == 0 {
 		return nil, usageError("no brokers: pass --brokers host:port[,host:port...] or set %s", envBrokers)
 	}
+	for _, b := range brokers {
+		if problem := brokerAddrProblem(b); problem != "" {
+			where := "--brokers"
+			if !g.flags.Changed("brokers") {
+				where = "$" + envBrokers
+			}
+			return nil, usageError("%s: broker %q: %s; want host:port, such as 127.0.0.1:9092", where, b, problem)
+		}
+	}
 	return brokers, nil
+}
+
+// brokerAddrProblem says what is wrong with one seed broker's address, or
+// "": a port, when given, is a number from 1 to 65535. A host alone is
+// franz-go's host:9092.
+func brokerAddrProblem(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "" // a host without a port, or a form that franz-go parses
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case port == "":
+		return "empty port"
+	case err != nil:
+		return fmt.Sprintf("port %q is not a number", port)
+	case n < 1 || n > 65535:
+		return fmt.Sprintf("port %d out of range 1-65535", n)
+	}
+	return ""
 }
 
 // brokersGiven reports whether --brokers or KRABKA_BROKERS names a cluster.

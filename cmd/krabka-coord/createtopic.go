@@ -1,6 +1,7 @@
 package main
 
-// The command create-topic: it creates the state topic, or checks an
+// The command create-topic: it creates the state topic (or, with
+// --cleanup-policy delete, an application's command topic), or checks an
 // existing one against what was asked, and the reads of the cluster's
 // configuration and of a topic's metadata that it needs.
 
@@ -21,9 +22,10 @@ import (
 
 func newCreateTopicCommand(g *globals) *cobra.Command {
 	var replicationFactor, minISR int
+	var policy string
 	cmd := &cobra.Command{
 		Use:   "create-topic",
-		Short: "Create the state topic, or check the one that exists",
+		Short: "Create the state topic (or a command topic), or check the one that exists",
 		Long: `create-topic creates the state topic (--topic, __coordination_state by
 default) with --partitions partitions and cleanup.policy=compact, and waits
 until every partition has a leader. The replication factor and
@@ -40,10 +42,16 @@ when their flags are given. It names every difference and exits 4.
 
 The promise that a command is durable in a quorum before the dispatch rests
 on this topic: in production use --replication-factor 3
---min-insync-replicas 2 (or cluster defaults of those).`,
+--min-insync-replicas 2 (or cluster defaults of those).
+
+--cleanup-policy delete creates (or checks) a topic of the application's own
+instead, such as the topic its leader writes commands to with
+Leadership.Write: cleanup.policy=delete, so that records of one key are all
+kept, with the same flags otherwise (--topic names it).`,
 		Example: `  krabka-coord create-topic --brokers 127.0.0.1:9092
   krabka-coord create-topic --replication-factor 3 --min-insync-replicas 2
-  krabka-coord create-topic --topic team-a-coordination --partitions 4 --output json`,
+  krabka-coord create-topic --topic team-a-coordination --partitions 4 --output json
+  krabka-coord create-topic --topic commands --partitions 1 --cleanup-policy delete`,
 		Args: exactArgs(),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if err := g.checkTopicFlags(); err != nil {
@@ -59,7 +67,10 @@ on this topic: in production use --replication-factor 3
 			case minISRSet && replicationFactor > 0 && minISR > replicationFactor:
 				return usageError("--min-insync-replicas %d is above --replication-factor %d: no write could succeed", minISR, replicationFactor)
 			}
-			want := topicRequest{partitions: g.partitions}
+			if policy != policyCompact && policy != policyDelete {
+				return usageError("--cleanup-policy %q: want compact (the state topic) or delete (a command topic)", policy)
+			}
+			want := topicRequest{partitions: g.partitions, cleanupPolicy: policy}
 			if rfSet && replicationFactor > 0 {
 				want.replicationFactor = replicationFactor
 			}
@@ -92,8 +103,8 @@ on this topic: in production use --replication-factor 3
 			if result.MinInsyncReplicas != nil {
 				isr = fmt.Sprint(*result.MinInsyncReplicas)
 			}
-			fmt.Fprintf(g.stdout, "state topic %s %s %s, replication factor %d, cleanup.policy=%s, min.insync.replicas=%s\n",
-				result.Topic, verb, fmtCount(result.Partitions, "partition", "partitions"), result.ReplicationFactor, result.CleanupPolicy, isr)
+			fmt.Fprintf(g.stdout, "%s %s %s %s, replication factor %d, cleanup.policy=%s, min.insync.replicas=%s\n",
+				want.what(), result.Topic, verb, fmtCount(result.Partitions, "partition", "partitions"), result.ReplicationFactor, result.CleanupPolicy, isr)
 			if result.MinInsyncReplicas != nil && (result.ReplicationFactor < 3 || *result.MinInsyncReplicas < 2) {
 				fmt.Fprintf(g.stderr, "krabka-coord: note: with replication factor %d and min.insync.replicas=%d a write survives the loss of %s; production wants 3 and 2\n",
 					result.ReplicationFactor, *result.MinInsyncReplicas, fmtCount(max(0, min(result.ReplicationFactor, result.ReplicationFactor-*result.MinInsyncReplicas)), "broker", "brokers"))
@@ -103,8 +114,15 @@ on this topic: in production use --replication-factor 3
 	}
 	cmd.Flags().IntVar(&replicationFactor, "replication-factor", -1, "replicas of each partition of a new topic; -1 takes the cluster's default.replication.factor")
 	cmd.Flags().IntVar(&minISR, "min-insync-replicas", 0, "min.insync.replicas of a new topic (default: the cluster's min.insync.replicas); use 2 with 3 replicas")
+	cmd.Flags().StringVar(&policy, "cleanup-policy", policyCompact, "compact for the state topic; delete for a topic of the application's own, such as its command topic")
 	return cmd
 }
+
+// The cleanup policies of create-topic.
+const (
+	policyCompact = "compact" // the state topic
+	policyDelete  = "delete"  // a command topic of the application
+)
 
 // topicRequest is what create-topic was asked for; a zero field was not
 // asked for, and takes the cluster's default.
@@ -112,6 +130,16 @@ type topicRequest struct {
 	partitions        int
 	replicationFactor int
 	minISR            int
+	cleanupPolicy     string // policyCompact ("" too) or policyDelete
+}
+
+// what names the topic in messages: "state topic", or "topic" for a
+// command topic.
+func (r topicRequest) what() string {
+	if r.cleanupPolicy == policyDelete {
+		return "topic"
+	}
+	return "state topic"
 }
 
 // createTopicJSON is the result of create-topic.
@@ -156,21 +184,21 @@ func createTopic(ctx context.Context, c *cluster, want topicRequest) (createTopi
 			return err
 		})
 		if err != nil {
-			return result, clusterError("describe the state topic %s after its creation: %s", topic, oneLine(err.Error()))
+			return result, clusterError("describe the %s %s after its creation: %s", want.what(), topic, oneLine(err.Error()))
 		}
 	case isDenied(err):
-		return result, c.deniedError("describe the state topic "+topic, topicACL(opDescribe, topic), err)
+		return result, c.deniedError("describe the "+want.what()+" "+topic, topicACL(opDescribe, topic), err)
 	case err != nil:
-		return result, clusterError("describe the state topic %s: %s", topic, oneLine(err.Error()))
+		return result, clusterError("describe the %s %s: %s", want.what(), topic, oneLine(err.Error()))
 	}
 	configs, err := topicConfigs(ctx, client, topic)
 	need := aclNeed{operation: opDescribeConfigs, resourceType: resTopic, resource: topic}
 	switch {
 	case isDenied(err) && (want.minISR > 0 || !result.Created):
-		return result, c.deniedError("describe the configs of the state topic "+topic+" (to check compaction and min.insync.replicas)", need, err)
+		return result, c.deniedError("describe the configs of the "+want.what()+" "+topic+" (to check its cleanup.policy and min.insync.replicas)", need, err)
 	case isDenied(err):
 	case err != nil:
-		return result, clusterError("describe the configs of the state topic %s: %s", topic, oneLine(err.Error()))
+		return result, clusterError("describe the configs of the %s %s: %s", want.what(), topic, oneLine(err.Error()))
 	default:
 		result.CleanupPolicy = configs["cleanup.policy"]
 		if isr, err := strconv.Atoi(configs["min.insync.replicas"]); err == nil {
@@ -185,7 +213,11 @@ func createTopic(ctx context.Context, c *cluster, want topicRequest) (createTopi
 		differences = append(differences, fmt.Sprintf("it has %d partitions, but --partitions is %d: pass --partitions %d, the count the members use (Kafka cannot take partitions away, and more would move roles)",
 			result.Partitions, want.partitions, result.Partitions))
 	}
-	if !strings.Contains(result.CleanupPolicy, "compact") {
+	switch {
+	case want.cleanupPolicy == policyDelete && result.CleanupPolicy != "" && strings.Contains(result.CleanupPolicy, "compact"):
+		differences = append(differences, fmt.Sprintf("it has cleanup.policy=%s, but a command topic must not be compacted (compaction keeps only the newest record of a key): run 'kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config cleanup.policy=delete'",
+			result.CleanupPolicy, c.brokers[0], topic))
+	case want.cleanupPolicy != policyDelete && !strings.Contains(result.CleanupPolicy, "compact"):
 		differences = append(differences, fmt.Sprintf("it has cleanup.policy=%s, but it must be compacted: run 'kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact'",
 			result.CleanupPolicy, c.brokers[0], topic))
 	}
@@ -198,13 +230,17 @@ func createTopic(ctx context.Context, c *cluster, want topicRequest) (createTopi
 			*result.MinInsyncReplicas, want.minISR, c.brokers[0], topic, want.minISR))
 	}
 	if len(differences) > 0 {
+		if want.cleanupPolicy == policyDelete {
+			return result, clusterError("the topic %s exists, and differs from what was asked: %s", topic, strings.Join(differences, "; "))
+		}
 		return result, clusterError("the state topic %s exists, and differs from what was asked: %s; if %s holds other data (a command topic, say), leave it alone and pass another --topic",
 			topic, strings.Join(differences, "; "), topic)
 	}
 	return result, nil
 }
 
-// newTopic creates the state topic: compacted, with the partitions and
+// newTopic creates the state topic: compacted (or, for a command topic,
+// cleanup.policy=delete), with the partitions and
 // the replication factor asked for, and min.insync.replicas only when it
 // was asked for (the cluster's otherwise). It waits until every partition
 // answers at its leader.
@@ -222,7 +258,11 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 			}
 		}
 	}
-	configs := map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}
+	policy := want.cleanupPolicy
+	if policy == "" {
+		policy = policyCompact
+	}
+	configs := map[string]*string{"cleanup.policy": kmsg.StringPtr(policy)}
 	if want.minISR > 0 {
 		configs["min.insync.replicas"] = kmsg.StringPtr(strconv.Itoa(want.minISR))
 	}
@@ -230,11 +270,11 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 	switch {
 	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
 	case isDenied(err):
-		return c.deniedError("create the state topic "+topic, topicACL(opCreate, topic), err)
+		return c.deniedError("create the "+want.what()+" "+topic, topicACL(opCreate, topic), err)
 	case errors.Is(err, kerr.InvalidReplicationFactor):
 		return usageError("the cluster refused the replication factor: %s; it has %s", kafkaDetail(err), fmtCount(brokers, "live broker", "live brokers"))
 	default:
-		return clusterError("create the state topic %s: %s", topic, oneLine(err.Error()))
+		return clusterError("create the %s %s: %s", want.what(), topic, oneLine(err.Error()))
 	}
 	for {
 		// A fresh Metadata request first: the sharded ListOffsets goes by
@@ -249,7 +289,7 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 		}
 		select {
 		case <-ctx.Done():
-			return clusterError("the state topic %s was created, but its partitions are not ready: %s", topic, oneLine(err.Error()))
+			return clusterError("the %s %s was created, but its partitions are not ready: %s", want.what(), topic, oneLine(err.Error()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

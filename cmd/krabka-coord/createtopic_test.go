@@ -89,3 +89,41 @@ func TestCreateTopicChecksAnExistingTopic(t *testing.T) {
 	}
 	assertOneLine(t, stderr, "it has 4 partitions, but --partitions is 6: pass --partitions 4")
 }
+
+// create-topic --cleanup-policy delete makes the application's command
+// topic (the README's first snippet writes to one): created with
+// cleanup.policy=delete, then checked; a compacted topic is not taken for
+// one, nor a command topic for the state topic.
+func TestCreateCommandTopic(t *testing.T) {
+	brokers := kfakeBrokers(t)
+	args := []string{"create-topic", "--brokers", brokers, "--replication-factor", "1", "--topic", "commands", "--partitions", "1"}
+	code, stdout, stderr := runCLI(t, nil, append(args, "--cleanup-policy", "delete", "--output", "json")...)
+	var created createTopicJSON
+	if code != exitOK || json.Unmarshal([]byte(stdout), &created) != nil {
+		t.Fatalf("create-topic --cleanup-policy delete: exit %d: %s%s", code, stdout, stderr)
+	}
+	if !created.Created || created.Topic != "commands" || created.Partitions != 1 || created.CleanupPolicy != "delete" {
+		t.Fatalf("create-topic --cleanup-policy delete = %+v", created)
+	}
+	code, stdout, stderr = runCLI(t, nil, append(args, "--cleanup-policy", "delete")...)
+	if code != exitOK || !strings.HasPrefix(stdout, "topic commands exists and checks out: 1 partition") {
+		t.Fatalf("create-topic --cleanup-policy delete of the existing topic: exit %d: %s%s", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, nil, args...)
+	if code != exitCluster || !strings.Contains(stderr, "it has cleanup.policy=delete, but it must be compacted") {
+		t.Fatalf("create-topic (the state topic) over the command topic: exit %d: %s", code, stderr)
+	}
+	state := []string{"create-topic", "--brokers", brokers, "--replication-factor", "1", "--topic", "state", "--partitions", "1"}
+	if code, _, stderr := runCLI(t, nil, state...); code != exitOK {
+		t.Fatalf("create-topic: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, nil, append(state, "--cleanup-policy", "delete")...)
+	if code != exitCluster || !strings.Contains(stderr, "it has cleanup.policy=compact, but a command topic must not be compacted") {
+		t.Fatalf("create-topic --cleanup-policy delete over a compacted topic: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, nil, append(args, "--cleanup-policy", "compacted")...)
+	if code != exitUsage {
+		t.Fatalf("--cleanup-policy compacted: exit %d: %s", code, stderr)
+	}
+	assertOneLine(t, stderr, `--cleanup-policy "compacted": want compact (the state topic) or delete (a command topic)`)
+}

@@ -51,8 +51,10 @@ It prints, for each role:
     challenge in progress;
   - the partition of the state topic.
 
-A role that has no epoch, no lease and no member was never taken: most
-likely a typo. describe prints the roles it found and exits 2.
+A role that has no epoch, no lease and no member, and that no record of the
+state topic names, was never taken: most likely a typo. describe prints the
+roles it found and exits 2. One that a record names (members registered and
+left before they were elected) is shown, as list shows it.
 
 A broker that does not answer, or a transaction coordinator that moved with
 its broker, is retried within 30 s: Kafka moves the partitions of a dead
@@ -88,8 +90,17 @@ broker within about ten seconds.`,
 						return err
 					}
 					if !result.Coordinator.Held && result.Lease == nil && len(result.Roster) == 0 && !all {
-						unknown = append(unknown, role.String())
-						continue
+						// list shows a role that a record names; describe
+						// shows it too, and refuses only a name that no
+						// record carries.
+						trace, err := traceRole(ctx, s, role)
+						if err != nil {
+							return err
+						}
+						if trace == traceNone {
+							unknown = append(unknown, role.String())
+							continue
+						}
 					}
 					if g.json() {
 						if err := writeJSON(g.stdout, result); err != nil {

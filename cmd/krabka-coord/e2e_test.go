@@ -136,6 +136,7 @@ func TestE2EKafka(t *testing.T) {
 		t.Run("RunStopsCooperativeChildAfterFence", e.runCooperativeChild)
 		t.Run("RunExitsWithTheChildsCode", e.runExitCode)
 		t.Run("SIGHUPAndInterruptBeforeElection", e.sighup)
+		t.Run("SIGHUPIgnoredAtStartStaysIgnored", e.sighupIgnoredAtStart)
 		t.Run("WrongInput", e.wrongInput)
 		t.Run("SASL", e.sasl)
 		t.Run("DemoOnTheBroker", e.demo)
@@ -431,6 +432,12 @@ func (e *e2e) sighup(t *testing.T) {
 	waitingRun := start(t, e.binary, e.env, append(e.args("run", role, "node-w"), append(runLease, "--", "true")...)...)
 	waitingElect := start(t, e.binary, e.env, append(e.args("elect", role, "node-e"), e2eLease...)...)
 	e.waitDescribe(t, role, 20*time.Second, func(r describeJSON) bool { return len(r.Roster) == 4 })
+	// Each of them must catch SIGHUP; one that inherited an ignored SIGHUP
+	// (the test started under nohup, and the harness let it through) keeps
+	// it ignored, as documented, and would never see the hangup below.
+	for _, p := range []*proc{r, standby, waitingElect} {
+		p.requireSIGHUPCaught()
+	}
 
 	// Interrupted before it was elected: 0, for run as for elect.
 	waitingRun.signal(syscall.SIGINT)
@@ -472,6 +479,40 @@ func (e *e2e) sighup(t *testing.T) {
 	after := e.describe(t, role)
 	if after.Lease != nil || len(after.Roster) != 0 {
 		t.Fatalf("describe after SIGHUP = %+v; want no lease and no roster", after)
+	}
+}
+
+// A SIGHUP that was ignored when elect started, as under nohup, stays
+// ignored (signals.go): the kernel drops the hangup, and SIGINT still ends
+// elect with a resignation.
+func (e *e2e) sighupIgnoredAtStart(t *testing.T) {
+	t.Parallel()
+	role := kafkatest.TopicName("e2e-nohup")
+	p := startIgnoringSIGHUP(t, e.binary, e.env, append(e.args("elect", role, "node-n"), e2eLease...)...)
+	p.waitFor(electedText, 30*time.Second)
+	for _, c := range []struct {
+		sig             syscall.Signal
+		ignored, caught bool
+		why             string
+	}{
+		{syscall.SIGHUP, true, false, "a SIGHUP ignored at start stays ignored"},
+		{syscall.SIGINT, false, true, "SIGINT stops elect"},
+		{syscall.SIGTERM, false, true, "SIGTERM stops elect"},
+	} {
+		ignored, caught, err := signalDisposition(p.cmd.Process.Pid, c.sig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ignored != c.ignored || caught != c.caught {
+			t.Fatalf("elect started with SIGHUP ignored: %v ignored %t, caught %t; want %t, %t (%s)", c.sig, ignored, caught, c.ignored, c.caught, c.why)
+		}
+	}
+	// The kernel discards a signal that the process ignores when it is
+	// sent, so this SIGHUP is gone before SIGINT is sent.
+	p.signal(syscall.SIGHUP)
+	p.signal(syscall.SIGINT)
+	if code := p.wait(10 * time.Second); code != exitOK || !strings.Contains(p.stdout.String(), "resigned: member node-n") {
+		t.Fatalf("elect after SIGHUP (ignored) and SIGINT: exit %d, stdout %q; want 0 and a resignation", code, p.stdout.String())
 	}
 }
 

@@ -119,7 +119,7 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		return result, clusterError("read %s: %s", partition, oneLine(errText(err)))
 	}
 	if !force && !before.Held && state.Lease == nil && len(state.Roster) == 0 {
-		return result, usageError("role %s has never been taken and has no members: check the name, or pass --force to mint its first epoch", showName(role.String()))
+		return result, fenceIdleRoleError(ctx, s, role)
 	}
 	if interruptedBy(ctx) {
 		return result, interruptedError("before fence minted an epoch")
@@ -189,9 +189,9 @@ func printFence(g *globals, r fenceJSON) {
 	}
 	switch {
 	case r.LeaseReleased && r.Next != "" && r.HolderRemoved:
-		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: the first standby, %s, takes over now\n", showName(r.Holder), showName(r.Next))
+		fmt.Fprintf(g.stdout, "  lease cleared and %s out of the roster: %s is first in the roster; it takes over at once if it is alive\n", showName(r.Holder), showName(r.Next))
 	case r.LeaseReleased && r.Next != "":
-		fmt.Fprintf(g.stdout, "  lease cleared: the first standby, %s, takes over once %s leaves the roster\n", showName(r.Next), showName(r.Holder))
+		fmt.Fprintf(g.stdout, "  lease cleared: %s is first in the roster after %s; it takes over once %s leaves the roster, if it is alive\n", showName(r.Next), showName(r.Holder), showName(r.Holder))
 	case r.LeaseReleased:
 		fmt.Fprintf(g.stdout, "  lease cleared: no standby is registered; the next member to campaign takes the role\n")
 	case r.Holder != "":

@@ -8,11 +8,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,11 +81,29 @@ type proc struct {
 	code   int
 }
 
-// start starts the binary, in a process group of its own.
+// start starts the binary, in a process group of its own, with SIGHUP's
+// default disposition (childrenStartWithDefaultSIGHUP).
 func start(t *testing.T, binary string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProc(t, exec.Command(binary, args...), env, args)
+}
+
+// startIgnoringSIGHUP starts the binary as start does, but with SIGHUP
+// ignored, as nohup starts a command: the test binary, run again as a
+// wrapper (nohupEnv), ignores SIGHUP and execs the binary in its place, so
+// the pid is the binary's.
+func startIgnoringSIGHUP(t *testing.T, binary string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"--", binary}, args...)...)
+	return startProc(t, cmd, append(slices.Clip(env), nohupEnv+"=1"), args)
+}
+
+// startProc starts cmd in a process group of its own; args name it in
+// the test's messages.
+func startProc(t *testing.T, cmd *exec.Cmd, env, args []string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: strings.Join(args[:min(3, len(args))], " "), done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = cmd
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -178,4 +199,101 @@ func killAtCleanup(t *testing.T, pid int) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
+}
+
+// nohupEnv makes the test binary a wrapper that ignores SIGHUP and execs
+// the command after its "--" (startIgnoringSIGHUP); TestMain reads it.
+const nohupEnv = "KRABKA_COORD_TEST_NOHUP"
+
+// execIgnoringSIGHUP is the wrapper of startIgnoringSIGHUP: it ignores
+// SIGHUP and execs os.Args after "--" in its place (execve keeps an ignored
+// signal ignored). It returns only on an error, which it prints.
+func execIgnoringSIGHUP() {
+	args := os.Args[1:]
+	if len(args) < 2 || args[0] != "--" {
+		fmt.Fprintf(os.Stderr, "%s: want -- COMMAND [ARG...], got %q\n", nohupEnv, args)
+		os.Exit(2)
+	}
+	signal.Ignore(syscall.SIGHUP)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, nohupEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	err := syscall.Exec(args[1], args[1:], env)
+	fmt.Fprintf(os.Stderr, "%s: exec %s: %v\n", nohupEnv, args[1], err)
+	os.Exit(2)
+}
+
+// sighupSink receives, and drops, the SIGHUPs of a test process that was
+// started with SIGHUP ignored (childrenStartWithDefaultSIGHUP).
+var sighupSink = make(chan os.Signal, 1)
+
+// childrenStartWithDefaultSIGHUP gives the processes that the tests start
+// SIGHUP's default disposition however the test process was started, and
+// reports whether SIGHUP was ignored at its start. Under nohup (a natural
+// way to start the 15-minute test command) the test process inherits an
+// ignored SIGHUP, os/exec keeps an ignored signal ignored in the child, and
+// krabka-coord keeps a SIGHUP ignored at start ignored (signals.go): a test
+// that hangs up on the CLI would wait in vain. A signal that the process
+// handles is reset to the default in the child (Go's fork resets its
+// handlers, and execve the caught signals), so the test process handles
+// SIGHUP by dropping it: it still survives a hangup, as nohup asked, and
+// its children start as they would from a terminal.
+func childrenStartWithDefaultSIGHUP() bool {
+	if !signal.Ignored(syscall.SIGHUP) {
+		return false
+	}
+	signal.Notify(sighupSink, syscall.SIGHUP)
+	return true
+}
+
+// sighupIgnoredAtStart is what childrenStartWithDefaultSIGHUP found.
+var sighupIgnoredAtStart bool
+
+// signalDisposition reads whether process pid ignores sig (SigIgn of Linux's
+// /proc/PID/status) and whether it catches it (SigCgt).
+func signalDisposition(pid int, sig syscall.Signal) (ignored, caught bool, err error) {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, false, err
+	}
+	bit := uint64(1) << (uint(sig) - 1)
+	found := 0
+	for _, line := range strings.Split(string(status), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigIgn" && name != "SigCgt") {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
+		if err != nil {
+			return false, false, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
+		}
+		found++
+		if name == "SigIgn" {
+			ignored = mask&bit != 0
+		} else {
+			caught = mask&bit != 0
+		}
+	}
+	if found != 2 {
+		return false, false, fmt.Errorf("/proc/%d/status has no SigIgn and SigCgt lines", pid)
+	}
+	return ignored, caught, nil
+}
+
+// requireSIGHUPCaught fails the test, saying why, when p does not catch
+// SIGHUP: a hangup would not stop it.
+func (p *proc) requireSIGHUPCaught() {
+	p.t.Helper()
+	ignored, caught, err := signalDisposition(p.cmd.Process.Pid, syscall.SIGHUP)
+	switch {
+	case err != nil:
+		p.t.Fatalf("%s: the disposition of SIGHUP: %v", p.name, err)
+	case ignored || !caught:
+		p.t.Fatalf("%s ignores SIGHUP (ignored %t, caught %t in /proc/%d/status): it inherited an ignored SIGHUP (the test process ignored it at start: %t, as under nohup), "+
+			"and krabka-coord keeps a SIGHUP ignored at start ignored, so a hangup cannot stop it; the harness must start it with the default disposition (childrenStartWithDefaultSIGHUP)",
+			p.name, ignored, caught, p.cmd.Process.Pid, sighupIgnoredAtStart)
+	}
 }

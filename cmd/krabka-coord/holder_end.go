@@ -50,7 +50,7 @@ func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Sig
 		return nil
 	}
 	h.report(holderEvent{Event: "resigned", Token: newTokenJSON(leadership.Token())},
-		fmt.Sprintf("resigned: member %s gave up role %s (token %s); the first standby, if any, takes over now", h.shownMember(), h.shownRole(), leadership.Token()), false)
+		fmt.Sprintf("resigned: member %s gave up role %s (token %s); the first standby in the roster, if any, takes over at once if it is alive", h.shownMember(), h.shownRole(), leadership.Token()), false)
 	return nil
 }
 

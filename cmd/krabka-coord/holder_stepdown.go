@@ -39,7 +39,7 @@ func (h *holder) stepDown(leadership *coordination.Leadership, by string) error 
 	}
 	h.metrics.ended("stepped_down")
 	h.metrics.rejoined("step_down")
-	note := "the first standby, if any, takes over now"
+	note := "the first standby in the roster, if any, takes over at once if it is alive"
 	if err != nil {
 		note = fmt.Sprintf("the cluster did not confirm the resignation (%s), so the standbys take over at the lease deadline", oneLine(errText(err)))
 	}

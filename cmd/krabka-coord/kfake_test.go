@@ -38,7 +38,7 @@ func TestFenceRefusesAnUnknownRole(t *testing.T) {
 	if code != exitUsage || stdout != "" {
 		t.Fatalf("fence of an unknown role: exit %d, stdout %q; want %d and nothing", code, stdout, exitUsage)
 	}
-	assertOneLine(t, stderr, "role contoller has never been taken and has no members: check the name, or pass --force to mint its first epoch")
+	assertOneLine(t, stderr, "role contoller has never been taken and has no members: no record of the state topic names it; check the name, or pass --force to mint its first epoch")
 	code, _, stderr = runCLI(t, nil, "fence", "bad\x1bname", "--brokers", brokers)
 	if code != exitUsage {
 		t.Fatalf("fence of an unknown role: exit %d", code)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
@@ -71,4 +73,60 @@ func TestList(t *testing.T) {
 	for _, r := range []*inProcess{a, b, c} {
 		r.wait()
 	}
+}
+
+// A member interrupted after its registration and before its election
+// leaves a registration and its tombstone, and no epoch: list shows the
+// role, describe shows it too (it no longer calls it a typo and sends the
+// user back to list), and fence says what is true of it. A role whose lease
+// record remains (a tombstone) but whose epoch is gone was taken before;
+// a name that no record carries is still refused as never taken.
+func TestRegisteredNeverTakenRole(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "3", "--topic", "idle"}
+	createStateTopic(t, conn)
+	// A plain producer: the lease tombstone of an expired role is what the
+	// library never appends outside a transaction.
+	client := cluster.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	write := func(roleName string, key coordination.Key, value []byte) {
+		t.Helper()
+		partition, err := coordination.RoleTopicPartition(mustRole(t, roleName), coordination.WithTopic("idle"), coordination.WithPartitions(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		record := &kgo.Record{Topic: "idle", Partition: int32(partition.Partition), Key: coordination.EncodeKey(key), Value: value}
+		if err := client.ProduceSync(ctx, record).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gamma, delta, member := mustRole(t, "gamma"), mustRole(t, "delta"), mustMember(t, "node-9")
+	write("gamma", coordination.RegistrationKey(gamma, member), coordination.EncodeRegistration(coordination.Registration{Member: member, RegisteredAt: time.Now().UnixMilli()}))
+	write("gamma", coordination.RegistrationKey(gamma, member), nil)
+	write("delta", coordination.LeaseKey(delta), nil)
+
+	code, stdout, stderr := runCLI(t, nil, append([]string{"list"}, conn...)...)
+	if code != exitOK || !strings.Contains(stdout, "gamma") || !strings.Contains(stdout, "delta") {
+		t.Fatalf("list: exit %d: %s%s; want gamma and delta", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"describe", "gamma"}, conn...)...)
+	if code != exitOK || !strings.Contains(stdout, "role:        gamma") || !strings.Contains(stdout, "coordinator: no epoch") || !strings.Contains(stdout, "roster:      empty") {
+		t.Fatalf("describe of a role that list shows: exit %d: %s%s; want its state", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"fence", "gamma"}, conn...)...)
+	if code != exitUsage || stdout != "" {
+		t.Fatalf("fence of a registered, never taken role: exit %d, stdout %q; want %d and nothing", code, stdout, exitUsage)
+	}
+	assertOneLine(t, stderr, "role gamma was registered, never taken: no member has minted an epoch, and none is in the roster now; there is no holder to fence; pass --force to mint an epoch")
+	code, _, stderr = runCLI(t, nil, append([]string{"fence", "delta"}, conn...)...)
+	if code != exitUsage {
+		t.Fatalf("fence of a role whose epoch expired: exit %d", code)
+	}
+	assertOneLine(t, stderr, "role delta has no epoch, no lease and no members: it was taken before, and its transactional id expired")
+	code, _, stderr = runCLI(t, nil, append([]string{"describe", "epsilon"}, conn...)...)
+	if code != exitUsage {
+		t.Fatalf("describe of a name no record carries: exit %d", code)
+	}
+	assertOneLine(t, stderr, "role epsilon has never been taken and has no members: no record of the state topic names it; check the name ('krabka-coord list' shows the roles of the state topic)")
 }

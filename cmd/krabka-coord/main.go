@@ -51,6 +51,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes. See the package documentation.
@@ -92,6 +93,9 @@ func executeWith(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		// comes from cobra: an unknown command or flag, a wrong argument
 		// count.
 		exit = &exitError{code: exitUsage, err: cobraError(err, strings.TrimSpace("krabka-coord "+commandPath(root, args)))}
+		if flag := unknownLeadingFlag(root, args); flag != "" && strings.HasPrefix(err.Error(), "unknown command") {
+			exit.err = fmt.Errorf("unknown flag: %s (see 'krabka-coord --help')", flag)
+		}
 	}
 	if exit.err != nil && !exit.silent {
 		fmt.Fprintln(stderr, "krabka-coord: "+oneLine(exit.err.Error()))
@@ -114,6 +118,65 @@ func cobraError(err error, path string) error {
 		}
 	}
 	return fmt.Errorf("%s (did you mean %s?; see '%s --help')", strings.TrimSpace(text), strings.Join(names, " or "), path)
+}
+
+// unknownLeadingFlag returns the first flag of args before the command's
+// name that the root command does not define, or "". Cobra takes such a
+// flag for one with a value when it looks for the command, so in
+// "--bogus --brokers 127.0.0.1:1" the address would read as the command.
+func unknownLeadingFlag(root *cobra.Command, args []string) string {
+	lookup := func(name string, short bool) *pflag.Flag {
+		for _, set := range []*pflag.FlagSet{root.PersistentFlags(), root.Flags()} {
+			if short {
+				if f := set.ShorthandLookup(name); f != nil {
+					return f
+				}
+			} else if f := set.Lookup(name); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" || arg == "-" || !strings.HasPrefix(arg, "-") {
+			return "" // the command's name, or the end of the flags
+		}
+		if !strings.HasPrefix(arg, "--") {
+			// Shorthands, one letter each (-v, -vo json, -ojson): a letter
+			// of a flag with a value takes the rest, or the next argument.
+			letters := arg[1:]
+			for j := 0; j < len(letters); j++ {
+				name := letters[j : j+1]
+				if name == "h" {
+					continue
+				}
+				f := lookup(name, true)
+				if f == nil {
+					return "-" + name
+				}
+				if f.NoOptDefVal == "" {
+					if j == len(letters)-1 {
+						i++ // the value is the next argument
+					}
+					break
+				}
+			}
+			continue
+		}
+		name, _, hasValue := strings.Cut(arg[2:], "=")
+		if name == "help" || name == "version" {
+			continue
+		}
+		f := lookup(name, false)
+		if f == nil {
+			return "--" + name
+		}
+		if !hasValue && f.NoOptDefVal == "" {
+			i++ // the flag's value
+		}
+	}
+	return ""
 }
 
 // commandPath names the subcommand of args for a usage hint, or "" when

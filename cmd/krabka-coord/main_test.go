@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -76,6 +77,14 @@ func TestUsageErrors(t *testing.T) {
 		{"create-topic args", []string{"create-topic", "x"}, env, "create-topic takes no arguments"},
 		{"unknown flag", []string{"describe", "a", "--bogus"}, env, "unknown flag: --bogus (see 'krabka-coord describe --help')"},
 		{"unknown command", []string{"bogus"}, env, "unknown command \"bogus\" for \"krabka-coord\" (see 'krabka-coord --help')"},
+		// Cobra took --bogus for a flag with a value, and the address for
+		// the command.
+		{"unknown flag before a flag", []string{"--bogus", "--brokers", "127.0.0.1:1"}, env, "unknown flag: --bogus (see 'krabka-coord --help')"},
+		{"unknown flag after a flag", []string{"-vo", "json", "--bogus", "list"}, env, "unknown flag: --bogus (see 'krabka-coord --help')"},
+		{"unknown flag with a value", []string{"--bogus=1", "--topic", "t", "list"}, env, "unknown flag: --bogus (see 'krabka-coord list --help')"},
+		{"port out of range", []string{"list", "--brokers", "127.0.0.1:99999"}, env, "--brokers: broker \"127.0.0.1:99999\": port 99999 out of range 1-65535; want host:port"},
+		{"port not a number", []string{"describe", "a", "--brokers", "kafka-1:x"}, env, "--brokers: broker \"kafka-1:x\": port \"x\" is not a number"},
+		{"port of the env", []string{"describe", "a"}, map[string]string{envBrokers: "kafka-1:0"}, "$KRABKA_BROKERS: broker \"kafka-1:0\": port 0 out of range"},
 		{"output", []string{"describe", "a", "--output", "yaml"}, env, "--output \"yaml\": want text or json"},
 		{"partitions", []string{"describe", "a", "--partitions", "0"}, env, "--partitions 0: want at least 1"},
 		{"topic", []string{"describe", "a", "--topic", "no spaces"}, env, "--topic \"no spaces\""},
@@ -564,7 +573,7 @@ func TestEventPrinterJSON(t *testing.T) {
 	var text bytes.Buffer
 	several := &eventPrinter{w: &text, withRole: true}
 	several.print(roleEvent{At: newTimeJSON(0), Kind: eventGranted, Role: "o2", Member: "c", Message: "c took the role"})
-	if !strings.Contains(text.String(), "  o2   granted       c           c took the role") {
+	if !strings.Contains(text.String(), "  o2  granted       c           c took the role") {
 		t.Fatalf("text of several roles %q; want the role after the time", text.String())
 	}
 	p := &eventPrinter{w: &out, json: true}
@@ -705,4 +714,82 @@ func TestDemoInProcess(t *testing.T) {
 		t.Fatalf("demo result: ok %v, %d checks, %d commands", result.OK, len(result.Checks), len(result.Commands))
 	}
 	t.Logf("demo in process: %v, %d commands, %d events", time.Since(start), len(result.Commands), len(result.Events))
+}
+
+// watch of several roles: the columns align however long the roles and
+// members are (the role was not padded, and a member over 10 runes pushed
+// the message right), and the first lines, the states, come in time order
+// (Observe yields them in name order, each stamped when its partition was
+// read).
+func TestWatchColumnsAlignAndStatesInTimeOrder(t *testing.T) {
+	long, short := mustRole(t, "scheduler-of-the-nightly-batch-jobs"), mustRole(t, "a")
+	holder, standby := mustMember(t, "n3"), mustMember(t, "node-with-a-long-name-2")
+	states := []coordination.RoleChange{
+		{Kind: coordination.ChangeState, Role: short, At: 2000, State: coordination.RoleState{Roster: []coordination.RosterEntry{{Member: holder}, {Member: standby}}}},
+		{Kind: coordination.ChangeState, Role: long, At: 1000},
+	}
+	var text bytes.Buffer
+	p := &eventPrinter{w: &text, withRole: true, verbose: true}
+	orderStates(states, p)
+	if states[0].Role != long || states[1].Role != short {
+		t.Fatalf("states in order %s, %s; want the one read first first", states[0].Role, states[1].Role)
+	}
+	for _, change := range states {
+		p.print(roleEvent{At: newTimeJSON(change.At), Kind: eventState, Role: change.Role.String(), Message: "state"})
+	}
+	p.print(roleEvent{At: newTimeJSON(3000), Kind: eventRenewed, Role: short.String(), Member: holder.String(), Message: "renewed"})
+	p.print(roleEvent{At: newTimeJSON(4000), Kind: eventDeregistered, Role: long.String(), Member: standby.String(), Message: "left"})
+	lines := strings.Split(strings.TrimSuffix(text.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("lines:\n%s", text.String())
+	}
+	var times []string
+	for i, column := range []string{"state", "state", "renewed", "deregistered"} {
+		want := 12 + 2 + len(long.String()) + 2 // the clock, the widest role
+		if at := strings.Index(lines[i], column); at != want {
+			t.Errorf("line %d: kind at column %d, want %d:\n%s", i, at, want, text.String())
+		}
+		message := strings.LastIndex(lines[i], "  ") + 2
+		if want := want + 12 + 2 + len(standby.String()) + 2; message != want {
+			t.Errorf("line %d: message at column %d, want %d:\n%s", i, message, want, text.String())
+		}
+		times = append(times, lines[i][:12])
+	}
+	if !slices.IsSorted(times) {
+		t.Errorf("times %v; want them in order", times)
+	}
+}
+
+// list of several roles, a long one among them: every column starts at the
+// same place on every line.
+func TestListColumnsAlign(t *testing.T) {
+	deadline := timeJSON{Millis: time.Now().Add(3 * time.Second).UnixMilli()}
+	rows := []listJSON{
+		{Role: "a", Partition: 1, Holder: "node-1", Token: newTokenJSON(mustToken(t, 3414781078840391614, 0)), LeaseState: "live", Deadline: &deadline, CoordinatorKnown: true, Authoritative: true, Standbys: 1},
+		{Role: "scheduler-of-the-nightly-batch-jobs", Partition: 12, Holder: "node-with-a-long-name-2", Token: newTokenJSON(mustToken(t, 7, 1)), LeaseState: "expired", Deadline: &deadline, LapsedStandbys: 2},
+		{Role: "b", Partition: 2},
+	}
+	var out bytes.Buffer
+	printList(&out, rows, "t")
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	starts := func(line string) []int {
+		var at []int
+		for i := 1; i < len(line); i++ {
+			if line[i] != ' ' && line[i-1] == ' ' && i >= 2 && line[i-2] == ' ' {
+				at = append(at, i)
+			}
+		}
+		return at
+	}
+	header := starts(lines[0])
+	if len(lines) != 4 || len(header) != 6 {
+		t.Fatalf("list:\n%s", out.String())
+	}
+	for _, line := range lines[1:] {
+		for _, at := range header {
+			if line[at-1] != ' ' || line[at] == ' ' {
+				t.Fatalf("a column of the header starts at %d, and this row has no cell there:\n%s", at, out.String())
+			}
+		}
+	}
 }

@@ -99,7 +99,7 @@ func TestNamesAreQuotedInText(t *testing.T) {
 	g := &globals{stdout: &out}
 	printFence(g, fenceJSON{Role: evilRole, NewToken: newTokenJSON(token), Holder: evilMember, LeaseToken: newTokenJSON(mustToken(t, 9, 0)), LeaseReleased: true, HolderRemoved: true, Next: standby})
 	assertNoControl(t, "fence", out.String())
-	if !strings.Contains(out.String(), `fenced role "ctl\nfake line"`) || !strings.Contains(out.String(), `the first standby, "tab\tbed", takes over now`) {
+	if !strings.Contains(out.String(), `fenced role "ctl\nfake line"`) || !strings.Contains(out.String(), `"tab\tbed" is first in the roster; it takes over at once if it is alive`) {
 		t.Errorf("fence:\n%s", out.String())
 	}
 
@@ -116,4 +116,25 @@ func mustMember(t *testing.T, name string) coordination.MemberID {
 		t.Fatal(err)
 	}
 	return member
+}
+
+// fence cannot know whether the first standby is alive (without heartbeats
+// nothing tells it): it names the member first in the roster, and says that
+// it takes over if it is alive, never that it takes over now.
+func TestFenceSaysWhatItKnowsOfTheNext(t *testing.T) {
+	token := mustToken(t, 7, 1)
+	for _, tt := range []struct {
+		removed bool
+		want    string
+	}{
+		{true, "lease cleared and node-0 out of the roster: node-1 is first in the roster; it takes over at once if it is alive"},
+		{false, "lease cleared: node-1 is first in the roster after node-0; it takes over once node-0 leaves the roster, if it is alive"},
+	} {
+		var out bytes.Buffer
+		printFence(&globals{stdout: &out}, fenceJSON{Role: "ctl", NewToken: newTokenJSON(token), Holder: "node-0", LeaseToken: newTokenJSON(mustToken(t, 7, 0)),
+			LeaseReleased: true, HolderRemoved: tt.removed, Next: "node-1"})
+		if !strings.Contains(out.String(), tt.want) || strings.Contains(out.String(), "takes over now") {
+			t.Errorf("fence (holder removed %t):\n%s\nwant %q", tt.removed, out.String(), tt.want)
+		}
+	}
 }

@@ -1,8 +1,8 @@
 package main
 
 // Roles read from the state topic: the fold of every role that a record
-// names (list, describe --all), the epochs of roles, and the error of a
-// role that was never taken.
+// names (list, describe --all), the epochs of roles, and the errors of a
+// role that was never taken, or that members registered for and left.
 
 import (
 	"context"
@@ -131,18 +131,94 @@ func (s *session) epochError(role coordination.Role, err error) error {
 	return clusterError("describe the epoch of role %s at the transaction coordinator: %s", showName(role.String()), oneLine(errText(err)))
 }
 
-// neverSeen is the error of a role that has no epoch, no lease and no
-// member: most likely a typo.
+// roleTrace is what the records of the state topic say of a role that has
+// no epoch, no lease and no member now.
+type roleTrace int
+
+const (
+	// traceNone: no record names the role (never seen; a typo most likely).
+	traceNone roleTrace = iota
+	// traceRegistered: members registered and left (a registration
+	// tombstone), and no lease record: none took the role, none minted an
+	// epoch. list shows it.
+	traceRegistered
+	// traceLeased: a lease record names the role (its tombstone): it was
+	// taken before, and its transactional id expired since.
+	traceLeased
+)
+
+// traceRole reads the role's partition of the state topic (a ListOffsets
+// and the fetches of its compacted view) for the records that name it.
+func traceRole(ctx context.Context, s *session, role coordination.Role) (roleTrace, error) {
+	partition, err := coordination.RoleTopicPartition(role, s.g.coordOptions()...)
+	if err != nil {
+		return traceNone, usageError("%v", err)
+	}
+	var records []coordination.StateRecord
+	err = retryTransient(ctx, func(ctx context.Context) (err error) {
+		records, err = s.transport.ReadPartition(ctx, partition)
+		return err
+	})
+	if err != nil {
+		if isDenied(err) {
+			return traceNone, s.deniedError("read "+partition.String(), topicACL(opRead, s.g.topic), err)
+		}
+		return traceNone, clusterError("read %s: %s", partition, oneLine(errText(err)))
+	}
+	trace := traceNone
+	for _, record := range records {
+		key, err := coordination.DecodeKey(record.Key)
+		if err != nil || key.Role != role {
+			continue
+		}
+		if key.Kind == coordination.KindLease {
+			return traceLeased, nil
+		}
+		trace = traceRegistered
+	}
+	return trace, nil
+}
+
+// fenceIdleRoleError is the refusal of fence without --force for a role
+// that has no epoch, no lease and no member, by what its records say.
+func fenceIdleRoleError(ctx context.Context, s *session, role coordination.Role) error {
+	trace, err := traceRole(ctx, s, role)
+	if err != nil {
+		return err
+	}
+	hint := "check the name, or pass --force to mint its first epoch"
+	if trace != traceNone {
+		hint = "there is no holder to fence; pass --force to mint an epoch"
+	}
+	return idleRoleError(role.String(), trace, hint)
+}
+
+// idleRoleError is the error of a command that needs a role taken or
+// joined (fence without --force) for a role that has no epoch, no lease
+// and no member, by what its records say; hint ends the line.
+func idleRoleError(role string, trace roleTrace, hint string) error {
+	switch trace {
+	case traceRegistered:
+		return usageError("role %s was registered, never taken: no member has minted an epoch, and none is in the roster now; %s", showName(role), hint)
+	case traceLeased:
+		return usageError("role %s has no epoch, no lease and no members: it was taken before, and its transactional id expired; %s", showName(role), hint)
+	}
+	return usageError("role %s has never been taken and has no members: no record of the state topic names it; %s", showName(role), hint)
+}
+
+// neverSeen is the error of describe for roles that have no epoch, no
+// lease and no member, and that no record of the state topic names: most
+// likely a typo.
 func neverSeen(roles []string) error {
 	quoted := make([]string, len(roles))
 	for i, r := range roles {
 		quoted[i] = showName(r)
 	}
-	what := "role " + quoted[0] + " has never been taken and has"
+	what := "role " + quoted[0] + " has never been taken and has no members: no record of the state topic names it"
 	if len(roles) > 1 {
-		what = "roles " + strings.Join(quoted, ", ") + " have never been taken and have"
+		what = "roles " + strings.Join(quoted, ", ") + " have never been taken and have no members: no record of the state topic names them"
 	}
-	return usageError("%s no members: check the name ('krabka-coord list' shows the roles of the state topic)", what)
+	return usageError("%s; check the name ('krabka-coord list' shows the roles of the state topic)", what)
 }
 
 // fmtCount writes "1 standby", "2 standbys".

@@ -4,6 +4,7 @@ package main
 // until a signal or --for.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -169,6 +171,7 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		}
 		fmt.Fprintf(g.stderr, "watching %s (Ctrl-C to stop)\n", what)
 	}
+	orderStates(states, w.printer)
 	for _, change := range states {
 		status, err := w.describeEpoch(setup, change.Role)
 		if err != nil {
@@ -242,6 +245,29 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 				}
 			}
 		}
+	}
+}
+
+// orderStates puts the initial states in time order, and in name order at
+// one instant (Observe yields them in name order, each stamped when its
+// partition was read), and widens the printer's columns for every role and
+// member that they name, so that the first lines align.
+func orderStates(states []coordination.RoleChange, printer *eventPrinter) {
+	slices.SortStableFunc(states, func(a, b coordination.RoleChange) int {
+		if c := cmp.Compare(a.At, b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Role.String(), b.Role.String())
+	})
+	for _, change := range states {
+		var members []string
+		for _, entry := range change.State.Roster {
+			members = append(members, entry.Member.String())
+		}
+		if holder, ok := change.State.Holder(); ok {
+			members = append(members, holder.String())
+		}
+		printer.widen([]string{change.Role.String()}, members)
 	}
 }
 
@@ -340,12 +366,30 @@ func summarize(r describeJSON) string {
 	return b.String()
 }
 
-// eventPrinter writes the events of watch.
+// eventPrinter writes the events of watch. In text its columns are as wide
+// as the widest role and member that it has printed or was told of
+// (widen): a longer name that comes later widens its column from then on.
 type eventPrinter struct {
 	w        io.Writer
 	json     bool
 	verbose  bool
 	withRole bool // several roles: each text line names its role
+
+	roleWidth, memberWidth int // in runes, as fmt pads
+}
+
+// minMemberWidth is the narrowest member column of watch's text.
+const minMemberWidth = 10
+
+// widen makes the role and member columns wide enough for names, as
+// they are shown.
+func (p *eventPrinter) widen(roles, members []string) {
+	for _, role := range roles {
+		p.roleWidth = max(p.roleWidth, utf8.RuneCountInString(showName(role)))
+	}
+	for _, member := range members {
+		p.memberWidth = max(p.memberWidth, utf8.RuneCountInString(showName(member)))
+	}
 }
 
 func (p *eventPrinter) print(event roleEvent) {
@@ -356,20 +400,30 @@ func (p *eventPrinter) print(event roleEvent) {
 		_ = writeJSON(p.w, event)
 		return
 	}
-	line := formatEvent(event)
+	p.widen([]string{event.Role}, []string{event.Member})
+	roleWidth := -1 // no role column
 	if p.withRole {
-		line = formatClock(time.UnixMilli(event.At.Millis)) + "  " + showName(event.Role) + " " + strings.TrimPrefix(line, formatClock(time.UnixMilli(event.At.Millis)))
+		roleWidth = p.roleWidth
 	}
-	fmt.Fprint(p.w, line)
+	fmt.Fprint(p.w, formatEventIn(event, roleWidth, p.memberWidth))
 }
 
-// formatEvent writes an event as one line of text.
-func formatEvent(event roleEvent) string {
+// formatEvent writes an event as one line of text, without its role.
+func formatEvent(event roleEvent) string { return formatEventIn(event, -1, 0) }
+
+// formatEventIn writes an event as one line of text: the time, the role
+// padded to roleWidth (no role column when it is negative), the kind, the
+// member padded to memberWidth (at least minMemberWidth), and the message.
+func formatEventIn(event roleEvent, roleWidth, memberWidth int) string {
 	member := showName(event.Member)
 	if member == "" {
 		member = "-"
 	}
-	return fmt.Sprintf("%s  %-12s  %-10s  %s\n", formatClock(time.UnixMilli(event.At.Millis)), event.Kind, member, event.Message)
+	role := ""
+	if roleWidth >= 0 {
+		role = fmt.Sprintf("%-*s  ", roleWidth, showName(event.Role))
+	}
+	return fmt.Sprintf("%s  %s%-12s  %-*s  %s\n", formatClock(time.UnixMilli(event.At.Millis)), role, event.Kind, max(memberWidth, minMemberWidth), member, event.Message)
 }
 
 // watchHeartbeat is the heartbeat interval by which watch tells a lapsed
