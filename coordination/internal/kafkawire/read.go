@@ -126,6 +126,12 @@ func (r *Reader) await(ctx context.Context, tp Partition, served bool) (*followe
 		target, err = r.listOffset(ctx, tp, listLatest, isolationReadCommitted)
 		if err != nil {
 			if class := Classify(PathFetch, err); class == Missing {
+				r.mu.Lock()
+				known := p.err
+				r.mu.Unlock()
+				if known != nil && known.Class == Misconfigured {
+					return nil, 0, known // the lookup found the topic with fewer partitions
+				}
 				return nil, 0, &Error{Op: op, Class: class, Err: err, Detail: errors.New("the topic or the partition does not exist; " +
 					"create the topic with CreateStateTopic, and check it with CheckStateTopic")}
 			}
