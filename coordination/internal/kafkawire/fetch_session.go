@@ -26,8 +26,8 @@ import (
 // 0, and the loop then fetches without a session. Its methods are called
 // by the goroutine of its loop only.
 type fetchSession struct {
-	id      int32               // 0 for none
-	epoch   int32               // of the next request: 0 opens a session
+	id      int32                      // 0 for none
+	epoch   int32                      // of the next request: 0 opens a session
 	offsets map[sessionPartition]int64 // the fetch offset of each partition of the session at the broker
 }
 
