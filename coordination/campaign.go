@@ -146,6 +146,7 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 		role:      role,
 		member:    member,
 		partition: partition,
+		options:   options,
 		settings:  s,
 		rules:     s.campaignRules(),
 		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
@@ -163,15 +164,17 @@ type campaign struct {
 	role      Role
 	member    MemberID
 	partition TopicPartition
+	options   []Option // as the caller passed them, for a check of the state topic
 	settings  *settings
 	rules     campaignRules
 	logger    *slog.Logger
 
-	follower PartitionFollower // nil for a poll-only transport
-	changed  <-chan struct{}   // wake-ups from the follower
-	builder  *RoleStateBuilder
-	next     int64          // the offset the follower reads from next
-	skipped  map[int64]bool // offsets of malformed records already logged
+	follower    PartitionFollower // nil for a poll-only transport
+	changed     <-chan struct{}   // wake-ups from the follower
+	builder     *RoleStateBuilder
+	next        int64          // the offset the follower reads from next
+	incarnation uint64         // the log that builder folds (TopicIncarnationReporter)
+	skipped     map[int64]bool // offsets of malformed records already logged
 
 	registeredAt int64 // the RegisteredAt of this call's registration
 	registered   bool  // the append of that registration succeeded
@@ -199,6 +202,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		changed, stop := follower.WatchPartition(c.partition)
 		defer stop()
 		c.follower, c.changed = follower, changed
+		c.incarnation = c.topicIncarnation()
 	}
 	c.builder = NewRoleStateBuilder(c.role)
 	c.registeredAt = clock.NowMillis()
@@ -215,6 +219,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			}
 		}
 		state, err := c.read(ctx)
+		if errors.Is(err, errTopicRecreated) {
+			continue // registers again, on the new log
+		}
 		if err != nil {
 			if err := c.fail(ctx, stageRead, err); err != nil {
 				return nil, err
@@ -413,13 +420,22 @@ func (c *campaign) heartbeat(ctx context.Context, now int64) {
 	c.heartbeatDue = now + interval.Milliseconds()
 }
 
-// read brings the fold up to date and returns the role state.
+// read brings the fold up to date and returns the role state. It returns
+// errTopicRecreated when the transport saw the state topic deleted and
+// created again (TopicIncarnationReporter): the fold started over
+// (restartFold), and the member registers again before it reads.
 func (c *campaign) read(ctx context.Context) (RoleState, error) {
 	var records []StateRecord
 	if c.follower != nil {
+		if now := c.topicIncarnation(); now != c.incarnation {
+			return RoleState{}, c.restartFold(ctx, now)
+		}
 		got, next, err := c.follower.ReadPartitionFrom(ctx, c.partition, c.next)
 		if err != nil {
 			return RoleState{}, err
+		}
+		if now := c.topicIncarnation(); now != c.incarnation {
+			return RoleState{}, c.restartFold(ctx, now) // the records may be of either log
 		}
 		records, c.next = got, next
 	} else {
@@ -437,6 +453,49 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 		}
 	}
 	return c.builder.Build(), nil
+}
+
+// errTopicRecreated is what read returns after the fold started over on a
+// state topic that was deleted and created again; the loop registers again.
+var errTopicRecreated = errors.New("coordination: the state topic was created again")
+
+// topicIncarnation returns the transport's count of the times the state
+// topic was created again under its reads (TopicIncarnationReporter), 0
+// for a transport that cannot tell.
+func (c *campaign) topicIncarnation() uint64 {
+	if reporter, ok := c.transport.(TopicIncarnationReporter); ok {
+		return reporter.TopicIncarnation(c.partition)
+	}
+	return 0
+}
+
+// restartFold starts the campaign over on the log of a state topic that
+// was deleted and created again (incarnation is the transport's count):
+// the fold reads from offset 0 of the new log, the member's registration
+// and heartbeat, which the old log held, are written again, and the rules
+// forget what they learnt of the old log. No challenge comes before one
+// lease duration: a live holder renews within its renew interval, and its
+// next lease lands in the new log, which the new fold cannot know before.
+// It checks the state topic again first, without the memory of the
+// campaigns' checks: a topic created with another partition count stops
+// the call with ErrMisconfigured. Otherwise it returns errTopicRecreated.
+func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
+	now := c.settings.clock.NowMillis()
+	c.logger.Warn("coordination: the state topic was deleted and created again (its topic id changed): the fold of the role starts over from the new log, and this member registers again")
+	c.incarnation = incarnation
+	c.builder, c.next, c.skipped = NewRoleStateBuilder(c.role), 0, make(map[int64]bool)
+	c.registered, c.registeredAt, c.appendedAt = false, now, 0
+	c.heartbeated, c.heartbeatDue = false, 0
+	c.memory = campaignMemory{}
+	c.notBefore = max(c.notBefore, now+c.settings.lease.duration.Milliseconds())
+	if checker, ok := c.transport.(StateTopicChecker); ok {
+		if err := checker.CheckStateTopic(ctx, c.options...); errors.Is(err, ErrMisconfigured) {
+			return err
+		} else if err != nil && ctx.Err() == nil {
+			c.logger.Warn("coordination: the check of the state topic created again failed; waiting for the role all the same", slog.Any("error", err))
+		}
+	}
+	return errTopicRecreated
 }
 
 // challenge mints an epoch, unless an earlier challenge of this call holds

@@ -419,6 +419,7 @@ func TestCampaignRules(t *testing.T) {
 		{stageRegister, errors.New("broker not available"), campaignWait, T + 1_000, 0},
 		{stageRead, wrapf(ErrNotAuthorized, nil, "read"), campaignStop, 0, 0},
 		{stageRead, fmt.Errorf("read: %w", ErrFenced), campaignWait, T + 1_000, 0},
+		{stageRead, fmt.Errorf("read: %w", ErrMisconfigured), campaignStop, 0, 0},
 		{stageRead, errors.New("broker not available"), campaignWait, T + 1_000, 0},
 		{stageChallenge, fmt.Errorf("mint: %w", ErrNotAuthorized), campaignStop, 0, 0},
 		{stageChallenge, fmt.Errorf("mint: %w", ErrMisconfigured), campaignStop, 0, 0},
