@@ -88,6 +88,7 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	if err != nil {
 		return nil, err
 	}
+	defer c.releaseClaim() // unless the leadership took it over
 	return c.run(ctx)
 }
 
@@ -122,24 +123,15 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 	if err != nil {
 		return nil, err
 	}
-	if checker, ok := transport.(StateTopicChecker); ok {
-		check := checker.CheckStateTopic
-		if memo, ok := transport.(campaignStateTopicChecker); ok {
-			check = memo.checkStateTopicForCampaign // a check that passed a moment ago answers for this one
+	release := func() {}
+	if !s.claimed {
+		if release, err = claimCampaign(op, op+" (or the leadership it returned)", transport, partition.Topic, role, member); err != nil {
+			return nil, err
 		}
-		if err := check(ctx, options...); err != nil {
-			// Only a refused configuration stops the call: the check needs
-			// permissions (DESCRIBE_CONFIGS over Kafka) that a member may
-			// lack without harm.
-			if errors.Is(err, ErrMisconfigured) {
-				return nil, err
-			}
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
-			}
-			s.logger.Warn("coordination: the check of the state topic failed; waiting for the role all the same",
-				slog.String("role", role.String()), slog.Any("error", err))
-		}
+	}
+	if err := checkTopicForCampaign(ctx, transport, role, s, options); err != nil {
+		release()
+		return nil, err
 	}
 	c := &campaign{
 		transport: transport,
@@ -151,8 +143,34 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 		rules:     s.campaignRules(),
 		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
 		skipped:   make(map[int64]bool),
+		release:   release,
 	}
 	return c, nil
+}
+
+// checkTopicForCampaign checks the state topic for newCampaign when the
+// transport can: only a refused configuration stops the call.
+func checkTopicForCampaign(ctx context.Context, transport Transport, role Role, s *settings, options []Option) error {
+	if checker, ok := transport.(StateTopicChecker); ok {
+		check := checker.CheckStateTopic
+		if memo, ok := transport.(campaignStateTopicChecker); ok {
+			check = memo.checkStateTopicForCampaign // a check that passed a moment ago answers for this one
+		}
+		if err := check(ctx, options...); err != nil {
+			// Only a refused configuration stops the call: the check needs
+			// permissions (DESCRIBE_CONFIGS over Kafka) that a member may
+			// lack without harm.
+			if errors.Is(err, ErrMisconfigured) {
+				return err
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
+			}
+			s.logger.Warn("coordination: the check of the state topic failed; waiting for the role all the same",
+				slog.String("role", role.String()), slog.Any("error", err))
+		}
+	}
+	return nil
 }
 
 // campaign is the state of one AcquireLeadership call. It lives on the
@@ -190,6 +208,17 @@ type campaign struct {
 	heartbeated  bool  // a heartbeat of this member was written
 
 	mintTimeouts int // mint attempts in a row that ran out of their bound
+
+	release func() // releases the claim of the campaign (campaign_claims.go); the leadership takes it over
+}
+
+// releaseClaim releases the claim of a campaign that returns no
+// leadership.
+func (c *campaign) releaseClaim() {
+	if c.release != nil {
+		c.release()
+		c.release = nil
+	}
 }
 
 // run is the loop of AcquireLeadership: it registers the member, reads

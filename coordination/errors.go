@@ -86,6 +86,18 @@ var ErrMisconfigured = errors.New("misconfigured")
 // its own member id.
 var ErrDuplicateMember = errors.New("another live process uses this member id")
 
+// ErrDuplicateCampaign reports a second campaign of this process for a
+// role and member that it already campaigns for or holds, over the same
+// transport and state topic: [AcquireLeadership], [TryAcquire] and
+// [Elector.Run] return it at once, before anything is written, while an
+// earlier call, its [Leadership] (until it ends) or a running Elector
+// holds the (transport, topic, role, member). Two would share the
+// member's registration and transactional id, and each mint would fence
+// the other. The claim is per transport value: two transports of one
+// cluster are not compared, and a second process is [ErrDuplicateMember]'s
+// case.
+var ErrDuplicateCampaign = errors.New("this process runs a campaign of this member for the role already")
+
 // NameError reports a role or member name that [NewRole] or
 // [NewMemberID] refuses. Find it with [errors.As]; the CLI and other
 // callers compare its Fault instead of parsing the message.

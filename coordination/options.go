@@ -32,6 +32,7 @@ type settings struct {
 	duplicateCheck   bool          // WithDuplicateMemberCheck
 	rivalWatch       bool          // WithRivalMintWatch
 	fenced           *FencingToken // withFencedToken
+	claimed          bool          // withCampaignClaimed
 	pollInterval     time.Duration
 	renewDeadline    time.Duration // 0: the leadership does not end on its own lease clock
 	clock            Clock
@@ -296,6 +297,16 @@ func WithRivalMintWatch() Option {
 func withFencedToken(token FencingToken) Option {
 	return func(s *settings) error {
 		s.fenced = &token
+		return nil
+	}
+}
+
+// withCampaignClaimed tells a campaign that its caller, an [Elector]'s
+// Run, holds the claim of the role and member (campaign_claims.go) for
+// every campaign it runs.
+func withCampaignClaimed() Option {
+	return func(s *settings) error {
+		s.claimed = true
 		return nil
 	}
 }

@@ -84,6 +84,7 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	if err != nil {
 		return nil, err
 	}
+	defer c.releaseClaim() // unless the leadership took it over
 	clock := c.settings.clock
 	c.registeredAt = clock.NowMillis()
 	if err := c.register(ctx); err != nil {
