@@ -270,6 +270,11 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			}
 			step = c.decide(state, epoch, now)
 		}
+		if step.notes&noteRivalGivenUp != 0 {
+			if err := c.unwrittenMint(epoch.current, now); err != nil {
+				return nil, c.abandon(ctx, err)
+			}
+		}
 		switch step.action {
 		case campaignStop:
 			return nil, c.abandon(ctx, step.err)
@@ -368,8 +373,9 @@ func (c *campaign) note(step campaignStep, state RoleState, view campaignView, n
 			slog.Int64("challenge_not_before", c.memory.rival.until))
 	}
 	if notes&noteRivalGivenUp != 0 {
-		c.logger.Warn("coordination: no lease of the other challenger's mint landed for a lease duration plus this rank's stagger; challenging",
-			slog.String("coordinator_token", view.epoch.current.String()))
+		c.logger.Warn("coordination: no lease of the other challenger's mint landed for a lease duration plus this rank's stagger; challenging: "+
+			"a challenger died between its mint and its first lease, or another application uses this role name (its transactional id) on the cluster with another state topic",
+			slog.String("coordinator_token", view.epoch.current.String()), slog.String("topic", c.partition.Topic))
 	}
 	if notes&noteViewGivenUp != 0 {
 		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",
@@ -482,6 +488,23 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 		}
 	}
 	return c.builder.Build(), nil
+}
+
+// unwrittenMint records, when the rival-mint watch gave up on token (the
+// coordinator's, under which no member of the state topic wrote a lease
+// for a lease duration plus the stagger), and returns the error that
+// stops the call when this process saw such a mint of the role on the
+// topic before, within unwrittenMintWindow lease durations: one is a
+// challenger that died between its mint and its lease; two are the duel of
+// two applications that use one role name on one cluster, each fencing the
+// other's holder from its own state topic.
+func (c *campaign) unwrittenMint(token FencingToken, nowMillis int64) error {
+	window := unwrittenMintWindow * c.settings.lease.duration.Milliseconds()
+	previous, ok := recordUnwrittenMint(c.transport, c.partition.Topic, c.role, token, nowMillis, window)
+	if !ok {
+		return nil
+	}
+	return &ForeignEpochError{Role: c.role, Topic: c.partition.Topic, Tokens: []FencingToken{previous, token}}
 }
 
 // errTopicRecreated is what read returns after the fold started over on a

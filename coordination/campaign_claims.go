@@ -60,3 +60,55 @@ func claimCampaign(op, holder string, transport Transport, topic string, role Ro
 		})
 	}, nil
 }
+
+// unwrittenMintWindow is the span, in lease durations, within which a
+// second mint that never wrote a lease on the state topic (the rival-mint
+// watch gave up on it) stops the campaign with a [ForeignEpochError]. The
+// duel of two applications brings one about every three lease durations
+// plus the staggers; two challengers that die between mint and lease within
+// it are a double fault.
+const unwrittenMintWindow = 10
+
+// unwrittenKey is the role of a state topic over one transport.
+type unwrittenKey struct {
+	transport Transport
+	topic     string
+	role      Role
+}
+
+// unwrittenMints are the latest mint without a lease of each role of the
+// process, and when the rival-mint watch gave up on it, in ms.
+var unwrittenMints struct {
+	mu   sync.Mutex
+	seen map[unwrittenKey]unwrittenMint
+}
+
+type unwrittenMint struct {
+	token FencingToken
+	at    int64
+}
+
+// recordUnwrittenMint records a mint of the role without a lease on the
+// topic at nowMillis, and returns the previous one and true when it is
+// another token, seen within window ms. A transport of a type without ==
+// records nothing. Entries older than the window are forgotten as new
+// ones come.
+func recordUnwrittenMint(transport Transport, topic string, role Role, token FencingToken, nowMillis, window int64) (FencingToken, bool) {
+	if !reflect.TypeOf(transport).Comparable() {
+		return FencingToken{}, false
+	}
+	key := unwrittenKey{transport: transport, topic: topic, role: role}
+	unwrittenMints.mu.Lock()
+	defer unwrittenMints.mu.Unlock()
+	if unwrittenMints.seen == nil {
+		unwrittenMints.seen = make(map[unwrittenKey]unwrittenMint)
+	}
+	for k, m := range unwrittenMints.seen {
+		if nowMillis-m.at > window {
+			delete(unwrittenMints.seen, k)
+		}
+	}
+	previous, ok := unwrittenMints.seen[key]
+	unwrittenMints.seen[key] = unwrittenMint{token: token, at: nowMillis}
+	return previous.token, ok && previous.token != token
+}

@@ -128,3 +128,55 @@ func TestDuplicateCampaignBesideARunningElector(t *testing.T) {
 		}
 	})
 }
+
+// TestTwoApplicationsSharingARoleNameAreReported (issue 28): two
+// applications, each with its own state topic, use one role name on one
+// cluster, so one transactional id: each one's challenge fences the
+// other's holder. With the rival-mint watch, a member sees the
+// coordinator hold a token under which no member of its topic ever writes
+// a lease; the second time within ten lease durations, its Elector stops
+// with a *ForeignEpochError that wraps ErrMisconfigured, instead of
+// duelling for ever.
+func TestTwoApplicationsSharingARoleNameAreReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster := coordinationtest.NewCluster()
+		config, err := coordination.NewLeaseConfig(3*time.Second, time.Second, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		role := fxRole(t, "controller")
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		type result struct {
+			app string
+			err error
+		}
+		results := make(chan result, 2)
+		started := time.Now()
+		for _, app := range []string{"app-a", "app-b"} {
+			elector, err := coordination.NewElector(cluster.Transport(app+"-1"), role, fxMember(t, app+"-1"), coordination.ElectorCallbacks{
+				OnStartedLeading: func(ctx context.Context, _ *coordination.Leadership) { <-ctx.Done() }},
+				coordination.WithTopic(app+"-state"), coordination.WithLeaseConfig(config), coordination.WithPollInterval(100*time.Millisecond),
+				coordination.WithRivalMintWatch())
+			if err != nil {
+				t.Fatalf("NewElector: %v", err)
+			}
+			go func() { results <- result{app, elector.Run(ctx)} }()
+		}
+		var first result
+		select {
+		case first = <-results:
+		case <-time.After(5 * time.Minute):
+			t.Fatalf("neither application stopped within 5 minutes of their duel (the coordinator's token: %s)", cluster.Token(role))
+		}
+		var foreign *coordination.ForeignEpochError
+		if !errors.As(first.err, &foreign) || !errors.Is(first.err, coordination.ErrMisconfigured) || foreign.Topic != first.app+"-state" || len(foreign.Tokens) != 2 {
+			t.Fatalf("%s's Run = %v; want a *ForeignEpochError of its topic with two tokens, wrapping ErrMisconfigured", first.app, first.err)
+		}
+		t.Logf("%s stopped after %v: %v", first.app, time.Since(started), first.err)
+		cancel()
+		if second := <-results; second.err != nil && !errors.Is(second.err, coordination.ErrMisconfigured) {
+			t.Fatalf("%s's Run = %v; want nil (cancelled) or the same report", second.app, second.err)
+		}
+	})
+}
