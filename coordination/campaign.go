@@ -81,8 +81,11 @@ import (
 // member is an earlier incarnation that it fences at once.
 //
 // It returns an error, before anything is written, for a nil transport, the
-// zero [Role] or [MemberID], and an invalid option. It returns an error that
-// wraps [ErrNotAuthorized] when the cluster refuses the member a permission.
+// zero [Role] or [MemberID], and an invalid option, and [ErrDuplicateCampaign]
+// while this process campaigns for or holds the role under the member over
+// the same transport. It returns an error that wraps [ErrNotAuthorized] when
+// the cluster refuses the member a permission. A state topic deleted and
+// created again under the call starts its fold over ([TopicIncarnationReporter]).
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
 	if err != nil {

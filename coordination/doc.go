@@ -314,6 +314,17 @@
 //     handle open would let the holder believe it leads while its lease
 //     runs out. Tests: TestKafkaLeadershipACL (a refused permission),
 //     TestKafkaClusterBrokerCrash (a producer lost).
+//   - A second campaign of one process for a role and member that it
+//     already campaigns for or holds, over the same transport and state
+//     topic ([AcquireLeadership], [TryAcquire], [Elector.Run]), returns
+//     [ErrDuplicateCampaign] at once. The specification's restart rule
+//     fences the lease that names the member because the record "came from
+//     an earlier incarnation"; a live call of the same process is none, and
+//     the two calls fenced each other about twice a second. A program
+//     written from the specification that restarts a member only after its
+//     earlier handle ended sees the specification's answers. Tests:
+//     TestDuplicateCampaignOfOneProcessIsRefusedAtOnce,
+//     TestDuplicateCampaignBesideARunningElector.
 //   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
 //     role is a Kafka transactional.id, which the protocol carries as UTF-8:
 //     a Java broker decodes invalid bytes to U+FFFD, so two such roles
@@ -394,4 +405,24 @@
 //     fails closed (an error that is no refusal) when it cannot ask.
 //   - [GuardedRecord.Headers] are Kafka record headers, kept in order,
 //     repeated keys included.
+//   - A state topic deleted and created again under running members (Kafka
+//     gives it a new topic id): a transport that reports it
+//     ([TopicIncarnationReporter]; [KafkaTransport] notices within a long
+//     poll and a Metadata request) makes every waiting [AcquireLeadership]
+//     start its fold over from offset 0 of the new log and register again;
+//     it challenges no sooner than one lease duration later, so a live
+//     holder's next renewal, which writes its lease into the new log, keeps
+//     it the holder. A topic created again with another partition count
+//     stops the call with [ErrMisconfigured] (the check of the state topic,
+//     or a read of a partition that no longer exists). Tests:
+//     TestKafkaTopicRecreatedFake, TestKafkaTopicRecreatedKafka.
+//   - Two applications that use one role name on one cluster, each with its
+//     own state topic, share the role's transactional id, and each one's
+//     challenge fences the other's holder. With [WithRivalMintWatch] a
+//     member sees the coordinator hold a token under which no member of its
+//     topic writes a lease: once is a challenger that died between its mint
+//     and its lease (logged); twice within ten lease durations ends the call
+//     with a [*ForeignEpochError], which wraps [ErrMisconfigured]. Without
+//     the watch the member never asks the coordinator, and the duel goes on.
+//     Test: TestTwoApplicationsSharingARoleNameAreReported.
 package coordination

@@ -263,7 +263,9 @@ func WithDuplicateMemberCheck() Option {
 // lease granted when it first saw the mint: one lease duration plus the
 // stagger of its rank; it challenges then only if no lease under a newer
 // token landed. A token that this process's own abandoned mint attempt may
-// have minted ([KafkaTransport] keeps the late answer) is no rival's.
+// have minted ([KafkaTransport] keeps the late answer) is no rival's. A
+// second such wait in vain within ten lease durations ends the call with a
+// [*ForeignEpochError]: another application uses the role name.
 //
 // Why: while the state partition cannot take a write (its leader moves after
 // a broker fault: 3-10 s with Kafka's failure detection), a rival's first

@@ -77,8 +77,9 @@ func (e *TurnError) Unwrap() error { return ErrNotYourTurn }
 // old lease. ctx bounds the round. The other errors are those of
 // AcquireLeadership: for a nil transport, the zero Role or MemberID, an
 // invalid option, [ErrNotAuthorized] and [ErrMisconfigured]. It is safe
-// for concurrent use, with the same caveat as AcquireLeadership: two calls
-// for one role and member are two processes under one member id.
+// for concurrent use; a call for a role and member that this process
+// campaigns for or holds over the same transport returns
+// [ErrDuplicateCampaign], as AcquireLeadership does.
 func TryAcquire(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "TryAcquire", transport, role, member, options)
 	if err != nil {
