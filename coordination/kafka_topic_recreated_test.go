@@ -21,12 +21,14 @@ import (
 func TestKafkaTopicRecreatedFake(t *testing.T) {
 	t.Run("StandbysRegisterAgain", func(t *testing.T) { ktRecreatedStandbysRegisterAgain(t, kafkatest.Fake(t)) })
 	t.Run("FewerPartitionsStopTheCampaigns", func(t *testing.T) { ktRecreatedFewerPartitions(t, kafkatest.Fake(t)) })
+	t.Run("ObserveFoldsTheNewLog", func(t *testing.T) { ktRecreatedObserve(t, kafkatest.Fake(t)) })
 }
 
 func TestKafkaTopicRecreatedKafka(t *testing.T) {
 	kafkatest.Kafka(t) // skip (or fail under CI) before any subtest
 	t.Run("StandbysRegisterAgain", func(t *testing.T) { ktRecreatedStandbysRegisterAgain(t, kafkatest.Kafka(t)) })
 	t.Run("FewerPartitionsStopTheCampaigns", func(t *testing.T) { ktRecreatedFewerPartitions(t, kafkatest.Kafka(t)) })
+	t.Run("ObserveFoldsTheNewLog", func(t *testing.T) { ktRecreatedObserve(t, kafkatest.Kafka(t)) })
 }
 
 // ktRecreateStateTopic deletes the state topic and creates it again,
@@ -185,5 +187,53 @@ func ktRecreatedFewerPartitions(t *testing.T, c *kafkatest.Cluster) {
 			t.Fatalf("the standby on the partition the topic %s: AcquireLeadership = (%v, %v); want ErrMisconfigured", which, cc.leadership, cc.err)
 		}
 		t.Logf("the standby on the partition the topic %s stopped %v after the topic was created again: %v", which, time.Since(recreated), cc.err)
+	}
+}
+
+// ktRecreatedObserve: Observe follows a held role; the state topic is
+// deleted and created again. The observer folds the role anew from the new
+// log and yields its state again (ChangeState): a roster without the
+// holder's registration, which only the old log had. On today's main it
+// went on with the old fold and yielded nothing.
+func ktRecreatedObserve(t *testing.T, c *kafkatest.Cluster) {
+	e := klNewEnv(t, c, klConfig(t, 3*time.Second, time.Second, time.Second))
+	role := ktRole(t, "observed")
+	e.campaign(t, e.member(t, "node-a"), role, "node-a").await(t, 30*time.Second)
+	e.waitRosterHeld(t, role, "node-a", "node-a")
+	ctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan coordination.RoleChange, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for change, err := range coordination.Observe(ctx, e.observer, []coordination.Role{role}, e.options...) {
+			if err == nil {
+				changes <- change
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	next := func(what string) coordination.RoleChange {
+		t.Helper()
+		select {
+		case change := <-changes:
+			return change
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no change within 30 s, waiting for %s", what)
+		}
+		return coordination.RoleChange{}
+	}
+	for next("ChangeSynced").Kind != coordination.ChangeSynced {
+	}
+	ktRecreateStateTopic(t, c, e.observer, e.topic, 16)
+	for {
+		change := next("the state of the role folded from the new log")
+		if change.Kind != coordination.ChangeState {
+			continue
+		}
+		if _, registered := change.State.Entry(fxMember(t, "node-a")); registered {
+			t.Fatalf("the state yielded after the topic was created again ranks node-a, whose registration only the old log had: %+v", change.State)
+		}
+		t.Logf("the state folded from the new log: lease %s, %d in the roster", ktLeaseText(change.State.Lease), len(change.State.Roster))
+		return
 	}
 }
