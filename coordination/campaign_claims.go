@@ -33,10 +33,11 @@ var campaignClaims struct {
 // call, for the error of a second one), and returns the function that
 // releases the claim, which the caller calls exactly once. It returns an
 // error that wraps ErrDuplicateCampaign when the process holds the claim
-// already. A transport of a type without == (which cannot be told apart)
-// is not claimed.
+// already. A transport value that == cannot compare (reflect's
+// Value.Comparable: a type without ==, or an interface field that holds
+// one) cannot be told apart, and is not claimed.
 func claimCampaign(op, holder string, transport Transport, topic string, role Role, member MemberID) (release func(), err error) {
-	if !reflect.TypeOf(transport).Comparable() {
+	if !reflect.ValueOf(transport).Comparable() {
 		return func() {}, nil
 	}
 	claim := campaignClaim{transport: transport, topic: topic, role: role, member: member}
@@ -90,11 +91,11 @@ type unwrittenMint struct {
 
 // recordUnwrittenMint records a mint of the role without a lease on the
 // topic at nowMillis, and returns the previous one and true when it is
-// another token, seen within window ms. A transport of a type without ==
-// records nothing. Entries older than the window are forgotten as new
+// another token, seen within window ms. A transport value that == cannot
+// compare records nothing. Entries older than the window are forgotten as new
 // ones come.
 func recordUnwrittenMint(transport Transport, topic string, role Role, token FencingToken, nowMillis, window int64) (FencingToken, bool) {
-	if !reflect.TypeOf(transport).Comparable() {
+	if !reflect.ValueOf(transport).Comparable() {
 		return FencingToken{}, false
 	}
 	key := unwrittenKey{transport: transport, topic: topic, role: role}

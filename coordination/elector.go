@@ -56,8 +56,10 @@ type ElectorCallbacks struct {
 // deadline ([ErrRenewDeadline]), or a callback that returned. It stops on
 // what no retry repairs: a missing permission ([ErrNotAuthorized]), a
 // state topic or lease the cluster refuses ([ErrMisconfigured]), a second
-// live process under the same member id ([ErrDuplicateMember]). When
-// Run's context ends it stops the work, resigns, and returns nil.
+// live process under the same member id ([ErrDuplicateMember]), a second
+// campaign of this process for the member and role
+// ([ErrDuplicateCampaign]). When Run's context ends it stops the work,
+// resigns, and returns nil.
 //
 // An Elector is safe for concurrent use; Run runs once at a time.
 type Elector struct {
