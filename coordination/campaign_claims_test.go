@@ -180,3 +180,26 @@ func TestTwoApplicationsSharingARoleNameAreReported(t *testing.T) {
 		}
 	})
 }
+
+// incomparableTransport is a transport value that == cannot compare.
+type incomparableTransport struct {
+	*coordinationtest.Transport
+	tags map[string]string
+}
+
+// TestDuplicateCampaignClaimOfAnIncomparableTransport: a transport that
+// == cannot compare cannot be claimed; its campaigns run as before, with
+// no panic.
+func TestDuplicateCampaignClaimOfAnIncomparableTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster := coordinationtest.NewCluster()
+		transport := incomparableTransport{Transport: cluster.Transport("node-1"), tags: map[string]string{}}
+		held, err := coordination.AcquireLeadership(t.Context(), transport, fxRole(t, "controller"), fxMember(t, "node-1"))
+		if err != nil {
+			t.Fatalf("AcquireLeadership over an incomparable transport: %v", err)
+		}
+		if err := held.Resign(t.Context()); err != nil {
+			t.Fatalf("Resign: %v", err)
+		}
+	})
+}
