@@ -163,3 +163,46 @@ func TestKafkaReaderPartitionGoneIsMisconfigured(t *testing.T) {
 		}
 	})
 }
+
+// TestReaderWaitEndsWhenTheTopicIsCreatedAgain: a read that waits for an
+// offset of the old log (a view behind its last stable offset) stops
+// waiting when the view starts over on a new log, and asks for the new
+// log's offset: the old target may be far past the new log's end.
+func TestReaderWaitEndsWhenTheTopicIsCreatedAgain(t *testing.T) {
+	c := kafkatest.Fake(t)
+	ctx := krContext(t)
+	topic := c.CreateTopic(t, "reader-wait", 1, nil)
+	tp := Partition{Topic: topic, Partition: 0}
+	reader := krWire(t, c, krLease).Reader()
+	if _, _, err := reader.ReadFrom(ctx, tp, 0); err != nil {
+		t.Fatalf("ReadFrom: %v", err)
+	}
+	p, err := reader.follow(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader.mu.Lock()
+	incarnation := p.incarnation
+	reader.mu.Unlock()
+	type result struct {
+		reached bool
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reached, err := reader.awaitOffset(ctx, p, 1_000_000, incarnation) // an offset of the old log that the new one never reaches
+		done <- result{reached, err}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	reader.mu.Lock()
+	p.restartLocked()
+	reader.mu.Unlock()
+	select {
+	case r := <-done:
+		if r.reached || r.err != nil {
+			t.Fatalf("awaitOffset across the restart = %t, %v; want false and no error", r.reached, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the wait for an offset of the old log did not end when the view started over")
+	}
+}
