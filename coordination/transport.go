@@ -261,6 +261,7 @@ type StableOffsetReporter interface {
 // each read: on a change its fold of the role starts over from offset 0 of
 // the new log, it checks the state topic again (a count that no longer
 // matches WithPartitions stops it with [ErrMisconfigured]), and it registers
+// again. [Observe] folds the partition anew and yields its roles' states
 // again. [KafkaTransport] implements it; it sends no request.
 type TopicIncarnationReporter interface {
 	TopicIncarnation(partition TopicPartition) uint64
