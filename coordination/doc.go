@@ -314,6 +314,11 @@
 //     handle open would let the holder believe it leads while its lease
 //     runs out. Tests: TestKafkaLeadershipACL (a refused permission),
 //     TestKafkaClusterBrokerCrash (a producer lost).
+//   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
+//     role is a Kafka transactional.id, which the protocol carries as UTF-8:
+//     a Java broker decodes invalid bytes to U+FFFD, so two such roles
+//     would share one epoch, and a port in Java would hash another partition
+//     for them. Test: TestNameBounds.
 //   - A second campaign of one process for a role and member that it
 //     already campaigns for or holds, over the same transport and state
 //     topic ([AcquireLeadership], [TryAcquire], [Elector.Run]), returns
@@ -325,11 +330,6 @@
 //     earlier handle ended sees the specification's answers. Tests:
 //     TestDuplicateCampaignOfOneProcessIsRefusedAtOnce,
 //     TestDuplicateCampaignBesideARunningElector.
-//   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
-//     role is a Kafka transactional.id, which the protocol carries as UTF-8:
-//     a Java broker decodes invalid bytes to U+FFFD, so two such roles
-//     would share one epoch, and a port in Java would hash another partition
-//     for them. Test: TestNameBounds.
 //
 // # What this package chose where the contract is silent
 //
