@@ -278,6 +278,11 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 				return nil, c.abandon(ctx, err)
 			}
 		}
+		if step.notes&noteFencerUnwritten != 0 {
+			if err := c.unwrittenMint(c.memory.fencer.token, now); err != nil {
+				return nil, c.abandon(ctx, err)
+			}
+		}
 		switch step.action {
 		case campaignStop:
 			return nil, c.abandon(ctx, step.err)
@@ -379,6 +384,11 @@ func (c *campaign) note(step campaignStep, state RoleState, view campaignView, n
 		c.logger.Warn("coordination: no lease of the other challenger's mint landed for a lease duration plus this rank's stagger; challenging: "+
 			"a challenger died between its mint and its first lease, or another application uses this role name (its transactional id) on the cluster with another state topic",
 			slog.String("coordinator_token", view.epoch.current.String()), slog.String("topic", c.partition.Topic))
+	}
+	if notes&noteFencerUnwritten != 0 {
+		c.logger.Warn("coordination: no lease of the token that fenced this member's leadership came to the state topic by the lease's deadline; challenging: "+
+			"a challenger died between its mint and its first lease, or another application uses this role name (its transactional id) on the cluster with another state topic",
+			slog.String("fencer_token", c.memory.fencer.token.String()), slog.String("topic", c.partition.Topic))
 	}
 	if notes&noteViewGivenUp != 0 {
 		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",
@@ -493,9 +503,10 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 	return c.builder.Build(), nil
 }
 
-// unwrittenMint records, when the rival-mint watch gave up on token (the
-// coordinator's, under which no member of the state topic wrote a lease
-// for a lease duration plus the stagger), and returns the error that
+// unwrittenMint records a token under which no member of the state topic
+// wrote a lease while the call waited for one (the token that fenced this
+// member, by the fenced lease's deadline: watchFencer; a rival's mint, for
+// a lease duration plus the stagger: watchRival), and returns the error that
 // stops the call when this process saw such a mint of the role on the
 // topic before, within unwrittenMintWindow lease durations: one is a
 // challenger that died between its mint and its lease; two are the duel of

@@ -63,11 +63,12 @@ func claimCampaign(op, holder string, transport Transport, topic string, role Ro
 }
 
 // unwrittenMintWindow is the span, in lease durations, within which a
-// second mint that never wrote a lease on the state topic (the rival-mint
-// watch gave up on it) stops the campaign with a [ForeignEpochError]. The
-// duel of two applications brings one about every three lease durations
-// plus the staggers; two challengers that die between mint and lease within
-// it are a double fault.
+// second mint that never wrote a lease on the state topic (the token that
+// fenced a deposed member, or a rival's mint that the rival-mint watch gave
+// up on) stops the campaign with a [ForeignEpochError]. The duel of two
+// applications brings one to a member about every two lease durations plus
+// the staggers; two challengers that die between mint and lease within it
+// are a double fault.
 const unwrittenMintWindow = 10
 
 // unwrittenKey is the role of a state topic over one transport.
@@ -78,7 +79,7 @@ type unwrittenKey struct {
 }
 
 // unwrittenMints are the latest mint without a lease of each role of the
-// process, and when the rival-mint watch gave up on it, in ms.
+// process, and when a campaign found it so, in ms.
 var unwrittenMints struct {
 	mu   sync.Mutex
 	seen map[unwrittenKey]unwrittenMint

@@ -132,12 +132,18 @@ func TestDuplicateCampaignBesideARunningElector(t *testing.T) {
 // TestTwoApplicationsSharingARoleNameAreReported (issue 28): two
 // applications, each with its own state topic, use one role name on one
 // cluster, so one transactional id: each one's challenge fences the
-// other's holder. With the rival-mint watch, a member sees the
-// coordinator hold a token under which no member of its topic ever writes
-// a lease; the second time within ten lease durations, its Elector stops
-// with a *ForeignEpochError that wraps ErrMisconfigured, instead of
-// duelling for ever.
+// other's holder. A deposed member asks the coordinator which token
+// fenced it, and sees no lease under it come to its topic by the
+// deadline (with the rival-mint watch, also a challenger that waits in
+// vain for a rival's lease); the second such mint within ten lease
+// durations stops its Elector with a *ForeignEpochError that wraps
+// ErrMisconfigured, instead of duelling for ever.
 func TestTwoApplicationsSharingARoleNameAreReported(t *testing.T) {
+	t.Run("default", func(t *testing.T) { twoApplications(t) })
+	t.Run("rival-mint-watch", func(t *testing.T) { twoApplications(t, coordination.WithRivalMintWatch()) })
+}
+
+func twoApplications(t *testing.T, extra ...coordination.Option) {
 	synctest.Test(t, func(t *testing.T) {
 		cluster := coordinationtest.NewCluster()
 		config, err := coordination.NewLeaseConfig(3*time.Second, time.Second, time.Second)
@@ -154,10 +160,10 @@ func TestTwoApplicationsSharingARoleNameAreReported(t *testing.T) {
 		results := make(chan result, 2)
 		started := time.Now()
 		for _, app := range []string{"app-a", "app-b"} {
+			options := append([]coordination.Option{coordination.WithTopic(app + "-state"), coordination.WithLeaseConfig(config),
+				coordination.WithPollInterval(100 * time.Millisecond)}, extra...)
 			elector, err := coordination.NewElector(cluster.Transport(app+"-1"), role, fxMember(t, app+"-1"), coordination.ElectorCallbacks{
-				OnStartedLeading: func(ctx context.Context, _ *coordination.Leadership) { <-ctx.Done() }},
-				coordination.WithTopic(app+"-state"), coordination.WithLeaseConfig(config), coordination.WithPollInterval(100*time.Millisecond),
-				coordination.WithRivalMintWatch())
+				OnStartedLeading: func(ctx context.Context, _ *coordination.Leadership) { <-ctx.Done() }}, options...)
 			if err != nil {
 				t.Fatalf("NewElector: %v", err)
 			}

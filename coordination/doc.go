@@ -418,11 +418,15 @@
 //     TestKafkaTopicRecreatedFake, TestKafkaTopicRecreatedKafka.
 //   - Two applications that use one role name on one cluster, each with its
 //     own state topic, share the role's transactional id, and each one's
-//     challenge fences the other's holder. With [WithRivalMintWatch] a
-//     member sees the coordinator hold a token under which no member of its
-//     topic writes a lease: once is a challenger that died between its mint
-//     and its lease (logged); twice within ten lease durations ends the call
-//     with a [*ForeignEpochError], which wraps [ErrMisconfigured]. Without
-//     the watch the member never asks the coordinator, and the duel goes on.
-//     Test: TestTwoApplicationsSharingARoleNameAreReported.
+//     challenge fences the other's holder. A member whose lease was fenced
+//     asks the coordinator once (DescribeEpoch) which token fenced it; a
+//     member of its own topic writes its lease under that token at once.
+//     When none came by the deadline of the fenced lease (or, with
+//     [WithRivalMintWatch], a rival's mint wrote none for a lease duration
+//     plus the stagger), the member logs it: once is a challenger that died
+//     between its mint and its lease; twice within ten lease durations ends
+//     the call with a [*ForeignEpochError], which wraps [ErrMisconfigured].
+//     A member that never held the role asks nothing, so the duel of two
+//     applications is found by the members that it deposes. Test:
+//     TestTwoApplicationsSharingARoleNameAreReported.
 package coordination

@@ -99,10 +99,11 @@ var ErrDuplicateMember = errors.New("another live process uses this member id")
 var ErrDuplicateCampaign = errors.New("this process runs a campaign of this member for the role already")
 
 // ForeignEpochError reports a role whose epoch another application mints:
-// twice within ten lease durations, with the rival-mint watch on
-// ([WithRivalMintWatch]), the coordinator held a token of the role under
-// which no member of this state topic wrote a lease for a lease duration
-// plus the stagger. The transactional id is the role name, one per
+// twice within ten lease durations, the coordinator held a token of the
+// role under which no member of this state topic wrote a lease (the token
+// that fenced this member, by the deadline of the fenced lease; with
+// [WithRivalMintWatch] also a rival's mint, for a lease duration plus the
+// stagger). The transactional id is the role name, one per
 // cluster, so two applications with one role name on one cluster (each
 // with its own state topic) fence each other's holders in turn.
 // [AcquireLeadership] and [Elector.Run] return it, and it wraps
@@ -116,7 +117,7 @@ type ForeignEpochError struct {
 
 func (e *ForeignEpochError) Error() string {
 	return fmt.Sprintf("coordination: role %s: %s: the transaction coordinator twice held a token of the role (%v) under which no member of state topic %s wrote a lease "+
-		"for a lease duration plus the stagger: another application most likely uses the role name %s (its transactional id) on this cluster with another state topic, "+
+		"while this member waited for it: another application most likely uses the role name %s (its transactional id) on this cluster with another state topic, "+
 		"and the two fence each other's holders in turn; give each application's roles their own names",
 		e.Role, ErrMisconfigured.Error(), e.Tokens, e.Topic, e.Role)
 }

@@ -264,8 +264,8 @@ func WithDuplicateMemberCheck() Option {
 // stagger of its rank; it challenges then only if no lease under a newer
 // token landed. A token that this process's own abandoned mint attempt may
 // have minted ([KafkaTransport] keeps the late answer) is no rival's. A
-// second such wait in vain within ten lease durations ends the call with a
-// [*ForeignEpochError]: another application uses the role name.
+// wait in vain counts as a mint without a lease toward a
+// [*ForeignEpochError] (another application uses the role name).
 //
 // Why: while the state partition cannot take a write (its leader moves after
 // a broker fault: 3-10 s with Kafka's failure detection), a rival's first
