@@ -81,13 +81,17 @@ import (
 // member is an earlier incarnation that it fences at once.
 //
 // It returns an error, before anything is written, for a nil transport, the
-// zero [Role] or [MemberID], and an invalid option. It returns an error that
-// wraps [ErrNotAuthorized] when the cluster refuses the member a permission.
+// zero [Role] or [MemberID], and an invalid option, and [ErrDuplicateCampaign]
+// while this process campaigns for or holds the role under the member over
+// the same transport. It returns an error that wraps [ErrNotAuthorized] when
+// the cluster refuses the member a permission. A state topic deleted and
+// created again under the call starts its fold over ([TopicIncarnationReporter]).
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
 	if err != nil {
 		return nil, err
 	}
+	defer c.releaseClaim() // unless the leadership took it over
 	return c.run(ctx)
 }
 
@@ -122,6 +126,34 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 	if err != nil {
 		return nil, err
 	}
+	release := func() {}
+	if !s.claimed {
+		if release, err = claimCampaign(op, op+" (or the leadership it returned)", transport, partition.Topic, role, member); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkTopicForCampaign(ctx, transport, role, s, options); err != nil {
+		release()
+		return nil, err
+	}
+	c := &campaign{
+		transport: transport,
+		role:      role,
+		member:    member,
+		partition: partition,
+		options:   options,
+		settings:  s,
+		rules:     s.campaignRules(),
+		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
+		skipped:   make(map[int64]bool),
+		release:   release,
+	}
+	return c, nil
+}
+
+// checkTopicForCampaign checks the state topic for newCampaign when the
+// transport can: only a refused configuration stops the call.
+func checkTopicForCampaign(ctx context.Context, transport Transport, role Role, s *settings, options []Option) error {
 	if checker, ok := transport.(StateTopicChecker); ok {
 		check := checker.CheckStateTopic
 		if memo, ok := transport.(campaignStateTopicChecker); ok {
@@ -132,26 +164,16 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 			// permissions (DESCRIBE_CONFIGS over Kafka) that a member may
 			// lack without harm.
 			if errors.Is(err, ErrMisconfigured) {
-				return nil, err
+				return err
 			}
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
+				return fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
 			}
 			s.logger.Warn("coordination: the check of the state topic failed; waiting for the role all the same",
 				slog.String("role", role.String()), slog.Any("error", err))
 		}
 	}
-	c := &campaign{
-		transport: transport,
-		role:      role,
-		member:    member,
-		partition: partition,
-		settings:  s,
-		rules:     s.campaignRules(),
-		logger:    s.logger.With(slog.String("role", role.String()), slog.String("member", member.String()), slog.String("partition", partition.String())),
-		skipped:   make(map[int64]bool),
-	}
-	return c, nil
+	return nil
 }
 
 // campaign is the state of one AcquireLeadership call. It lives on the
@@ -163,15 +185,17 @@ type campaign struct {
 	role      Role
 	member    MemberID
 	partition TopicPartition
+	options   []Option // as the caller passed them, for a check of the state topic
 	settings  *settings
 	rules     campaignRules
 	logger    *slog.Logger
 
-	follower PartitionFollower // nil for a poll-only transport
-	changed  <-chan struct{}   // wake-ups from the follower
-	builder  *RoleStateBuilder
-	next     int64          // the offset the follower reads from next
-	skipped  map[int64]bool // offsets of malformed records already logged
+	follower    PartitionFollower // nil for a poll-only transport
+	changed     <-chan struct{}   // wake-ups from the follower
+	builder     *RoleStateBuilder
+	next        int64          // the offset the follower reads from next
+	incarnation uint64         // the log that builder folds (TopicIncarnationReporter)
+	skipped     map[int64]bool // offsets of malformed records already logged
 
 	registeredAt int64 // the RegisteredAt of this call's registration
 	registered   bool  // the append of that registration succeeded
@@ -187,6 +211,17 @@ type campaign struct {
 	heartbeated  bool  // a heartbeat of this member was written
 
 	mintTimeouts int // mint attempts in a row that ran out of their bound
+
+	release func() // releases the claim of the campaign (campaign_claims.go); the leadership takes it over
+}
+
+// releaseClaim releases the claim of a campaign that returns no
+// leadership.
+func (c *campaign) releaseClaim() {
+	if c.release != nil {
+		c.release()
+		c.release = nil
+	}
 }
 
 // run is the loop of AcquireLeadership: it registers the member, reads
@@ -199,6 +234,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		changed, stop := follower.WatchPartition(c.partition)
 		defer stop()
 		c.follower, c.changed = follower, changed
+		c.incarnation = c.topicIncarnation()
 	}
 	c.builder = NewRoleStateBuilder(c.role)
 	c.registeredAt = clock.NowMillis()
@@ -215,6 +251,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			}
 		}
 		state, err := c.read(ctx)
+		if errors.Is(err, errTopicRecreated) {
+			continue // registers again, on the new log
+		}
 		if err != nil {
 			if err := c.fail(ctx, stageRead, err); err != nil {
 				return nil, err
@@ -233,6 +272,16 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 				return nil, c.abandon(ctx, ctx.Err())
 			}
 			step = c.decide(state, epoch, now)
+		}
+		if step.notes&noteRivalGivenUp != 0 {
+			if err := c.unwrittenMint(epoch.current, now); err != nil {
+				return nil, c.abandon(ctx, err)
+			}
+		}
+		if step.notes&noteFencerUnwritten != 0 {
+			if err := c.unwrittenMint(c.memory.fencer.token, now); err != nil {
+				return nil, c.abandon(ctx, err)
+			}
 		}
 		switch step.action {
 		case campaignStop:
@@ -332,8 +381,14 @@ func (c *campaign) note(step campaignStep, state RoleState, view campaignView, n
 			slog.Int64("challenge_not_before", c.memory.rival.until))
 	}
 	if notes&noteRivalGivenUp != 0 {
-		c.logger.Warn("coordination: no lease of the other challenger's mint landed for a lease duration plus this rank's stagger; challenging",
-			slog.String("coordinator_token", view.epoch.current.String()))
+		c.logger.Warn("coordination: no lease of the other challenger's mint landed for a lease duration plus this rank's stagger; challenging: "+
+			"a challenger died between its mint and its first lease, or another application uses this role name (its transactional id) on the cluster with another state topic",
+			slog.String("coordinator_token", view.epoch.current.String()), slog.String("topic", c.partition.Topic))
+	}
+	if notes&noteFencerUnwritten != 0 {
+		c.logger.Warn("coordination: no lease of the token that fenced this member's leadership came to the state topic by the lease's deadline; challenging: "+
+			"a challenger died between its mint and its first lease, or another application uses this role name (its transactional id) on the cluster with another state topic",
+			slog.String("fencer_token", c.memory.fencer.token.String()), slog.String("topic", c.partition.Topic))
 	}
 	if notes&noteViewGivenUp != 0 {
 		c.logger.Warn("coordination: the last stable offset has not moved for a lease duration plus the abort sweep; challenging on the view it gives",
@@ -413,13 +468,22 @@ func (c *campaign) heartbeat(ctx context.Context, now int64) {
 	c.heartbeatDue = now + interval.Milliseconds()
 }
 
-// read brings the fold up to date and returns the role state.
+// read brings the fold up to date and returns the role state. It returns
+// errTopicRecreated when the transport saw the state topic deleted and
+// created again (TopicIncarnationReporter): the fold started over
+// (restartFold), and the member registers again before it reads.
 func (c *campaign) read(ctx context.Context) (RoleState, error) {
 	var records []StateRecord
 	if c.follower != nil {
+		if now := c.topicIncarnation(); now != c.incarnation {
+			return RoleState{}, c.restartFold(ctx, now)
+		}
 		got, next, err := c.follower.ReadPartitionFrom(ctx, c.partition, c.next)
 		if err != nil {
 			return RoleState{}, err
+		}
+		if now := c.topicIncarnation(); now != c.incarnation {
+			return RoleState{}, c.restartFold(ctx, now) // the records may be of either log
 		}
 		records, c.next = got, next
 	} else {
@@ -437,6 +501,67 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 		}
 	}
 	return c.builder.Build(), nil
+}
+
+// unwrittenMint records a token under which no member of the state topic
+// wrote a lease while the call waited for one (the token that fenced this
+// member, by the fenced lease's deadline: watchFencer; a rival's mint, for
+// a lease duration plus the stagger: watchRival), and returns the error that
+// stops the call when this process saw such a mint of the role on the
+// topic before, within unwrittenMintWindow lease durations: one is a
+// challenger that died between its mint and its lease; two are the duel of
+// two applications that use one role name on one cluster, each fencing the
+// other's holder from its own state topic.
+func (c *campaign) unwrittenMint(token FencingToken, nowMillis int64) error {
+	window := unwrittenMintWindow * c.settings.lease.duration.Milliseconds()
+	previous, ok := recordUnwrittenMint(c.transport, c.partition.Topic, c.role, token, nowMillis, window)
+	if !ok {
+		return nil
+	}
+	return &ForeignEpochError{Role: c.role, Topic: c.partition.Topic, Tokens: []FencingToken{previous, token}}
+}
+
+// errTopicRecreated is what read returns after the fold started over on a
+// state topic that was deleted and created again; the loop registers again.
+var errTopicRecreated = errors.New("coordination: the state topic was created again")
+
+// topicIncarnation returns the transport's count of the times the state
+// topic was created again under its reads (TopicIncarnationReporter), 0
+// for a transport that cannot tell.
+func (c *campaign) topicIncarnation() uint64 {
+	if reporter, ok := c.transport.(TopicIncarnationReporter); ok {
+		return reporter.TopicIncarnation(c.partition)
+	}
+	return 0
+}
+
+// restartFold starts the campaign over on the log of a state topic that
+// was deleted and created again (incarnation is the transport's count):
+// the fold reads from offset 0 of the new log, the member's registration
+// and heartbeat, which the old log held, are written again, and the rules
+// forget what they learnt of the old log. No challenge comes before one
+// lease duration: a live holder renews within its renew interval, and its
+// next lease lands in the new log, which the new fold cannot know before.
+// It checks the state topic again first, without the memory of the
+// campaigns' checks: a topic created with another partition count stops
+// the call with ErrMisconfigured. Otherwise it returns errTopicRecreated.
+func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
+	now := c.settings.clock.NowMillis()
+	c.logger.Warn("coordination: the state topic was deleted and created again (its topic id changed): the fold of the role starts over from the new log, and this member registers again")
+	c.incarnation = incarnation
+	c.builder, c.next, c.skipped = NewRoleStateBuilder(c.role), 0, make(map[int64]bool)
+	c.registered, c.registeredAt, c.appendedAt = false, now, 0
+	c.heartbeated, c.heartbeatDue = false, 0
+	c.memory = campaignMemory{}
+	c.notBefore = max(c.notBefore, now+c.settings.lease.duration.Milliseconds())
+	if checker, ok := c.transport.(StateTopicChecker); ok {
+		if err := checker.CheckStateTopic(ctx, c.options...); errors.Is(err, ErrMisconfigured) {
+			return err
+		} else if err != nil && ctx.Err() == nil {
+			c.logger.Warn("coordination: the check of the state topic created again failed; waiting for the role all the same", slog.Any("error", err))
+		}
+	}
+	return errTopicRecreated
 }
 
 // challenge mints an epoch, unless an earlier challenge of this call holds

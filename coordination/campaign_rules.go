@@ -92,6 +92,22 @@ type campaignMemory struct {
 	// rival is a mint of another challenger that the rules wait for
 	// (watchRival); the zero value for none.
 	rival rivalMint
+
+	// fencer is what a deposed member learnt of the token that fenced its
+	// lease (watchFencer).
+	fencer fencerWatch
+}
+
+// fencerWatch is the coordinator's token that a deposed member found when
+// it first saw the lease that names it under its fenced token: the mint
+// that fenced it, or a later one. A mint of a member of this state topic
+// writes its lease at once; one whose lease never lands here is another
+// application's under the same role name (or a challenger that died).
+type fencerWatch struct {
+	asked  bool         // the coordinator was asked (or could not answer)
+	token  FencingToken // its token, when newer than the fenced lease's; the zero value for none
+	landed bool         // a lease under token came to the partition
+	noted  bool         // noteFencerUnwritten went out once
 }
 
 // rivalMint is a token that the transaction coordinator held for the role
@@ -168,6 +184,7 @@ const (
 	noteViewGivenUp                                    // it hid them for a lease duration plus the abort sweep: challenge anyway
 	noteRivalMint                                      // first sight: another challenger minted after the expired lease; waiting for its lease
 	noteRivalGivenUp                                   // no lease of that mint landed for a lease duration plus this rank's stagger: challenge
+	noteFencerUnwritten                                // a deposed member challenges, and no lease of the token that fenced it ever landed
 )
 
 // campaignStep is one decision of the rules.
@@ -233,6 +250,9 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		return campaignStep{action: campaignWait, until: poll, memory: memory}
 	}
 	memory.ownRegistrationSeen = true
+	if f := memory.fencer; f.token != (FencingToken{}) && state.Lease != nil && state.Lease.Token == f.token {
+		memory.fencer.landed = true
+	}
 	if rules.lease.HeartbeatInterval() > 0 && nowMillis >= view.heartbeatDue {
 		return campaignStep{action: campaignHeartbeat, memory: memory}
 	}
@@ -249,7 +269,17 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 	var notes campaignNote
 	switch classifyOwnLease(state, member, view.leaseFenced, rules.duplicateCheck) {
 	case ownLeaseDeposed:
+		if !memory.fencer.asked {
+			if !view.epoch.asked {
+				return campaignStep{action: campaignDescribeEpoch, memory: memory}
+			}
+			memory.fencer = watchFencer(state, view.epoch)
+		}
 		decision = evaluateDeposed(state, member, nowMillis, rules.lease)
+		if f := memory.fencer; decision.Action == ActionChallenge && f.token != (FencingToken{}) && !f.landed && !f.noted {
+			notes |= noteFencerUnwritten
+			memory.fencer.noted = true
+		}
 	case ownLeaseEarlier:
 		decision = Decision{Action: ActionChallenge}
 	case ownLeaseWatch:
@@ -387,7 +417,7 @@ const (
 // failed with err, while its context still runs (the loop returns the
 // context's error itself when it ended): a missing permission
 // ([ErrNotAuthorized]), and a configuration that the cluster refuses
-// ([ErrMisconfigured]) on a challenge, stop the call; a challenge fenced
+// ([ErrMisconfigured]) on a challenge or a read, stop the call; a challenge fenced
 // by a newer epoch is no win, and the call reads again and challenges no
 // sooner than one poll interval later, so two challengers do not fence
 // each other in turn while the winner writes its lease; any other failure
@@ -397,7 +427,9 @@ func decideFailure(stage campaignStage, err error, rules campaignRules, nowMilli
 	switch {
 	case errors.Is(err, ErrNotAuthorized):
 		return campaignStep{action: campaignStop, err: err}
-	case stage == stageChallenge && errors.Is(err, ErrMisconfigured):
+	case (stage == stageChallenge || stage == stageRead) && errors.Is(err, ErrMisconfigured):
+		// A read fails so for a partition that the state topic lacks, and
+		// for a topic created again that no longer matches WithPartitions.
 		return campaignStep{action: campaignStop, err: err}
 	case stage == stageChallenge && errors.Is(err, ErrFenced):
 		return campaignStep{action: campaignRead, notBefore: poll}
@@ -571,6 +603,22 @@ func watchRival(state RoleState, member MemberID, view campaignView, memory camp
 	// The rival's mint stood for its whole wait, and no lease of it landed.
 	memory.rival = rivalMint{}
 	return rivalStep{memory: memory, notes: noteRivalGivenUp}
+}
+
+// watchFencer returns what a deposed member learns of the token that
+// fenced it from the coordinator's answer: its token when it is not the
+// lease's (the lease names the member under the fenced token). A deposed
+// member asks once per call, so the question costs one DescribeEpoch after
+// a fence, and none on a handover or a failover of a member that held
+// nothing. When the member challenges (the lease's deadline passed) and no
+// lease under that token came to the partition meanwhile, the loop counts
+// a mint without a lease (noteFencerUnwritten): the second within ten
+// lease durations is a [ForeignEpochError].
+func watchFencer(state RoleState, epoch epochAnswer) fencerWatch {
+	if epoch.err != nil || !epoch.held || state.Lease == nil || epoch.current == state.Lease.Token {
+		return fencerWatch{asked: true}
+	}
+	return fencerWatch{asked: true, token: epoch.current}
 }
 
 // tryStep is what the one round of [TryAcquire] does: challenge, or refuse

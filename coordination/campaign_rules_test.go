@@ -199,16 +199,42 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "own live lease: an earlier incarnation, fenced at once", options: "spec", rules: spec,
 			state: RoleState{Roster: roster, Lease: mine}, view: seen, now: T,
 			action: campaignChallenge},
-		{branch: "own live lease, token seen fenced: a standby at its rank", options: "spec", rules: spec,
+		{branch: "own live lease, token seen fenced, first sight: ask the coordinator which token fenced it", options: "spec", rules: spec,
 			state: RoleState{Roster: roster, Lease: mine}, view: with(seen, func(v *campaignView) { v.leaseFenced = true }), now: T,
-			action: campaignWait, until: T + 25_000 + 5_000},
+			action: campaignDescribeEpoch},
+		{branch: "own live lease, token seen fenced: a standby at its rank, the fencer remembered", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: mine}, view: with(with(seen, func(v *campaignView) { v.leaseFenced = true }), asked(f.newer, true, nil)), now: T,
+			action: campaignWait, until: T + 25_000 + 5_000,
+			memory: &campaignMemory{ownRegistrationSeen: true, fencer: fencerWatch{asked: true, token: f.newer}}},
+		{branch: "own live lease, token seen fenced, the coordinator cannot answer: a standby, no fencer", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: mine}, view: with(with(seen, func(v *campaignView) { v.leaseFenced = true }), asked(FencingToken{}, false, errors.New("coordinator not available"))), now: T,
+			action: campaignWait, until: T + 25_000 + 5_000,
+			memory: &campaignMemory{ownRegistrationSeen: true, fencer: fencerWatch{asked: true}}},
 		{branch: "own live lease, token seen fenced: the fence wins over the watch", options: "watch", rules: watch,
-			state: RoleState{Roster: roster, Lease: mine}, view: with(seen, func(v *campaignView) { v.leaseFenced = true }), now: T,
+			state: RoleState{Roster: roster, Lease: mine}, view: with(seen, func(v *campaignView) { v.leaseFenced, v.memory.fencer.asked = true, true }), now: T,
 			action: campaignWait, until: T + 25_000 + 5_000},
 		{branch: "own live lease, token seen fenced, own rank lapsed: read again", options: "heartbeats", rules: heartbeats,
 			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000), seenAt(entry(f.me, 1, meAt), T-7_000)}, Lease: mine},
-			view:  with(seen, func(v *campaignView) { v.leaseFenced, v.heartbeatDue = true, T+500 }), now: T,
+			view:  with(seen, func(v *campaignView) { v.leaseFenced, v.memory.fencer.asked, v.heartbeatDue = true, true, T+500 }), now: T,
 			action: campaignWait, until: T + 1_000},
+		{branch: "own expired lease, token seen fenced, no lease of the fencer came: challenge, and note it once", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: mineExpired},
+			view: with(seen, func(v *campaignView) {
+				v.leaseFenced, v.memory.fencer = true, fencerWatch{asked: true, token: f.newer}
+			}), now: T,
+			action: campaignChallenge, notes: noteFencerUnwritten,
+			memory: &campaignMemory{ownRegistrationSeen: true, fencer: fencerWatch{asked: true, token: f.newer, noted: true}}},
+		{branch: "own expired lease, token seen fenced, noted already: challenge without a note", options: "spec", rules: spec,
+			state: RoleState{Roster: roster[1:], Lease: mineExpired},
+			view: with(seen, func(v *campaignView) {
+				v.leaseFenced, v.memory.fencer = true, fencerWatch{asked: true, token: f.newer, noted: true}
+			}), now: T,
+			action: campaignChallenge},
+		{branch: "the fencer's lease came: remembered, so no note when the member challenges later", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: leaseOf(f.n1, f.newer, T-5_000)},
+			view:  with(seen, func(v *campaignView) { v.memory.fencer = fencerWatch{asked: true, token: f.newer} }), now: T,
+			action: campaignWait, until: T + 25_000,
+			memory: &campaignMemory{ownRegistrationSeen: true, fencer: fencerWatch{asked: true, token: f.newer, landed: true}}},
 		{branch: "own live lease: ask the coordinator first", options: "watch", rules: watch,
 			state: RoleState{Roster: roster, Lease: mine}, view: with(seen, func(v *campaignView) { v.memory.ownRegistrationSeen = false }), now: T,
 			action: campaignDescribeEpoch, memory: &campaignMemory{ownRegistrationSeen: true}},
@@ -419,6 +445,7 @@ func TestCampaignRules(t *testing.T) {
 		{stageRegister, errors.New("broker not available"), campaignWait, T + 1_000, 0},
 		{stageRead, wrapf(ErrNotAuthorized, nil, "read"), campaignStop, 0, 0},
 		{stageRead, fmt.Errorf("read: %w", ErrFenced), campaignWait, T + 1_000, 0},
+		{stageRead, fmt.Errorf("read: %w", ErrMisconfigured), campaignStop, 0, 0},
 		{stageRead, errors.New("broker not available"), campaignWait, T + 1_000, 0},
 		{stageChallenge, fmt.Errorf("mint: %w", ErrNotAuthorized), campaignStop, 0, 0},
 		{stageChallenge, fmt.Errorf("mint: %w", ErrMisconfigured), campaignStop, 0, 0},
@@ -446,7 +473,7 @@ func TestCampaignRules(t *testing.T) {
 			t.Errorf("no row takes the action %v", a)
 		}
 	}
-	for n := campaignNote(1); n <= noteRivalGivenUp; n <<= 1 {
+	for n := campaignNote(1); n <= noteFencerUnwritten; n <<= 1 {
 		if notes&n == 0 {
 			t.Errorf("no row takes the note %d (bit %d)", n, bits.TrailingZeros(uint(n)))
 		}

@@ -358,6 +358,17 @@
 //     a Java broker decodes invalid bytes to U+FFFD, so two such roles
 //     would share one epoch, and a port in Java would hash another partition
 //     for them. Test: TestNameBounds.
+//   - A second campaign of one process for a role and member that it
+//     already campaigns for or holds, over the same transport and state
+//     topic ([AcquireLeadership], [TryAcquire], [Elector.Run]), returns
+//     [ErrDuplicateCampaign] at once. The specification's restart rule
+//     fences the lease that names the member because the record "came from
+//     an earlier incarnation"; a live call of the same process is none, and
+//     the two calls fenced each other about twice a second. A program
+//     written from the specification that restarts a member only after its
+//     earlier handle ended sees the specification's answers. Tests:
+//     TestDuplicateCampaignOfOneProcessIsRefusedAtOnce,
+//     TestDuplicateCampaignBesideARunningElector.
 //
 // # What this package chose where the contract is silent
 //
@@ -433,4 +444,28 @@
 //     fails closed (an error that is no refusal) when it cannot ask.
 //   - [GuardedRecord.Headers] are Kafka record headers, kept in order,
 //     repeated keys included.
+//   - A state topic deleted and created again under running members (Kafka
+//     gives it a new topic id): a transport that reports it
+//     ([TopicIncarnationReporter]; [KafkaTransport] notices within a long
+//     poll and a Metadata request) makes every waiting [AcquireLeadership]
+//     start its fold over from offset 0 of the new log and register again;
+//     it challenges no sooner than one lease duration later, so a live
+//     holder's next renewal, which writes its lease into the new log, keeps
+//     it the holder. A topic created again with another partition count
+//     stops the call with [ErrMisconfigured] (the check of the state topic,
+//     or a read of a partition that no longer exists). Tests:
+//     TestKafkaTopicRecreatedFake, TestKafkaTopicRecreatedKafka.
+//   - Two applications that use one role name on one cluster, each with its
+//     own state topic, share the role's transactional id, and each one's
+//     challenge fences the other's holder. A member whose lease was fenced
+//     asks the coordinator once (DescribeEpoch) which token fenced it; a
+//     member of its own topic writes its lease under that token at once.
+//     When none came by the deadline of the fenced lease (or, with
+//     [WithRivalMintWatch], a rival's mint wrote none for a lease duration
+//     plus the stagger), the member logs it: once is a challenger that died
+//     between its mint and its lease; twice within ten lease durations ends
+//     the call with a [*ForeignEpochError], which wraps [ErrMisconfigured].
+//     A member that never held the role asks nothing, so the duel of two
+//     applications is found by the members that it deposes. Test:
+//     TestTwoApplicationsSharingARoleNameAreReported.
 package coordination

@@ -56,8 +56,10 @@ type ElectorCallbacks struct {
 // deadline ([ErrRenewDeadline]), or a callback that returned. It stops on
 // what no retry repairs: a missing permission ([ErrNotAuthorized]), a
 // state topic or lease the cluster refuses ([ErrMisconfigured]), a second
-// live process under the same member id ([ErrDuplicateMember]). When
-// Run's context ends it stops the work, resigns, and returns nil.
+// live process under the same member id ([ErrDuplicateMember]), a second
+// campaign of this process for the member and role
+// ([ErrDuplicateCampaign]). When Run's context ends it stops the work,
+// resigns, and returns nil.
 //
 // An Elector is safe for concurrent use; Run runs once at a time.
 type Elector struct {
@@ -105,7 +107,11 @@ func NewElector(transport Transport, role Role, member MemberID, callbacks Elect
 // transport's bound on a write in flight, 250 ms over [KafkaTransport]),
 // so a standby takes over at once. It returns an error that wraps
 // [ErrNotAuthorized], [ErrMisconfigured] or [ErrDuplicateMember] when no
-// retry helps, and an error for a second Run while one runs.
+// retry helps, and an error for a second Run while one runs. A Run of a
+// second Elector, or an [AcquireLeadership] or [TryAcquire], of the same
+// role and member over the same transport and state topic, gets
+// [ErrDuplicateCampaign] at once while this Run runs, and this Run gets it
+// while one of theirs does.
 //
 // Run waits for OnStartedLeading to return before it resigns or campaigns
 // again, so two leaderships of one elector never overlap; work that
@@ -115,6 +121,15 @@ func (e *Elector) Run(ctx context.Context) error {
 		return errors.New("coordination: Elector.Run: already running")
 	}
 	defer e.running.Store(false)
+	partition, err := e.settings.partition(e.role)
+	if err != nil {
+		return err
+	}
+	release, err := claimCampaign("Elector.Run", "an Elector", e.transport, partition.Topic, e.role, e.member)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if e.callbacks.OnNewLeader != nil {
 		observeCtx, stopObserving := context.WithCancel(ctx)
 		var observer sync.WaitGroup
@@ -126,7 +141,8 @@ func (e *Elector) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		leader, err := AcquireLeadership(ctx, e.transport, e.role, e.member, append(slices.Clone(e.options), fenced...)...)
+		options := append(slices.Clone(e.options), withCampaignClaimed()) // Run holds the claim
+		leader, err := AcquireLeadership(ctx, e.transport, e.role, e.member, append(options, fenced...)...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

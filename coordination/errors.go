@@ -83,6 +83,45 @@ var ErrMisconfigured = errors.New("misconfigured")
 // its own member id.
 var ErrDuplicateMember = errors.New("another live process uses this member id")
 
+// ErrDuplicateCampaign reports a second campaign of this process for a
+// role and member that it already campaigns for or holds, over the same
+// transport and state topic: [AcquireLeadership], [TryAcquire] and
+// [Elector.Run] return it at once, before anything is written, while an
+// earlier call, its [Leadership] (until it ends) or a running Elector
+// holds the (transport, topic, role, member). Two would share the
+// member's registration and transactional id, and each mint would fence
+// the other. The claim is per transport value: two transports of one
+// cluster are not compared, and a second process is [ErrDuplicateMember]'s
+// case.
+var ErrDuplicateCampaign = errors.New("this process runs a campaign of this member for the role already")
+
+// ForeignEpochError reports a role whose epoch another application mints:
+// twice within ten lease durations, the coordinator held a token of the
+// role under which no member of this state topic wrote a lease (the token
+// that fenced this member, by the deadline of the fenced lease; with
+// [WithRivalMintWatch] also a rival's mint, for a lease duration plus the
+// stagger). The transactional id is the role name, one per
+// cluster, so two applications with one role name on one cluster (each
+// with its own state topic) fence each other's holders in turn.
+// [AcquireLeadership] and [Elector.Run] return it, and it wraps
+// [ErrMisconfigured]: give the roles of each application their own names.
+// Find it with [errors.As].
+type ForeignEpochError struct {
+	Role   Role
+	Topic  string         // this member's state topic
+	Tokens []FencingToken // the coordinator's tokens that wrote no lease on Topic, oldest first
+}
+
+func (e *ForeignEpochError) Error() string {
+	return fmt.Sprintf("coordination: role %s: %s: the transaction coordinator twice held a token of the role (%v) under which no member of state topic %s wrote a lease "+
+		"while this member waited for it: another application most likely uses the role name %s (its transactional id) on this cluster with another state topic, "+
+		"and the two fence each other's holders in turn; give each application's roles their own names",
+		e.Role, ErrMisconfigured.Error(), e.Tokens, e.Topic, e.Role)
+}
+
+// Unwrap returns [ErrMisconfigured].
+func (e *ForeignEpochError) Unwrap() error { return ErrMisconfigured }
+
 // NameError reports a role or member name that [NewRole] or
 // [NewMemberID] refuses. Find it with [errors.As]; the CLI and other
 // callers compare its Fault instead of parsing the message.

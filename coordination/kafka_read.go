@@ -228,3 +228,16 @@ func (t *KafkaTransport) StableOffsets(partition TopicPartition) (lastStable, hi
 	}
 	return t.wire.Reader().Offsets(partitionOf(partition))
 }
+
+// TopicIncarnation counts the times the reader of the transport saw the
+// topic of a partition that it follows deleted and created again (its
+// topic id changed; see [TopicIncarnationReporter]), and is 0 for a
+// partition that no read or watch follows. Each change started the
+// transport's view of the partition over from offset 0 of the new log. It
+// sends no request.
+func (t *KafkaTransport) TopicIncarnation(partition TopicPartition) uint64 {
+	if checkTopicPartition(partition) != nil {
+		return 0
+	}
+	return t.wire.Reader().Incarnation(partitionOf(partition))
+}

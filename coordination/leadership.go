@@ -65,7 +65,8 @@ type Leadership struct {
 	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
 	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
 
-	done chan struct{} // closed by end, once
+	done    chan struct{} // closed by end, once
+	release func()        // releases the campaign's claim (campaign_claims.go); called by end before it closes done
 
 	// The renewals (leadership_renewal.go): two tasks on the scheduler of
 	// the leadership's clock (renewal_scheduler.go), and the attempt in
@@ -99,7 +100,9 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		done:      make(chan struct{}),
 
 		heartbeated: c.heartbeated,
+		release:     c.release,
 	}
+	c.release = nil   // the leadership holds the campaign's claim until it ends
 	l.startRenewals() // leadership_renewal.go
 	return l
 }
@@ -328,6 +331,9 @@ func (l *Leadership) end(err error) {
 		return
 	}
 	l.err = err
+	if l.release != nil {
+		l.release() // a campaign of the member may start once Done closes
+	}
 	close(l.done)
 	if l.cancel != nil {
 		l.cancel(err)

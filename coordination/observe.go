@@ -99,11 +99,12 @@ type observer struct {
 	all        bool
 	partitions []TopicPartition
 	roles      map[Role]*observedRole
-	next       map[TopicPartition]int64 // the offset of the next record that makes a change
-	read       map[TopicPartition]bool  // partitions read once
-	synced     bool                     // every partition was read once, and the states were yielded
-	held       []RoleChange             // changes of partitions read before the others, until synced
-	skipped    map[string]bool          // partition/offset of malformed records already logged
+	next       map[TopicPartition]int64  // the offset of the next record that makes a change
+	read       map[TopicPartition]bool   // partitions read once
+	synced     bool                      // every partition was read once, and the states were yielded
+	held       []RoleChange              // changes of partitions read before the others, until synced
+	skipped    map[string]bool           // partition/offset of malformed records already logged
+	logs       map[TopicPartition]uint64 // the log each partition's fold is of (TopicIncarnationReporter)
 }
 
 func newObserver(reader StateReader, roles []Role, options []Option) (*observer, error) {
@@ -115,7 +116,8 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 		return nil, err
 	}
 	o := &observer{reader: reader, s: s, all: roles == nil, roles: make(map[Role]*observedRole),
-		next: make(map[TopicPartition]int64), read: make(map[TopicPartition]bool), skipped: make(map[string]bool)}
+		next: make(map[TopicPartition]int64), read: make(map[TopicPartition]bool), skipped: make(map[string]bool),
+		logs: make(map[TopicPartition]uint64)}
 	if o.all {
 		o.follower, _ = reader.(PartitionFollower)
 		for p := range s.partitions {
@@ -257,12 +259,20 @@ func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) 
 // readPartition reads the records of the partition that are new to the
 // observer, folds them, and returns the changes they make. The first read
 // of a partition folds silently and returns the ChangeState of its roles.
+//
+// A partition whose topic was deleted and created again under the reader
+// ([TopicIncarnationReporter]) is folded anew from the new log, as a first
+// read: its roles' states are yielded again as ChangeState.
 func (o *observer) readPartition(ctx context.Context, partition TopicPartition) ([]RoleChange, error) {
 	var records []StateRecord
 	if o.follower != nil {
+		o.checkLog(partition)
 		got, next, err := o.follower.ReadPartitionFrom(ctx, partition, o.next[partition])
 		if err != nil {
 			return nil, wrapf(err, nil, "observe %s", partition)
+		}
+		if o.checkLog(partition) {
+			return o.readPartition(ctx, partition) // the records may be of either log
 		}
 		records = got
 		defer func() { o.next[partition] = max(o.next[partition], next) }()
@@ -327,6 +337,34 @@ func (o *observer) readPartition(ctx context.Context, partition TopicPartition) 
 		}
 	}
 	return changes, nil
+}
+
+// checkLog starts the fold of partition over when the reader reports that
+// its topic was created again since the fold began, and reports whether it
+// did.
+func (o *observer) checkLog(partition TopicPartition) bool {
+	reporter, ok := o.reader.(TopicIncarnationReporter)
+	if !ok {
+		return false
+	}
+	log := reporter.TopicIncarnation(partition)
+	if !o.read[partition] {
+		o.logs[partition] = log
+		return false
+	}
+	if log == o.logs[partition] {
+		return false
+	}
+	o.s.logger.Warn("coordination: the state topic was deleted and created again (its topic id changed): the observed roles of the partition are folded anew from the new log",
+		slog.String("partition", partition.String()))
+	o.logs[partition], o.next[partition] = log, 0
+	delete(o.read, partition) // the next read is a first read
+	for role, r := range o.roles {
+		if r.partition == partition {
+			o.roles[role] = o.newRole(role, partition)
+		}
+	}
+	return true
 }
 
 // sync yields the held states in role-name order, ChangeSynced, and the

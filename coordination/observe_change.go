@@ -10,7 +10,10 @@ type ChangeKind int
 const (
 	// ChangeState is the state of a role when the observation starts: the
 	// first change of each role that [Observe] names; [ObserveAll] sends
-	// one for each role that the first read of the state topic found.
+	// one for each role that the first read of the state topic found. A
+	// partition whose topic was deleted and created again (see
+	// [TopicIncarnationReporter]) yields the states of its roles again,
+	// folded from the new log.
 	ChangeState ChangeKind = iota
 
 	// ChangeRegistered reports a registration: a member joined the roster,

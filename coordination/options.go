@@ -32,6 +32,7 @@ type settings struct {
 	duplicateCheck   bool          // WithDuplicateMemberCheck
 	rivalWatch       bool          // WithRivalMintWatch
 	fenced           *FencingToken // withFencedToken
+	claimed          bool          // withCampaignClaimed
 	pollInterval     time.Duration
 	renewDeadline    time.Duration // 0: the leadership does not end on its own lease clock
 	clock            Clock
@@ -262,7 +263,9 @@ func WithDuplicateMemberCheck() Option {
 // lease granted when it first saw the mint: one lease duration plus the
 // stagger of its rank; it challenges then only if no lease under a newer
 // token landed. A token that this process's own abandoned mint attempt may
-// have minted ([KafkaTransport] keeps the late answer) is no rival's.
+// have minted ([KafkaTransport] keeps the late answer) is no rival's. A
+// wait in vain counts as a mint without a lease toward a
+// [*ForeignEpochError] (another application uses the role name).
 //
 // Why: while the state partition cannot take a write (its leader moves after
 // a broker fault: 3-10 s with Kafka's failure detection), a rival's first
@@ -296,6 +299,16 @@ func WithRivalMintWatch() Option {
 func withFencedToken(token FencingToken) Option {
 	return func(s *settings) error {
 		s.fenced = &token
+		return nil
+	}
+}
+
+// withCampaignClaimed tells a campaign that its caller, an [Elector]'s
+// Run, holds the claim of the role and member (campaign_claims.go) for
+// every campaign it runs.
+func withCampaignClaimed() Option {
+	return func(s *settings) error {
+		s.claimed = true
 		return nil
 	}
 }

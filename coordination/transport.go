@@ -252,6 +252,21 @@ type StableOffsetReporter interface {
 	StableOffsets(partition TopicPartition) (lastStable, highWatermark int64, ok bool)
 }
 
+// TopicIncarnationReporter is implemented by a [PartitionFollower] or
+// [RoleFollower] that can tell when the log of a partition it follows was
+// replaced: the topic was deleted and created again (Kafka gives it a new
+// topic id), so offsets restart at 0 and every record of the old log is
+// gone. TopicIncarnation counts such replacements since the transport began
+// to follow the partition (0 before). [AcquireLeadership] compares it around
+// each read: on a change its fold of the role starts over from offset 0 of
+// the new log, it checks the state topic again (a count that no longer
+// matches WithPartitions stops it with [ErrMisconfigured]), and it registers
+// again. [Observe] folds the partition anew and yields its roles' states
+// again. [KafkaTransport] implements it; it sends no request.
+type TopicIncarnationReporter interface {
+	TopicIncarnation(partition TopicPartition) uint64
+}
+
 // StateTopicChecker is implemented by a transport that can check the
 // coordination topic before a member uses it. [AcquireLeadership] calls it
 // with its own options before it registers, and returns at once an error

@@ -77,13 +77,15 @@ func (e *TurnError) Unwrap() error { return ErrNotYourTurn }
 // old lease. ctx bounds the round. The other errors are those of
 // AcquireLeadership: for a nil transport, the zero Role or MemberID, an
 // invalid option, [ErrNotAuthorized] and [ErrMisconfigured]. It is safe
-// for concurrent use, with the same caveat as AcquireLeadership: two calls
-// for one role and member are two processes under one member id.
+// for concurrent use; a call for a role and member that this process
+// campaigns for or holds over the same transport returns
+// [ErrDuplicateCampaign], as AcquireLeadership does.
 func TryAcquire(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "TryAcquire", transport, role, member, options)
 	if err != nil {
 		return nil, err
 	}
+	defer c.releaseClaim() // unless the leadership took it over
 	clock := c.settings.clock
 	c.registeredAt = clock.NowMillis()
 	if err := c.register(ctx); err != nil {
@@ -91,6 +93,7 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 	}
 	// A follower's compacted view folds to the same state as the whole log.
 	c.follower = followerOfRole(c.transport, c.partition, role)
+	c.incarnation = c.topicIncarnation()
 	c.builder = NewRoleStateBuilder(role)
 	state, err := c.read(ctx)
 	if err != nil {

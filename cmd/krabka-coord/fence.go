@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +31,15 @@ takes the deposed holder out of the roster, so the first standby takes over
 at once instead of at the lease's deadline; the holder joins at the tail if
 it competes again. fence itself never holds the role: it writes no lease of
 its own.
+
+A mint whose every answer is an error until its 30 s bound (such as
+CONCURRENT_TRANSACTIONS while the coordinator aborts the holder's open
+transaction), or that gets no answer at all, may still have landed: fence
+then asks the coordinator which token it holds (DescribeTransactions). A
+token newer than the one before means the holder is fenced: fence prints it
+as the new token and exits 0, but leaves the lease (it cannot write under a
+token it got no answer for), so the standbys take over at its deadline.
+Otherwise it exits 4 and names the token that the coordinator still holds.
 
 A role that has never been taken and has no members (no epoch at the
 coordinator, no lease, an empty roster) is most likely a typo: fence refuses
@@ -127,18 +137,24 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 	// From the mint on, fence finishes its writes: a signal now would
 	// leave the lease of a deposed holder for the standbys to wait out.
 	ctx = context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	bound := requestTimeout
+	if g.mintBound > 0 {
+		bound = g.mintBound
+	}
+	mintCtx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if state.Lease != nil {
 		result.Holder, result.LeaseToken = state.Lease.Member.String(), newTokenJSON(state.Lease.Token)
 	}
-	token, err := transport.AcquireEpoch(ctx, role)
+	token, err := transport.AcquireEpoch(mintCtx, role)
 	if err != nil {
 		if isDenied(err) {
 			return result, s.deniedError("mint a new epoch of role "+showName(role.String())+" (InitProducerId)", roleACL(opWrite, role), err)
 		}
-		return result, clusterError("mint a new epoch of role %s: %s", showName(role.String()), oneLine(errText(err)))
+		return result, mintUnanswered(ctx, g, transport, role, before, &result, err)
 	}
+	ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	result.NewToken = newTokenJSON(token)
 	if release && state.Lease != nil {
 		holder := state.Lease.Member
@@ -174,6 +190,45 @@ func fenceRole(ctx context.Context, s *session, role coordination.Role, release,
 		}
 	}
 	return result, nil
+}
+
+// fenceDescribeBound bounds the question to the coordinator after a mint
+// that got no answer.
+const fenceDescribeBound = 10 * time.Second
+
+// mintUnanswered decides the outcome of a mint that failed with err (every
+// answer an error such as CONCURRENT_TRANSACTIONS until its bound ended,
+// or none): fence asks the coordinator which token it holds now
+// (DescribeTransactions). A token that supersedes the one before the mint
+// means the mint landed, or a later one did: the holder's token is fenced
+// either way, and fence succeeds with that token as the new one, warning
+// that it cannot clear the lease under a token whose answer it never got.
+// Otherwise the error says what the coordinator holds.
+func mintUnanswered(ctx context.Context, g *globals, transport *coordination.KafkaTransport, role coordination.Role,
+	before coordination.LeadershipStatus, result *fenceJSON, err error) error {
+	describeCtx, cancel := context.WithTimeout(ctx, fenceDescribeBound)
+	defer cancel()
+	var now coordination.LeadershipStatus
+	derr := retryTransient(describeCtx, func(ctx context.Context) (err error) {
+		now, err = coordination.DescribeLeadership(ctx, transport, role)
+		return err
+	})
+	name := showName(role.String())
+	switch {
+	case derr != nil:
+		return clusterError("mint a new epoch of role %s: %s; and the question which token the coordinator holds now failed too (%s): "+
+			"the holder may or may not be fenced; run 'krabka-coord describe' for the role to see", name, oneLine(errText(err)), oneLine(errText(derr)))
+	case now.Held && (!before.Held || now.Token.Supersedes(before.Token)):
+		result.NewToken = newTokenJSON(now.Token)
+		fmt.Fprintf(g.stderr, "krabka-coord: warning: the mint of role %s got no answer (%s), but the coordinator moved to token %s: "+
+			"every writer under an older token is refused; fence cannot clear the lease under a token it got no answer for, so the standbys take over at its deadline\n",
+			name, oneLine(errText(err)), now.Token)
+		return nil
+	case now.Held:
+		return clusterError("mint a new epoch of role %s: %s; the coordinator still holds token %s: the holder is not fenced",
+			name, oneLine(errText(err)), now.Token)
+	}
+	return clusterError("mint a new epoch of role %s: %s; the coordinator holds no epoch of the role: nothing is fenced", name, oneLine(errText(err)))
 }
 
 func printFence(g *globals, r fenceJSON) {

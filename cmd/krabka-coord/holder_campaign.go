@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -79,9 +81,13 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	case isDenied(err):
 		need := memberDenial(err, h.role, h.g.topic, true)
 		return nil, h.session.deniedError(fmt.Sprintf("member %s campaigns for role %s", h.shownMember(), h.shownRole()), need, err)
-	case errors.Is(err, coordination.ErrMisconfigured):
+	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		return nil, clusterError("the cluster refuses the configuration of role %s: %s (a lease above the brokers' transaction.max.timeout.ms, 15m by default, is refused: pass a shorter --lease-duration)",
 			h.shownRole(), oneLine(errText(err)))
+	case errors.Is(err, coordination.ErrMisconfigured):
+		// The state topic (created again with another partition count, say)
+		// or another application under the role name.
+		return nil, clusterError("the cluster refuses the configuration of role %s: %s", h.shownRole(), oneLine(errText(err)))
 	default:
 		return nil, failure("%s", oneLine(errText(err)))
 	}

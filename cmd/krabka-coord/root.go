@@ -55,6 +55,10 @@ type globals struct {
 	// dial, when set, opens every connection to a broker: the tests cut
 	// a member's network with it.
 	dial func(ctx context.Context, network, host string) (net.Conn, error)
+
+	// mintBound, when set, bounds fence's mint instead of requestTimeout:
+	// the tests of a mint that never gets an answer.
+	mintBound time.Duration
 }
 
 // newRoot builds the command tree, and returns the globals that its flags

@@ -2,9 +2,11 @@ package kafkawire
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -31,6 +33,13 @@ func (w *Wire) Append(ctx context.Context, record Record) error {
 	}
 	r := &kgo.Record{Topic: record.Partition.Topic, Partition: record.Partition.Partition, Key: record.Key, Value: record.Value}
 	if err := w.produceBounded(ctx, r); err != nil {
+		if errors.Is(err, kerr.UnknownTopicID) {
+			// The topic was deleted and created again: franz-go keeps
+			// the old id, and fails every record of the topic, until
+			// the client forgets it. The call fails, and the next one
+			// produces under the new id.
+			w.plain.PurgeTopicsFromProducing(record.Partition.Topic)
+		}
 		return wrap(PathAppend, "append to "+record.Partition.String(), err)
 	}
 	return nil

@@ -38,7 +38,7 @@ func (r *Reader) runLoop(l *leaderLoop) {
 		}
 		r.mu.Lock()
 		now := time.Now()
-		parts, offsets, retryAt := r.loopPartitionsLocked(l.leader, now)
+		parts, offsets, ids, retryAt := r.loopPartitionsLocked(l.leader, now)
 		if len(parts) == 0 && retryAt.IsZero() {
 			delete(r.loops, l.leader)
 			r.mu.Unlock()
@@ -68,8 +68,8 @@ func (r *Reader) runLoop(l *leaderLoop) {
 		l.stop, l.kicked = cancel, false
 		r.mu.Unlock()
 
-		sessionID, epoch, include := session.plan(parts, offsets)
-		resp, err := r.fetch(ctx, l.leader, parts, offsets, include, maxWait, sessionID, epoch)
+		sessionID, epoch, include := session.plan(parts, offsets, ids)
+		resp, err := r.fetch(ctx, l.leader, parts, offsets, ids, include, maxWait, sessionID, epoch)
 
 		r.mu.Lock()
 		kicked := l.kicked
@@ -91,13 +91,13 @@ func (r *Reader) runLoop(l *leaderLoop) {
 			r.fetchLost(parts, err)
 			continue
 		}
-		incremental := session.answered(resp, epoch, parts, offsets)
+		incremental := session.answered(resp, epoch, parts, offsets, ids)
 		moved := false
 		for i, p := range parts {
-			rp := findFetchPartition(resp, p.tp, p.topicID)
+			rp := findFetchPartition(resp, p.tp, ids[i])
 			if rp == nil {
 				if incremental {
-					r.unchanged(p, offsets[i]) // nothing new since the previous answer
+					r.unchanged(p, offsets[i], ids[i]) // nothing new since the previous answer
 				}
 				continue // otherwise the broker left it out; fetch it again
 			}
@@ -107,7 +107,7 @@ func (r *Reader) runLoop(l *leaderLoop) {
 				Topic:          p.tp.Topic,
 				Partition:      p.tp.Partition,
 			}, rp, r.decompressor, nil)
-			if r.apply(p, offsets[i], fetched, next) {
+			if r.apply(p, offsets[i], ids[i], fetched, next) {
 				moved = true
 			}
 		}
@@ -129,10 +129,10 @@ func (r *Reader) runLoop(l *leaderLoop) {
 }
 
 // loopPartitionsLocked returns the partitions that the loop of leader
-// fetches now, with their offsets, and the earliest instant at which one
-// of its other partitions may be fetched again after a failure (zero for
-// none). The caller holds r.mu.
-func (r *Reader) loopPartitionsLocked(leader int32, now time.Time) (parts []*followedPartition, offsets []int64, retryAt time.Time) {
+// fetches now, with their offsets and topic ids, and the earliest instant
+// at which one of its other partitions may be fetched again after a
+// failure (zero for none). The caller holds r.mu.
+func (r *Reader) loopPartitionsLocked(leader int32, now time.Time) (parts []*followedPartition, offsets []int64, ids [][16]byte, retryAt time.Time) {
 	for _, p := range r.parts {
 		if p.needMeta || p.leader != leader {
 			continue
@@ -145,8 +145,9 @@ func (r *Reader) loopPartitionsLocked(leader int32, now time.Time) (parts []*fol
 		}
 		parts = append(parts, p)
 		offsets = append(offsets, p.next)
+		ids = append(ids, p.topicID)
 	}
-	return parts, offsets, retryAt
+	return parts, offsets, ids, retryAt
 }
 
 // fetchLost handles a Fetch that failed as a whole: the leader did not
@@ -166,27 +167,28 @@ func (r *Reader) fetchLost(parts []*followedPartition, err error) {
 
 // unchanged records an incremental answer that left p out: the leader has
 // nothing new for it, so its view is as current as the answer.
-func (r *Reader) unchanged(p *followedPartition, offset int64) {
+func (r *Reader) unchanged(p *followedPartition, offset int64, id [16]byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p.next == offset && p.err == nil {
+	if p.next == offset && p.topicID == id && p.err == nil {
 		p.failures, p.retryAt, p.answeredAt = 0, time.Time{}, time.Now()
 		r.sweepLocked(p, p.answeredAt)
 	}
 }
 
-// apply folds one fetched partition into its view: the records that its
-// selection keeps (selection.go). It reports whether the view moved, and
-// so woke the partition's waiters and watchers.
-func (r *Reader) apply(p *followedPartition, offset int64, fetched kgo.FetchPartition, next int64) bool {
+// apply folds one fetched partition, fetched at offset of the topic id,
+// into its view: the records that its selection keeps (selection.go). It
+// reports whether the view moved, and so woke the partition's waiters and
+// watchers.
+func (r *Reader) apply(p *followedPartition, offset int64, id [16]byte, fetched kgo.FetchPartition, next int64) bool {
 	if fetched.Err != nil {
 		r.fetchFailed(p, offset, fetched.Err)
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p.next != offset {
-		return false // a reset moved the partition while the fetch ran
+	if p.next != offset || p.topicID != id {
+		return false // a reset moved the partition, or the topic was created again, while the fetch ran
 	}
 	changed := p.err != nil
 	p.err, p.fatal = nil, false

@@ -15,13 +15,14 @@ import (
 
 // fetch issues one read_committed Fetch to a leader, in the fetch session
 // sessionID at epoch, naming the partitions that include marks, and returns
-// the response or the error of the request as a whole.
-func (r *Reader) fetch(ctx context.Context, leader int32, parts []*followedPartition, offsets []int64, include []bool,
+// the response or the error of the request as a whole. ids are the topic
+// ids of the partitions, as the loop read them under the reader's lock.
+func (r *Reader) fetch(ctx context.Context, leader int32, parts []*followedPartition, offsets []int64, ids [][16]byte, include []bool,
 	maxWait time.Duration, sessionID, epoch int32) (*kmsg.FetchResponse, error) {
 	req := newFetchRequest(maxWait, sessionID, epoch)
 	for i, p := range parts {
 		if include[i] {
-			addFetchPartition(req, p.tp, p.topicID, offsets[i])
+			addFetchPartition(req, p.tp, ids[i], offsets[i])
 		}
 	}
 	return sendFetch(ctx, r.client, leader, req)

@@ -26,18 +26,27 @@ import (
 // 0, and the loop then fetches without a session. Its methods are called
 // by the goroutine of its loop only.
 type fetchSession struct {
-	id      int32               // 0 for none
-	epoch   int32               // of the next request: 0 opens a session
-	offsets map[Partition]int64 // the fetch offset of each partition of the session at the broker
+	id      int32                      // 0 for none
+	epoch   int32                      // of the next request: 0 opens a session
+	offsets map[sessionPartition]int64 // the fetch offset of each partition of the session at the broker
+}
+
+// sessionPartition is a partition of a session under its topic id: a topic
+// deleted and created again under the session is another topic, which
+// the next request names in a full fetch.
+type sessionPartition struct {
+	tp Partition
+	id [16]byte
 }
 
 // plan returns the session id and epoch of the next request of the
-// partitions at the offsets, and which partitions it names.
-func (s *fetchSession) plan(parts []*followedPartition, offsets []int64) (id, epoch int32, include []bool) {
+// partitions at the offsets under their topic ids, and which partitions it
+// names.
+func (s *fetchSession) plan(parts []*followedPartition, offsets []int64, ids [][16]byte) (id, epoch int32, include []bool) {
 	include = make([]bool, len(parts))
 	full := s.epoch == 0 || len(s.offsets) != len(parts)
 	for i, p := range parts {
-		held, ok := s.offsets[p.tp]
+		held, ok := s.offsets[sessionPartition{p.tp, ids[i]}]
 		if !ok {
 			full = true
 		}
@@ -55,7 +64,7 @@ func (s *fetchSession) plan(parts []*followedPartition, offsets []int64) (id, ep
 // answered takes the session id of an answer to a request of plan with the
 // given epoch, and reports whether the answer is incremental: a partition
 // of the request that it leaves out has nothing new.
-func (s *fetchSession) answered(resp *kmsg.FetchResponse, epoch int32, parts []*followedPartition, offsets []int64) (incremental bool) {
+func (s *fetchSession) answered(resp *kmsg.FetchResponse, epoch int32, parts []*followedPartition, offsets []int64, ids [][16]byte) (incremental bool) {
 	if resp.SessionID == 0 {
 		// No session: the broker has no room, or predates KIP-227. The
 		// next request asks for one again.
@@ -63,10 +72,10 @@ func (s *fetchSession) answered(resp *kmsg.FetchResponse, epoch int32, parts []*
 		return false
 	}
 	if epoch == 0 || s.offsets == nil {
-		s.offsets = make(map[Partition]int64, len(parts))
+		s.offsets = make(map[sessionPartition]int64, len(parts))
 	}
 	for i, p := range parts {
-		s.offsets[p.tp] = offsets[i]
+		s.offsets[sessionPartition{p.tp, ids[i]}] = offsets[i]
 	}
 	s.id = resp.SessionID
 	if epoch == math.MaxInt32 {

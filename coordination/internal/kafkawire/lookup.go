@@ -65,7 +65,8 @@ func (r *Reader) run() {
 // refreshMetadata looks up the leader and the topic id of the partitions,
 // in one Metadata request, and hands each partition that has a leader to
 // the loop of its leader. A partition whose lookup failed is looked up
-// again after a backoff.
+// again after a backoff. It tells r.recreated of the topics whose id
+// changed.
 func (r *Reader) refreshMetadata(parts []*followedPartition) {
 	var topics []string
 	for _, p := range parts {
@@ -76,9 +77,10 @@ func (r *Reader) refreshMetadata(parts []*followedPartition) {
 	ctx, cancel := context.WithTimeout(r.ctx, readerMetadataTimeout)
 	defer cancel()
 	resp, err := requestMetadata(ctx, r.client, topics...)
+	var recreated []string
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.ctx.Err() != nil {
+		r.mu.Unlock()
 		return
 	}
 	now := time.Now()
@@ -88,11 +90,20 @@ func (r *Reader) refreshMetadata(parts []*followedPartition) {
 			p.failedLocked(now)
 			continue
 		}
-		if !p.applyMetadataLocked(resp) {
+		incarnation := p.incarnation
+		ok := p.applyMetadataLocked(resp)
+		if p.incarnation != incarnation && !slices.Contains(recreated, p.tp.Topic) {
+			recreated = append(recreated, p.tp.Topic)
+		}
+		if !ok {
 			p.failedLocked(now)
 			continue
 		}
 		r.assignLocked(p)
+	}
+	r.mu.Unlock()
+	if len(recreated) > 0 && r.recreated != nil {
+		r.recreated(recreated)
 	}
 }
 
@@ -111,9 +122,12 @@ func (r *Reader) assignLocked(p *followedPartition) {
 }
 
 // applyMetadataLocked takes the leader and topic id of p from a metadata
-// response. A missing topic or partition and a refused ACL are fatal: a
-// read fails at once, and the lookup goes on after the backoff. The
-// caller holds r.mu.
+// response. A topic id that differs from the one the view was folded
+// under (the topic was deleted and created again) starts the view over
+// (restartLocked). A missing topic or partition and a refused ACL are
+// fatal: a read fails at once (Missing, Misconfigured for a partition
+// beyond the topic's count, NotAuthorized), and the lookup goes on after
+// the backoff. The caller holds r.mu.
 func (p *followedPartition) applyMetadataLocked(resp *kmsg.MetadataResponse) bool {
 	op := "read " + p.tp.String()
 	for _, t := range resp.Topics {
@@ -144,10 +158,19 @@ func (p *followedPartition) applyMetadataLocked(resp *kmsg.MetadataResponse) boo
 				p.setErrLocked(&Error{Op: op, Class: Retriable, Detail: errors.New("the partition has no leader")}, false)
 				return false
 			}
+			if p.topicID != ([16]byte{}) && t.TopicID != ([16]byte{}) && t.TopicID != p.topicID {
+				// The topic was deleted and created again: its log is
+				// another, which the view folds from its start.
+				p.restartLocked()
+			}
 			p.leader, p.topicID, p.needMeta = part.Leader, t.TopicID, false
 			return true
 		}
-		p.setErrLocked(&Error{Op: op, Class: Missing, Detail: fmt.Errorf("the topic has %d partitions, so partition %d does not exist; "+
+		// The topic has fewer partitions than this one needs: it was
+		// created so, or deleted and created again with fewer. No retry
+		// helps until an operator acts, and a member must not go on as if
+		// the partition were only late.
+		p.setErrLocked(&Error{Op: op, Class: Misconfigured, Detail: fmt.Errorf("the topic has %d partitions, so partition %d does not exist; "+
 			"check WithPartitions against the topic (CheckStateTopic)", len(t.Partitions), p.tp.Partition)}, true)
 		return false
 	}

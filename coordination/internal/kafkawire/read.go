@@ -107,44 +107,80 @@ func (r *Reader) served(ctx context.Context, p *followedPartition, from int64, k
 // stable offset, and returns the partition and that offset. The last
 // stable offset is the one of the latest answer when served is set and
 // the view is current, and otherwise the one that a ListOffsets request
-// returns.
+// returns. A topic created again while it waits (restartLocked) makes it
+// ask for the new log's last stable offset.
 func (r *Reader) await(ctx context.Context, tp Partition, served bool) (*followedPartition, int64, error) {
 	p, err := r.follow(tp)
 	if err != nil {
 		return nil, 0, err
 	}
-	op := "read " + tp.String()
-	target := int64(-1)
-	if served {
-		r.mu.Lock()
-		if p.currentLocked(time.Now(), r.fresh) {
-			target = p.stable
-		}
-		r.mu.Unlock()
-	}
-	if target < 0 {
-		target, err = r.listOffset(ctx, tp, listLatest, isolationReadCommitted)
+	for {
+		target, incarnation, err := r.awaitTarget(ctx, p, served)
 		if err != nil {
-			if class := Classify(PathFetch, err); class == Missing {
-				return nil, 0, &Error{Op: op, Class: class, Err: err, Detail: errors.New("the topic or the partition does not exist; " +
-					"create the topic with CreateStateTopic, and check it with CheckStateTopic")}
-			}
-			return nil, 0, wrap(PathFetch, op+": list the last stable offset", err)
+			return nil, 0, err
 		}
+		reached, err := r.awaitOffset(ctx, p, target, incarnation)
+		if err != nil {
+			return nil, 0, err
+		}
+		if reached {
+			return p, target, nil
+		}
+		// The topic was created again while the call waited: the target
+		// was an offset of the old log.
 	}
+}
+
+// awaitTarget returns the last stable offset that a read of p waits for
+// (see await), and the incarnation of the log it is an offset of.
+func (r *Reader) awaitTarget(ctx context.Context, p *followedPartition, served bool) (target int64, incarnation uint64, err error) {
+	op := "read " + p.tp.String()
+	r.mu.Lock()
+	incarnation, target = p.incarnation, -1
+	if served && p.currentLocked(time.Now(), r.fresh) {
+		target = p.stable
+	}
+	r.mu.Unlock()
+	if target >= 0 {
+		return target, incarnation, nil
+	}
+	target, err = r.listOffset(ctx, p.tp, listLatest, isolationReadCommitted)
+	if err == nil {
+		return target, incarnation, nil
+	}
+	if class := Classify(PathFetch, err); class == Missing {
+		r.mu.Lock()
+		known := p.err
+		r.mu.Unlock()
+		if known != nil && known.Class == Misconfigured {
+			return 0, 0, known // the lookup found the topic with fewer partitions
+		}
+		return 0, 0, &Error{Op: op, Class: class, Err: err, Detail: errors.New("the topic or the partition does not exist; " +
+			"create the topic with CreateStateTopic, and check it with CheckStateTopic")}
+	}
+	return 0, 0, wrap(PathFetch, op+": list the last stable offset", err)
+}
+
+// awaitOffset waits until the view of p reaches target, an offset of the
+// log of incarnation, and reports whether it did; false, with no error,
+// when the topic was created again meanwhile.
+func (r *Reader) awaitOffset(ctx context.Context, p *followedPartition, target int64, incarnation uint64) (bool, error) {
 	for {
 		r.mu.Lock()
 		switch {
 		case r.closed:
 			r.mu.Unlock()
-			return nil, 0, errClosed
+			return false, errClosed
+		case p.incarnation != incarnation:
+			r.mu.Unlock()
+			return false, nil
 		case p.next >= target:
 			r.mu.Unlock()
-			return p, target, nil
+			return true, nil
 		case p.fatal:
 			err := p.err
 			r.mu.Unlock()
-			return nil, 0, err
+			return false, err
 		}
 		advanced, reached, last := p.advanced, p.next, p.err
 		r.mu.Unlock()
@@ -154,7 +190,7 @@ func (r *Reader) await(ctx context.Context, tp Partition, served bool) (*followe
 			if last != nil {
 				err = fmt.Errorf("%w (last fetch error: %w)", err, last)
 			}
-			return nil, 0, &Error{Op: op, Class: Canceled, Err: err}
+			return false, &Error{Op: "read " + p.tp.String(), Class: Canceled, Err: err}
 		case <-advanced:
 		}
 	}

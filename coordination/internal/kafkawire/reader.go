@@ -140,10 +140,11 @@ type Reader struct {
 	client       *kgo.Client // the fetch loops' long polls
 	walker       *kgo.Client // ReadLog's walks of a log (read_log.go)
 	decompressor kgo.Decompressor
-	group        KeyGroup      // the groups of keys that a view keeps; nil: every view keeps everything
-	linger       time.Duration // how long a view keeps a group after its last hold (selection.go)
-	maxWait      time.Duration // the long poll of a fetch
-	fresh        time.Duration // the age below which an answer makes a view current
+	group        KeyGroup              // the groups of keys that a view keeps; nil: every view keeps everything
+	recreated    func(topics []string) // told of the topics that the lookups found created again; nil for none
+	linger       time.Duration         // how long a view keeps a group after its last hold (selection.go)
+	maxWait      time.Duration         // the long poll of a fetch
+	fresh        time.Duration         // the age below which an answer makes a view current
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -166,6 +167,11 @@ type followedPartition struct {
 	leader   int32 // -1 while unknown
 	topicID  [16]byte
 	needMeta bool // the leader must be looked up before the next fetch
+
+	// incarnation counts the times the topic's id changed under the
+	// reader (the topic was deleted and created again), each of which
+	// started the view over from the new log (restartLocked).
+	incarnation uint64
 
 	next     int64         // every offset below it is folded into view
 	view     View          // the compacted view of the selected records below next
@@ -242,6 +248,35 @@ func (r *Reader) Offsets(tp Partition) (stable, high int64, ok bool) {
 		return -1, -1, false
 	}
 	return p.stable, p.high, true
+}
+
+// Incarnation returns how many times the reader saw the topic of a
+// followed partition deleted and created again (its topic id changed, as
+// Metadata and Fetch from version 13 on carry it), and 0 for a partition
+// that no read or watch asked for. Each change started the view over from
+// the new log, so a caller that folds the records of the partition
+// compares it before and after a read: a fold of an older incarnation
+// starts over from offset 0. It sends no request.
+func (r *Reader) Incarnation(tp Partition) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.parts[tp]; p != nil {
+		return p.incarnation
+	}
+	return 0
+}
+
+// restartLocked starts the view of p over from offset 0 of a new log: the
+// topic was deleted and created again under the reader, so nothing of the
+// old view, its offsets or its selection's fills holds for the new log.
+// It wakes the waiters and watchers. The caller holds r.mu.
+func (p *followedPartition) restartLocked() {
+	p.incarnation++
+	p.next, p.stable, p.high = 0, -1, -1
+	p.answeredAt = time.Time{}
+	p.view.Reset()
+	p.resetSelectionLocked()
+	p.changedLocked()
 }
 
 // close ends the goroutines, closes the client, and wakes every waiter and

@@ -165,6 +165,12 @@ func New(config Config) (*Wire, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	reader := newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval)
+	// A topic deleted and created again fails every produce of franz-go's
+	// producer with UNKNOWN_TOPIC_ID until the client forgets it (franz-go
+	// does not adopt the new id); the reader's lookup is the first to see
+	// the new id.
+	reader.recreated = func(topics []string) { plain.PurgeTopicsFromProducing(topics...) }
 	return &Wire{
 		config:  config,
 		plain:   plain,
@@ -172,7 +178,7 @@ func New(config Config) (*Wire, error) {
 		txn:     txn,
 		leaders: newLeaderCache(txn),
 		coords:  newTxnCoordinators(txn),
-		reader:  newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval),
+		reader:  reader,
 		ctx:     ctx,
 		cancel:  cancel,
 		ids:     make(map[string]*idState),
