@@ -21,9 +21,11 @@ import (
 // cost about a millisecond, because an idle Go process wakes from a short
 // sleep after about one (the netpoller sleeps in whole milliseconds). A
 // resend at once costs one round trip instead, which is about how long the
-// markers take. The pause grows when the state lasts, as franz-go's does
-// (200 ms after a second, 500 ms after 2.5 s, 1 s after 5 s), so a stuck
-// coordinator sees no storm.
+// markers take. The pause then doubles at each attempt up to 200 ms, and
+// grows when the state lasts, as franz-go's does (500 ms after 2.5 s, 1 s
+// after 5 s), so a stuck coordinator sees a few dozen requests a second at
+// first and no storm (a constant 250 µs pause sent about 500 InitProducerId
+// in 2 s to a coordinator that kept answering CONCURRENT_TRANSACTIONS).
 const concurrentTransactionsBackoff = 250 * time.Microsecond
 
 // concurrentTransactionsResends is how many times a request refused with
@@ -55,10 +57,11 @@ func withConcurrentTransactions(ctx context.Context, do func() error) error {
 			backoff = max(backoff, time.Second)
 		case since > 5*time.Second/2:
 			backoff = max(backoff, 500*time.Millisecond)
-		case since > time.Second:
-			backoff = max(backoff, 200*time.Millisecond)
 		}
 		timer := time.NewTimer(backoff)
+		if backoff < 200*time.Millisecond {
+			backoff = min(2*backoff, 200*time.Millisecond)
+		}
 		select {
 		case <-ctx.Done():
 			timer.Stop()
