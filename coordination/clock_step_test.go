@@ -1,0 +1,93 @@
+package coordination_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+)
+
+// The wall clock of the holder steps (NTP, a VM restore) while its waits
+// go on: every wait, timeout and deadline of the local process is measured
+// on the clock's monotonic reading, and wall-clock milliseconds only stamp
+// the lease's instants (issue 28).
+
+// wallStepClock is the scenario's clock with a wall reading that a test
+// steps on its own: NowMillis reads the manual clock plus the step, while
+// the waits (After) and the monotonic reading stay on the manual clock, as
+// a host's do when its wall clock is set.
+type wallStepClock struct {
+	*scClock
+	step atomic.Int64 // ms added to the wall reading
+}
+
+func (c *wallStepClock) NowMillis() int64 { return c.scClock.NowMillis() + c.step.Load() }
+
+// TestRenewalsGoOnAtTheRenewIntervalAcrossAWallStep: a step of the
+// holder's wall clock by an hour, back or forward, between two renewals
+// neither stops nor hastens them: the holder renews every renew interval
+// of the manual (monotonic) clock, each lease stamped by the stepped wall
+// clock. Before the fix a step back stopped the renewals for the hour.
+func TestRenewalsGoOnAtTheRenewIntervalAcrossAWallStep(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			scBothPaths(t, func(t *testing.T, e *scEnv) {
+				node1 := e.member("node-1")
+				clock := &wallStepClock{scClock: e.clock}
+				holder := e.acquireNow(node1, coordination.WithClock(clock))
+				e.runTo(5_000)
+				clock.step.Store(step.Milliseconds())
+				for i := int64(1); i <= 6; i++ {
+					e.runTo(i*10_000 - 1)
+					if got := node1.raw.Calls(coordinationtest.OpWriteLease); got != int(i) {
+						t.Fatalf("%d ms (wall stepped %v): %d lease writes, want %d: the renewal came early", e.now(), step, got, i)
+					}
+					e.runTo(i * 10_000)
+					scHolds(t, holder)
+					if got := node1.raw.Calls(coordinationtest.OpWriteLease); got != int(1+i) {
+						t.Fatalf("%d ms (wall stepped %v): %d lease writes, want %d: the renewal is late", e.now(), step, got, 1+i)
+					}
+					if got, want := holder.Lease().GrantedAt, scAt(i*10_000)+step.Milliseconds(); got != want {
+						t.Fatalf("%d ms: lease granted at %d, want the stepped wall reading %d", e.now(), got-scStart, want-scStart)
+					}
+				}
+				e.resign(holder)
+			})
+		})
+	}
+}
+
+// TestRenewDeadlineEndsOnTimeAcrossAWallStep: a holder cut off from the
+// cluster ends its leadership at the grant of its last confirmed lease
+// plus the renew deadline, measured on its monotonic clock, whatever its
+// wall clock did meanwhile: a step back of an hour does not keep the work
+// running beside a successor for that hour (before the fix it did), and a
+// step forward does not end it early.
+func TestRenewDeadlineEndsOnTimeAcrossAWallStep(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			scBothPaths(t, func(t *testing.T, e *scEnv) {
+				node1 := e.member("node-1")
+				clock := &wallStepClock{scClock: e.clock}
+				holder := e.acquireNow(node1, coordination.WithClock(clock), coordination.WithRenewDeadline(20*time.Second))
+				e.runTo(10_000) // the first renewal lands: granted at 10000
+				node1.raw.Cut()
+				e.runTo(15_000)
+				clock.step.Store(step.Milliseconds())
+				e.runTo(29_999)
+				scHolds(t, holder)
+				if err := holder.Context().Err(); err != nil {
+					t.Fatalf("Context ended at 29999 (wall stepped %v): %v", step, err)
+				}
+				e.runTo(30_000) // 10000 + the renew deadline, on the monotonic clock
+				scEnded(t, holder, coordination.ErrRenewDeadline)
+				if holder.Context().Err() == nil {
+					t.Fatalf("Context still live at the renew deadline (wall stepped %v)", step)
+				}
+				node1.raw.Heal()
+			})
+		})
+	}
+}
