@@ -17,6 +17,13 @@ import (
 // around them that reads a real clock and that waits. A test supplies
 // *[ManualClock], drives time by hand, and sleeps for nothing.
 //
+// The package measures its own waits, timeouts and deadlines on a monotonic
+// reading, so that a step of the wall clock moves none of them:
+// [SystemClock]'s is Go's monotonic clock, [ManualClock]'s is its one
+// reading, and a Clock that embeds either has theirs. A Clock of another
+// type is measured through NowMillis (see "Clock assumptions" in the
+// package documentation).
+//
 // An implementation is safe for concurrent use: a leadership reads it from
 // its own goroutine.
 type Clock interface {

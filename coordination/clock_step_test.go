@@ -1,8 +1,11 @@
 package coordination_test
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
@@ -90,4 +93,61 @@ func TestRenewDeadlineEndsOnTimeAcrossAWallStep(t *testing.T) {
 			})
 		})
 	}
+}
+
+// steppedSystemClock is the host's clock with a wall reading that a test
+// steps: it embeds SystemClock, so its waits and its monotonic reading are
+// the host's (inside a synctest bubble, the bubble's), and only NowMillis
+// moves.
+type steppedSystemClock struct {
+	coordination.SystemClock
+	step *atomic.Int64 // ms added to the wall reading
+}
+
+func (c steppedSystemClock) NowMillis() int64 { return c.SystemClock.NowMillis() + c.step.Load() }
+
+// TestSystemClockWaitsAreMonotonicAcrossAWallStep: the same over the host's
+// clock (a SystemClock embedded, its wall reading stepped back an hour
+// after the first lease), inside a synctest bubble: the holder renews at
+// every renew interval, and once cut off, its renew deadline ends the
+// leadership at the grant of its last confirmed lease plus the deadline.
+func TestSystemClockWaitsAreMonotonicAcrossAWallStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cluster := coordinationtest.NewCluster()
+		node1 := cluster.Transport("node-1")
+		step := new(atomic.Int64)
+		start := time.Now()
+		holder, err := coordination.AcquireLeadership(context.Background(), node1, fxRole(t, "controller"), fxMember(t, "node-1"),
+			coordination.WithClock(steppedSystemClock{step: step}), coordination.WithLeaseDuration(scLease),
+			coordination.WithRenewInterval(scRenew), coordination.WithPollInterval(scPoll), coordination.WithRenewDeadline(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		step.Store(-time.Hour.Milliseconds())
+		time.Sleep(5*time.Second + time.Millisecond) // past the renewal at 10 s
+		synctest.Wait()
+		if got := node1.Calls(coordinationtest.OpWriteLease); got != 2 {
+			t.Fatalf("%v after the grant, with the wall clock stepped back an hour: %d lease writes, want 2", time.Since(start), got)
+		}
+		node1.Cut()
+		time.Sleep(20*time.Second - 2*time.Millisecond) // just before the renewal at 10 s + the renew deadline
+		synctest.Wait()
+		select {
+		case <-holder.Done():
+			t.Fatalf("the leadership ended early: %v", holder.Err())
+		default:
+		}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case <-holder.Done():
+		default:
+			t.Fatalf("%v after the grant, the renew deadline did not end the leadership", time.Since(start))
+		}
+		if !errors.Is(holder.Err(), coordination.ErrRenewDeadline) {
+			t.Fatalf("Err = %v, want ErrRenewDeadline", holder.Err())
+		}
+		node1.Heal()
+	})
 }

@@ -139,6 +139,20 @@
 // not affect safety, for the reason the first section gives. An operator
 // that needs a bound on the failover time needs a bound on the skew.
 //
+// Wall-clock milliseconds ([Clock.NowMillis]) go only where the
+// specification puts them: the instants of the records (a lease's
+// GrantedAt and Deadline, a registration's, a heartbeat's) and the inputs
+// of [Evaluate] and the campaign's rules. Every wait, timeout and deadline
+// of the local process (the renewals, the renew deadline of
+// [WithRenewDeadline], the preemption of a guarded write, a campaign's
+// heartbeat and its pause after a lost challenge) is measured from the
+// grant of the lease or from its start on the clock's monotonic reading:
+// [SystemClock]'s is Go's monotonic clock, [ManualClock]'s is its one
+// reading. A step of the holder's wall clock (NTP, a VM restore) in either
+// direction so moves a failover by at most the step, as skew does, and
+// never delays nor hastens a renewal or the renew deadline. A [Clock] of
+// another type that embeds neither is measured through NowMillis.
+//
 // # Kafka 4 and the token that must not move
 //
 // A cluster formatted with Kafka 4.x runs transaction.version=2 (KIP-890
