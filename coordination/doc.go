@@ -165,7 +165,12 @@
 // pair for the whole leadership, on Kafka 3 and 4 alike. Every request of a
 // transaction carries the token's own pair, so a pair that moved at the
 // coordinator refuses the next request and ends the leadership with
-// [ErrFenced]; the transport never adopts a pair it did not mint. A port over a client that cannot cap request versions must
+// [ErrFenced]; the transport never adopts a pair it did not mint. Kafka
+// also removes old request versions (KIP-896), so before its first
+// registration or mint [KafkaTransport] checks every request it sends, at
+// its capped version, against each broker's ApiVersions range, and stops
+// with [ErrMisconfigured], naming the API and both ranges, on a broker that
+// cannot serve one. A port over a client that cannot cap request versions must
 // either run against a cluster kept at transaction.version=1, or adopt the
 // pair each of its own commits returns and accept that a third party's
 // [DescribeLeadership] sees the lease's token one commit behind.

@@ -23,6 +23,9 @@
 //   - types.go: the plain types.
 //   - wire.go: [Wire], its clients and options, the version cap that keeps
 //     an epoch fixed, Close.
+//   - versions.go: the table of every request the package sends, by API
+//     key and capped version ([Requests]), and its check at connect
+//     against each broker's ApiVersions ranges ([Wire.CheckVersions]).
 //   - failure_detection.go: the waits of the clients after a broker fault,
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence
