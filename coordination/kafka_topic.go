@@ -57,7 +57,15 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 		"min.insync.replicas": new(strconv.Itoa(minInsyncReplicas)),
 	}
 	op := fmt.Sprintf("create the state topic %s with %d partitions", s.topic, s.partitions)
-	existed, err := t.wire.CreateTopic(ctx, op, s.topic, int32(s.partitions), int16(replicationFactor), configs)
+	partitions, err := kafkawire.Int32("CreateTopics' NumPartitions (WithPartitions)", s.partitions, 1)
+	if err != nil {
+		return fmt.Errorf("coordination: CreateStateTopic: %w", err)
+	}
+	replicas, err := kafkawire.Int16("CreateTopics' ReplicationFactor", replicationFactor, -1)
+	if err != nil {
+		return fmt.Errorf("coordination: CreateStateTopic: %w", err)
+	}
+	existed, err := t.wire.CreateTopic(ctx, op, s.topic, partitions, replicas, configs)
 	switch {
 	case err != nil:
 		return kafkaError(err)

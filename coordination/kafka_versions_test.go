@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
@@ -67,5 +68,46 @@ func TestKafkaAcquireRefusesABrokerAboveTheEndTxnCap(t *testing.T) {
 	}
 	if _, err := transport.AcquireEpoch(ctx, ktRole(t, "floor")); !errors.Is(err, coordination.ErrMisconfigured) || mints.Load() != 0 {
 		t.Errorf("AcquireEpoch = %v after %d InitProducerId; want ErrMisconfigured and none", err, mints.Load())
+	}
+}
+
+// TestNewKafkaTransportRejectsALeaseAboveInt32Millis (issue 28): the lease
+// duration is the transaction timeout of every role, an int32 of
+// milliseconds in InitProducerId. A lease of 2^32 ms + 5 s was accepted and
+// reached the broker as 5 s; it is refused, with the field and the limit.
+func TestNewKafkaTransportRejectsALeaseAboveInt32Millis(t *testing.T) {
+	long, err := coordination.NewLeaseConfig(time.Duration(1<<32)*time.Millisecond+5*time.Second, 10*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := coordination.NewKafkaTransport(long, "localhost:1")
+	if err == nil {
+		transport.Close()
+		t.Fatal("NewKafkaTransport accepted a lease of 2^32 ms + 5 s")
+	}
+	for _, want := range []string{"TransactionTimeoutMillis", "2147483647"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	longest, err := coordination.NewLeaseConfig((1<<31-1)*time.Millisecond, 10*time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err = coordination.NewKafkaTransport(longest, "localhost:1")
+	if err != nil {
+		t.Fatalf("NewKafkaTransport with a lease of MaxInt32 ms: %v", err)
+	}
+	transport.Close()
+}
+
+// TestWithPartitionsRejectsACountAboveInt32 (issue 28): a partition count
+// goes to CreateTopics as an int32; a count of 2^31 is refused by the
+// option, with the limit, instead of wrapping.
+func TestWithPartitionsRejectsACountAboveInt32(t *testing.T) {
+	_, err := coordination.AcquireLeadership(context.Background(), coordinationtest.NewCluster().Transport("a"), fxRole(t, "controller"),
+		fxMember(t, "node-1"), coordination.WithPartitions(1<<31))
+	if err == nil || !strings.Contains(err.Error(), "WithPartitions") || !strings.Contains(err.Error(), "2147483647") {
+		t.Fatalf("AcquireLeadership with WithPartitions(2^31) = %v; want an error that names the option and the limit", err)
 	}
 }

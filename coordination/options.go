@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -333,8 +334,8 @@ func WithLogger(logger *slog.Logger) Option {
 // partition of a role. It rejects a count below one.
 func WithPartitions(partitions int) Option {
 	return func(s *settings) error {
-		if partitions < 1 {
-			return fmt.Errorf("coordination: WithPartitions(%d): want at least 1 partition", partitions)
+		if partitions < 1 || partitions > math.MaxInt32 {
+			return fmt.Errorf("coordination: WithPartitions(%d): want 1 to %d partitions (a topic's partition count is a Kafka int32)", partitions, math.MaxInt32)
 		}
 		s.partitions = partitions
 		return nil

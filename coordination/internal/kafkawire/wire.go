@@ -56,6 +56,8 @@ type Config struct {
 type Wire struct {
 	config Config
 
+	txnTimeoutMillis int32 // config.TxnTimeout, checked in New: InitProducerId's TransactionTimeoutMillis
+
 	versions        *kversion.Versions // the versions the caller's options allow: the base of the capped ones (versions.go)
 	versionsChecked atomic.Bool        // CheckVersions passed
 
@@ -122,9 +124,14 @@ const CloseBound = 500 * time.Millisecond
 // the plain producer acks=all, no linger and the manual partitioner; for
 // the transactional and the reader's clients the capped versions.
 //
-// It returns the error of an option that kgo rejects, and an error for
-// options that disable idempotent writes or name a transactional id.
+// It returns the error of an option that kgo rejects, an error for
+// options that disable idempotent writes or name a transactional id, and
+// one for a TxnTimeout outside the int32 milliseconds of the request.
 func New(config Config) (*Wire, error) {
+	txnTimeoutMillis, err := Millis32("transaction timeout (the lease duration; transaction.timeout.ms, InitProducerId's TransactionTimeoutMillis)", config.TxnTimeout)
+	if err != nil {
+		return nil, err
+	}
 	base := append([]kgo.Opt{
 		kgo.MetadataMinAge(MetadataMinAge),
 		kgo.RequestTimeoutOverhead(RequestTimeoutOverhead(config.RenewInterval)),
@@ -170,18 +177,19 @@ func New(config Config) (*Wire, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Wire{
-		config:   config,
-		versions: allowed,
-		plain:    plain,
-		admin:    kadm.NewClient(plain),
-		txn:      txn,
-		leaders:  newLeaderCache(txn),
-		coords:   newTxnCoordinators(txn),
-		reader:   newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval),
-		ctx:      ctx,
-		cancel:   cancel,
-		ids:      make(map[string]*idState),
-		minted:   make(map[Producer]*Epoch),
+		config:           config,
+		txnTimeoutMillis: txnTimeoutMillis,
+		versions:         allowed,
+		plain:            plain,
+		admin:            kadm.NewClient(plain),
+		txn:              txn,
+		leaders:          newLeaderCache(txn),
+		coords:           newTxnCoordinators(txn),
+		reader:           newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval),
+		ctx:              ctx,
+		cancel:           cancel,
+		ids:              make(map[string]*idState),
+		minted:           make(map[Producer]*Epoch),
 	}, nil
 }
 
