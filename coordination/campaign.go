@@ -135,7 +135,7 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 				return nil, err
 			}
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
+				return nil, fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err) //nolint:errorlint // the call ended on its context; the check's error is said, not wrapped
 			}
 			s.logger.Warn("coordination: the check of the state topic failed; waiting for the role all the same",
 				slog.String("role", role.String()), slog.Any("error", err))
@@ -536,7 +536,7 @@ func (c *campaign) wait(ctx context.Context, untilMillis int64) {
 // context's error itself, and the last error of the transport, which says
 // why the wait never reached the cluster, goes to the log.
 func (c *campaign) abandon(ctx context.Context, cause error) error {
-	if c.lastErr != nil && cause == ctx.Err() {
+	if c.lastErr != nil && cause == ctx.Err() { //nolint:errorlint // the context's own error, returned as it is
 		c.logger.Warn("coordination: the wait for the role ended on its context", slog.Any("error", cause), slog.Any("last_transport_error", c.lastErr))
 	}
 	// A duplicate member shares its registration key with the live

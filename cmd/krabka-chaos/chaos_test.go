@@ -161,7 +161,7 @@ func TestRunRejectsBadUsage(t *testing.T) {
 		{"member", "--id", "m1"},
 		{"run", "--no-such-flag"},
 	} {
-		if args != nil && len(args) == 3 && args[2] == "" {
+		if len(args) == 3 && args[2] == "" {
 			t.Setenv("KRABKA_KAFKA_BROKERS", "")
 		}
 		if code := run(ctx, args, &out, &errOut); code != exitUsage {

@@ -61,7 +61,7 @@ func (r *commandRun) run() (int, commandEnd, error) {
 			code = exitNotFound
 		}
 		_ = h.resign(r.leadership, r.signals.again)
-		return code, endExited, &exitError{code: code, err: fmt.Errorf("cannot start %s: %v; it resigned role %s", r.args[0], err, h.shownRole())}
+		return code, endExited, &exitError{code: code, err: fmt.Errorf("cannot start %s: %w; it resigned role %s", r.args[0], err, h.shownRole())}
 	}
 	r.exited = exited
 	h.report(holderEvent{Event: "command_started", Token: newTokenJSON(r.leadership.Token()), Deadline: timePtr(r.leadership.Lease().Deadline)}, "", false)
