@@ -11,8 +11,9 @@
 #      at the same time, exported as KRABKA_KAFKA_CLUSTER_BROKERS;
 #   2. murmur2 vectors from Kafka's own Java Utils class, exported as
 #      KRABKA_JAVA_MURMUR2, which the partition test checks the Go rule on;
-#   3. gofmt, go vet, and go test -race over every package: the kfake suite,
-#      the real-broker suite, the examples, and the seed corpus of the fuzzers.
+#   3. gofmt, go vet, golangci-lint (tools/go.mod pins it), and go test -race
+#      over every package: the kfake suite, the real-broker suite, the
+#      examples, and the seed corpus of the fuzzers.
 # Needs: go, java (17+), mvn. Set KRABKA_KEEP_BROKER=1 to leave the broker and
 # the cluster up (a later run reuses both: the start scripts are idempotent).
 set -euo pipefail
@@ -66,6 +67,13 @@ fi
 # module, and the modules of the CLI, the fault harness and the bench.
 packages=github.com/krabka-io/krabka-streams-go/...
 go vet "$packages"
+# golangci-lint (.golangci.yml: govet, staticcheck, errorlint, gosec's G115
+# integer-overflow conversions) over every module of the workspace, at the
+# version that tools/go.mod pins: go tool builds it from the Go module proxy
+# the first time (a few minutes), then from the build cache. The tools
+# module stays outside go.work, so its dependencies never move the library's.
+lint=$(cd tools && GOWORK=off go tool -n golangci-lint)
+"$lint" run $(go list -m -f '{{.Dir}}/...' | sed "s|^$PWD|.|")
 # The specification's conformance suite first, on its own line of the log: a
 # change that alters an answer the specification promises fails here.
 go test -count=1 -run '^TestSpec' ./coordination
