@@ -151,3 +151,28 @@ func TestSystemClockWaitsAreMonotonicAcrossAWallStep(t *testing.T) {
 		node1.Heal()
 	})
 }
+
+// TestStandbyHeartbeatsGoOnAcrossAWallStep: a waiting standby with
+// heartbeats on writes one every heartbeat interval of its monotonic
+// clock, whatever its wall clock did: before the fix a step back of an
+// hour stopped its heartbeats for the hour, and its rank lapsed in the
+// view of the others.
+func TestStandbyHeartbeatsGoOnAcrossAWallStep(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		hb := coordination.WithHeartbeatInterval(5 * time.Second)
+		holder := e.acquireNow(node1, hb)
+		clock := &wallStepClock{scClock: e.clock}
+		standby := e.campaign(node2, hb, coordination.WithClock(clock))
+		e.runTo(2_000)
+		before := node2.raw.Calls(coordinationtest.OpAppend) // the registration and the first heartbeat
+		clock.step.Store(-time.Hour.Milliseconds())
+		e.runTo(32_000)
+		standby.waiting(t, "30 s after its wall clock stepped back")
+		if got := node2.raw.Calls(coordinationtest.OpAppend) - before; got < 5 {
+			t.Fatalf("%d heartbeats in the 30 s after the wall clock stepped back an hour; want one every 5 s", got)
+		}
+		standby.abandon(t)
+		e.resign(holder)
+	})
+}
