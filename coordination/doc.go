@@ -413,4 +413,11 @@
 //     fails closed (an error that is no refusal) when it cannot ask.
 //   - [GuardedRecord.Headers] are Kafka record headers, kept in order,
 //     repeated keys included.
+//   - A value that goes into a narrower field of a Kafka request is checked
+//     where the request is built, with an error that names the field and
+//     the limit, never wrapped: a lease above math.MaxInt32 ms
+//     ([NewKafkaTransport]: the transaction timeout), a partition count
+//     above math.MaxInt32 ([WithPartitions]), a replication factor outside
+//     the int16 ([KafkaTransport.CreateStateTopic]), a record above 1 GiB
+//     (the int32 lengths of a record batch).
 package coordination
