@@ -145,8 +145,8 @@ func TestCheckVersionsRefusesABrokerThatCannotServeARequest(t *testing.T) {
 // the real broker serve every request at the versions the library sends
 // them; the check passes once and is not sent again.
 func TestCheckVersionsPassesTheBrokers(t *testing.T) {
-	for _, c := range []*kafkatest.Cluster{kafkatest.Fake(t), kafkatest.Fake(t, kfake.MaxVersions(kversion.V3_0_0())), kafkatest.Kafka(t)} {
-		t.Run(c.Name, func(t *testing.T) {
+	for name, c := range map[string]*kafkatest.Cluster{"kfake": kafkatest.Fake(t), "kfake at Kafka 3.0": kafkatest.Fake(t, kfake.MaxVersions(kversion.V3_0_0())), "kafka": kafkatest.Kafka(t)} {
+		t.Run(name, func(t *testing.T) {
 			hook := apiVersionsHook{count: new(atomic.Int64)}
 			w, err := New(Config{Brokers: c.Brokers, Options: []kgo.Opt{kgo.WithHooks(hook)}, TxnTimeout: 10 * time.Second, RenewInterval: time.Second})
 			if err != nil {
