@@ -167,7 +167,7 @@ func checkTopicForCampaign(ctx context.Context, transport Transport, role Role, 
 				return err
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err)
+				return fmt.Errorf("%w (the check of the state topic failed: %v)", ctx.Err(), err) //nolint:errorlint // the call ended on its context; the check's error is said, not wrapped
 			}
 			s.logger.Warn("coordination: the check of the state topic failed; waiting for the role all the same",
 				slog.String("role", role.String()), slog.Any("error", err))
@@ -201,13 +201,14 @@ type campaign struct {
 	registered   bool  // the append of that registration succeeded
 	appendedAt   int64 // when it succeeded, in ms since the Unix epoch
 	minted       *FencingToken
-	notBefore    int64 // no challenge before this instant, in ms
+	notBefore    int64 // no challenge before this instant, in ms on the clock's monotonic reading (monoMillis); 0 for none
 
 	lastErr error // the last error of the transport, for the error of a wait that ends
 
 	memory campaignMemory // the rules' memory (decideCampaign)
 
-	heartbeatDue int64 // the instant of the next heartbeat, in ms
+	heartbeatDue int64 // the instant of the next heartbeat, in ms on the clock's monotonic reading; 0 for none yet
+	wallShift    int64 // NowMillis − monoMillis at the newest read: converts the two instants above for the rules
 	heartbeated  bool  // a heartbeat of this member was written
 
 	mintTimeouts int // mint attempts in a row that ran out of their bound
@@ -261,6 +262,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 			continue
 		}
 		now := clock.NowMillis()
+		c.wallShift = now - monoMillis(clock)
 		var epoch epochAnswer
 		step := c.decide(state, epoch, now)
 		for step.action == campaignHeartbeat || step.action == campaignDescribeEpoch {
@@ -326,8 +328,8 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		registeredAt: c.registeredAt,
 		appendedAt:   c.appendedAt,
 		minted:       c.minted != nil,
-		notBefore:    c.notBefore,
-		heartbeatDue: c.heartbeatDue,
+		notBefore:    c.onWall(c.notBefore),
+		heartbeatDue: c.onWall(c.heartbeatDue),
 		epoch:        epoch,
 		memory:       c.memory,
 	}
@@ -344,6 +346,16 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		view.stable.stable, view.stable.high, view.stable.reported = reporter.StableOffsets(c.partition)
 	}
 	return view
+}
+
+// onWall converts a local instant of the campaign (notBefore,
+// heartbeatDue: monotonic, so that a step of the wall clock delays neither)
+// into the wall instant of the rules at the newest read; 0 stays 0.
+func (c *campaign) onWall(mono int64) int64 {
+	if mono == 0 {
+		return 0
+	}
+	return mono + c.wallShift
 }
 
 // note logs what a step of the rules found.
@@ -405,13 +417,14 @@ func (c *campaign) fail(ctx context.Context, stage campaignStage, err error) err
 	if ctx.Err() != nil {
 		return c.abandon(ctx, ctx.Err())
 	}
-	step := decideFailure(stage, err, c.rules, c.settings.clock.NowMillis())
+	now := c.settings.clock.NowMillis()
+	step := decideFailure(stage, err, c.rules, now)
 	switch step.action {
 	case campaignStop:
 		return c.abandon(ctx, step.err)
 	case campaignRead:
 		c.logger.Info("coordination: challenge lost to a newer epoch; waiting", slog.Any("error", err))
-		c.notBefore = step.notBefore
+		c.notBefore = step.notBefore - now + monoMillis(c.settings.clock)
 	default:
 		c.logger.Warn("coordination: "+failedCalls[stage]+" failed; retrying", slog.Any("error", err))
 		c.wait(ctx, step.until)
@@ -461,11 +474,11 @@ func (c *campaign) heartbeat(ctx context.Context, now int64) {
 		if ctx.Err() == nil {
 			c.logger.Warn("coordination: heartbeat failed; retrying", slog.Any("error", err))
 		}
-		c.heartbeatDue = now + c.settings.pollInterval.Milliseconds()
+		c.heartbeatDue = now - c.wallShift + c.settings.pollInterval.Milliseconds()
 		return
 	}
 	c.heartbeated = true
-	c.heartbeatDue = now + interval.Milliseconds()
+	c.heartbeatDue = now - c.wallShift + interval.Milliseconds()
 }
 
 // read brings the fold up to date and returns the role state. It returns
@@ -601,6 +614,7 @@ func (c *campaign) challenge(ctx context.Context, seen epochAnswer) (*Leadership
 		c.mintTimeouts = 0
 	}
 	token := *c.minted
+	grantMono := monoMillis(c.settings.clock) // the local waits of the leadership run from it
 	lease := c.settings.lease.Grant(c.member, token, c.settings.clock.NowMillis())
 	if err := c.transport.WriteLease(ctx, c.partition, token, EncodeKey(LeaseKey(c.role)), EncodeLease(lease)); err != nil {
 		if !epochServesAgain(err) {
@@ -608,7 +622,7 @@ func (c *campaign) challenge(ctx context.Context, seen epochAnswer) (*Leadership
 		}
 		return nil, wrapf(err, nil, "write the first lease of role %s under %s", c.role, token)
 	}
-	return startLeadership(c, lease), nil
+	return startLeadership(c, lease, grantMono), nil
 }
 
 // mintAttemptBound is the bound of the next mint attempt of this call
@@ -647,7 +661,7 @@ func (c *campaign) wait(ctx context.Context, untilMillis int64) {
 // context's error itself, and the last error of the transport, which says
 // why the wait never reached the cluster, goes to the log.
 func (c *campaign) abandon(ctx context.Context, cause error) error {
-	if c.lastErr != nil && cause == ctx.Err() {
+	if c.lastErr != nil && cause == ctx.Err() { //nolint:errorlint // the context's own error, returned as it is
 		c.logger.Warn("coordination: the wait for the role ended on its context", slog.Any("error", cause), slog.Any("last_transport_error", c.lastErr))
 	}
 	// A duplicate member shares its registration key with the live

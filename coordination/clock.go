@@ -1,7 +1,8 @@
 package coordination
 
-// The clock: the Clock seam, SystemClock, ManualClock, and a context
-// bounded on a Clock (withClockTimeout).
+// The clock: the Clock seam, SystemClock, ManualClock, the monotonic
+// reading of a Clock (monoMillis), and a context bounded on a Clock
+// (withClockTimeout).
 
 import (
 	"context"
@@ -15,6 +16,13 @@ import (
 // so they need no clock at all. This interface is the seam for the code
 // around them that reads a real clock and that waits. A test supplies
 // *[ManualClock], drives time by hand, and sleeps for nothing.
+//
+// The package measures its own waits, timeouts and deadlines on a monotonic
+// reading, so that a step of the wall clock moves none of them:
+// [SystemClock]'s is Go's monotonic clock, [ManualClock]'s is its one
+// reading, and a Clock that embeds either has theirs. A Clock of another
+// type is measured through NowMillis (see "Clock assumptions" in the
+// package documentation).
 //
 // An implementation is safe for concurrent use: a leadership reads it from
 // its own goroutine.
@@ -45,6 +53,40 @@ func (SystemClock) After(extent time.Duration) <-chan time.Time {
 		return ch
 	}
 	return time.After(extent)
+}
+
+// processStart is the origin of SystemClock's monotonic reading.
+var processStart = time.Now()
+
+// monoMillis is SystemClock's monotonic reading: the wall time at which
+// the process started plus the time since, measured on the monotonic clock
+// that Go's time.Time carries, so a step of the host's wall clock (NTP, a
+// VM restore) does not move it. (Inside a synctest bubble, whose time has
+// no monotonic reading, it is the bubble's time.) It is above zero.
+func (SystemClock) monoMillis() int64 {
+	return processStart.UnixMilli() + time.Since(processStart).Milliseconds()
+}
+
+// monotonicClock is a Clock with a monotonic reading besides NowMillis.
+// SystemClock and ManualClock have one, and so does a Clock that embeds
+// either of them.
+type monotonicClock interface {
+	monoMillis() int64
+}
+
+// monoMillis reads clock's monotonic instant, in milliseconds from an
+// origin of its own: the reading on which every wait, timeout and deadline
+// of the local process is measured (renewal_scheduler.go, the renew
+// deadline, the preemption of a write). Wall-clock milliseconds
+// (NowMillis) are only for the instants the specification puts in records
+// and for Evaluate's inputs. A Clock without a monotonic reading (neither
+// SystemClock nor ManualClock, nor embedding either) is read through
+// NowMillis, as before.
+func monoMillis(clock Clock) int64 {
+	if m, ok := clock.(monotonicClock); ok {
+		return m.monoMillis()
+	}
+	return clock.NowMillis()
 }
 
 // ManualClock is a clock that a test moves by hand. A wait that
@@ -80,6 +122,11 @@ func (c *ManualClock) NowMillis() int64 {
 	defer c.mu.Unlock()
 	return c.now
 }
+
+// monoMillis is the clock's own reading: a test moves both readings
+// together, and a test clock that embeds ManualClock and steps its
+// NowMillis keeps this one.
+func (c *ManualClock) monoMillis() int64 { return c.NowMillis() }
 
 // After returns a channel that receives when the clock reaches the instant
 // this extent names, rounded up to a whole millisecond. A wait that is

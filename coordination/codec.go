@@ -285,7 +285,7 @@ func keyRole(data []byte) []byte {
 	if len(data) < 6 {
 		return nil
 	}
-	n := int(int16(binary.BigEndian.Uint16(data[4:6])))
+	n := int(int16(binary.BigEndian.Uint16(data[4:6]))) //nolint:gosec // the int16 of the layout, read as its two's complement bits
 	if n < 0 || len(data) < 6+n {
 		return nil
 	}
@@ -365,13 +365,14 @@ func DecodeLease(data []byte) (Lease, error) {
 // writer appends the big-endian primitives of the layout.
 type writer struct{ buf []byte }
 
-func (w *writer) int16(v int16) { w.buf = binary.BigEndian.AppendUint16(w.buf, uint16(v)) }
-func (w *writer) int64(v int64) { w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(v)) }
+// The layout's signed fields are written as their two's complement bits.
+func (w *writer) int16(v int16) { w.buf = binary.BigEndian.AppendUint16(w.buf, uint16(v)) } //nolint:gosec // two's complement bits
+func (w *writer) int64(v int64) { w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(v)) } //nolint:gosec // two's complement bits
 
 // string writes an int16 length and the bytes. The constructors of Role and
 // MemberID bound every name far below the int16 range.
 func (w *writer) string(s string) {
-	w.int16(int16(len(s)))
+	w.int16(int16(len(s))) //nolint:gosec // NewRole and NewMemberID bound a name to 249 bytes
 	w.buf = append(w.buf, s...)
 }
 
@@ -408,7 +409,7 @@ func (r *reader) int16() int16 {
 	if b == nil {
 		return 0
 	}
-	return int16(binary.BigEndian.Uint16(b))
+	return int16(binary.BigEndian.Uint16(b)) //nolint:gosec // two's complement bits
 }
 
 func (r *reader) int64() int64 {
@@ -416,7 +417,7 @@ func (r *reader) int64() int64 {
 	if b == nil {
 		return 0
 	}
-	return int64(binary.BigEndian.Uint64(b))
+	return int64(binary.BigEndian.Uint64(b)) //nolint:gosec // two's complement bits
 }
 
 func (r *reader) version() {

@@ -139,6 +139,20 @@
 // not affect safety, for the reason the first section gives. An operator
 // that needs a bound on the failover time needs a bound on the skew.
 //
+// Wall-clock milliseconds ([Clock.NowMillis]) go only where the
+// specification puts them: the instants of the records (a lease's
+// GrantedAt and Deadline, a registration's, a heartbeat's) and the inputs
+// of [Evaluate] and the campaign's rules. Every wait, timeout and deadline
+// of the local process (the renewals, the renew deadline of
+// [WithRenewDeadline], the preemption of a guarded write, a campaign's
+// heartbeat and its pause after a lost challenge) is measured from the
+// grant of the lease or from its start on the clock's monotonic reading:
+// [SystemClock]'s is Go's monotonic clock, [ManualClock]'s is its one
+// reading. A step of the holder's wall clock (NTP, a VM restore) in either
+// direction so moves a failover by at most the step, as skew does, and
+// never delays nor hastens a renewal or the renew deadline. A [Clock] of
+// another type that embeds neither is measured through NowMillis.
+//
 // # Kafka 4 and the token that must not move
 //
 // A cluster formatted with Kafka 4.x runs transaction.version=2 (KIP-890
@@ -151,7 +165,12 @@
 // pair for the whole leadership, on Kafka 3 and 4 alike. Every request of a
 // transaction carries the token's own pair, so a pair that moved at the
 // coordinator refuses the next request and ends the leadership with
-// [ErrFenced]; the transport never adopts a pair it did not mint. A port over a client that cannot cap request versions must
+// [ErrFenced]; the transport never adopts a pair it did not mint. Kafka
+// also removes old request versions (KIP-896), so before its first
+// registration or mint [KafkaTransport] checks every request it sends, at
+// its capped version, against each broker's ApiVersions range, and stops
+// with [ErrMisconfigured], naming the API and both ranges, on a broker that
+// cannot serve one. A port over a client that cannot cap request versions must
 // either run against a cluster kept at transaction.version=1, or adopt the
 // pair each of its own commits returns and accept that a third party's
 // [DescribeLeadership] sees the lease's token one commit behind.
@@ -468,4 +487,11 @@
 //     A member that never held the role asks nothing, so the duel of two
 //     applications is found by the members that it deposes. Test:
 //     TestTwoApplicationsSharingARoleNameAreReported.
+//   - A value that goes into a narrower field of a Kafka request is checked
+//     where the request is built, with an error that names the field and
+//     the limit, never wrapped: a lease above math.MaxInt32 ms
+//     ([NewKafkaTransport]: the transaction timeout), a partition count
+//     above math.MaxInt32 ([WithPartitions]), a replication factor outside
+//     the int16 ([KafkaTransport.CreateStateTopic]), a record above 1 GiB
+//     (the int32 lengths of a record batch).
 package coordination

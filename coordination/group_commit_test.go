@@ -468,9 +468,9 @@ func TestGroupCommitNoCallLost(t *testing.T) {
 				err := holder.Write(ctx, coordination.GuardedRecord{Topic: topic, Value: fmt.Appendf(nil, "%d/%d", w, i)})
 				switch {
 				case topic == gcForbidden && !errors.Is(err, coordination.ErrNotAuthorized):
-					failures <- fmt.Errorf("write %d/%d to %s = %v, want ErrNotAuthorized", w, i, topic, err)
+					failures <- fmt.Errorf("write %d/%d to %s = %w, want ErrNotAuthorized", w, i, topic, err)
 				case topic == gcCommands && err != nil:
-					failures <- fmt.Errorf("write %d/%d: %v", w, i, err)
+					failures <- fmt.Errorf("write %d/%d: %w", w, i, err)
 				}
 			}
 		})

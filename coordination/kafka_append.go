@@ -36,6 +36,9 @@ func (t *KafkaTransport) Append(ctx context.Context, partition TopicPartition, k
 		return fmt.Errorf("coordination: append to %s: the lease key of role %s: a lease is written with WriteLease, "+
 			"in a transaction under the role's epoch, never appended outside one, where no fence guards it", partition, decoded.Role)
 	}
+	if err := t.wire.CheckVersions(ctx, "append to "+partition.String()); err != nil {
+		return kafkaError(err) // no registration on a cluster that cannot serve the role's requests
+	}
 	if decoded, err := DecodeKey(key); err == nil && decoded.Kind == KindRegistration {
 		// The registration of a candidate: warm the route of its next mint
 		// now, so that a challenge pays no lookup. A deregistration forgets

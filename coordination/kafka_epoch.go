@@ -27,13 +27,19 @@ import (
 // NOT_COORDINATOR and connection errors until ctx ends, and then returns the
 // context's error. It returns a permanent error for a missing ACL (WRITE on
 // the TransactionalId) and for a lease duration above the broker's
-// transaction.max.timeout.ms. Concurrent calls for one role run one after
-// the other.
+// transaction.max.timeout.ms, and one that wraps [ErrMisconfigured] for
+// a cluster that cannot serve the requests of a transaction at the
+// versions the transport sends them ([KafkaTransport.CheckStateTopic]).
+// Concurrent calls for one role run one after the other.
 func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingToken, error) {
 	if role.IsZero() {
 		return NoEpoch, errors.New("coordination: AcquireEpoch: the zero Role has no transactional id")
 	}
-	epoch, err := t.wire.Mint(ctx, role.String(), "AcquireEpoch of role "+role.String())
+	op := "AcquireEpoch of role " + role.String()
+	if err := t.wire.CheckVersions(ctx, op); err != nil {
+		return NoEpoch, kafkaError(err) // no mint on a cluster that cannot serve the epoch's requests
+	}
+	epoch, err := t.wire.Mint(ctx, role.String(), op)
 	if err != nil {
 		return NoEpoch, kafkaError(err)
 	}

@@ -30,7 +30,7 @@ const aclAdvice = ", and no retry helps until an operator grants the ACL " +
 // the class's sentinel, Detail and Err; an Err of kafkawire inside is
 // rendered first, the same way. It returns any other error as it is.
 func kafkaError(err error) error {
-	e, ok := err.(*kafkawire.Error)
+	e, ok := err.(*kafkawire.Error) //nolint:errorlint // kafkawire returns its *Error as it is; a wrapped one was rendered already
 	if !ok {
 		return err
 	}
@@ -60,7 +60,7 @@ func kafkaError(err error) error {
 		add(e.Detail.Error(), e.Detail)
 	}
 	cause := e.Err
-	if inner, ok := cause.(*kafkawire.Error); ok {
+	if inner, ok := cause.(*kafkawire.Error); ok { //nolint:errorlint // the direct cause only: a deeper one is inside an error already rendered
 		cause = kafkaError(inner)
 	}
 	said := e.Inherits() // the cause says the class already

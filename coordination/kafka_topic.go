@@ -57,7 +57,15 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 		"min.insync.replicas": new(strconv.Itoa(minInsyncReplicas)),
 	}
 	op := fmt.Sprintf("create the state topic %s with %d partitions", s.topic, s.partitions)
-	existed, err := t.wire.CreateTopic(ctx, op, s.topic, int32(s.partitions), int16(replicationFactor), configs)
+	partitions, err := kafkawire.Int32("CreateTopics' NumPartitions (WithPartitions)", s.partitions, 1)
+	if err != nil {
+		return fmt.Errorf("coordination: CreateStateTopic: %w", err)
+	}
+	replicas, err := kafkawire.Int16("CreateTopics' ReplicationFactor", replicationFactor, -1)
+	if err != nil {
+		return fmt.Errorf("coordination: CreateStateTopic: %w", err)
+	}
+	existed, err := t.wire.CreateTopic(ctx, op, s.topic, partitions, replicas, configs)
 	switch {
 	case err != nil:
 		return kafkaError(err)
@@ -88,6 +96,13 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 // the specification's defaults, as AcquireLeadership's do, so that an
 // option valid there (such as [WithRenewDeadline]) is valid here.
 //
+// It first checks, once for the transport's life, that every broker
+// serves each request the transport sends at the versions it sends them
+// (ApiVersions; Kafka removes old versions, KIP-896, and the transport
+// caps EndTxn and Produce to keep the epoch fixed): a broker that cannot
+// gets an error that wraps [ErrMisconfigured] and names the API and both
+// ranges.
+//
 // It also reads broker.session.timeout.ms from a broker that leads a
 // partition of the topic, and logs a warning on the options' logger
 // ([WithLogger]) when the lease ([DefaultLeaseConfig], or the one that
@@ -104,6 +119,9 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 		return errTransportClosed
 	}
 	op := "check the state topic " + s.topic
+	if err := t.wire.CheckVersions(ctx, "check the request versions of the cluster"); err != nil {
+		return kafkaError(err)
+	}
 	leaders, err := t.wire.TopicLeaders(ctx, op, s.topic)
 	switch {
 	case kafkawire.ClassOf(err) == kafkawire.Missing:

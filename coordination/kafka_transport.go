@@ -157,7 +157,9 @@ var (
 // longer than a lease.
 //
 // The call opens no connection; the first request does. It returns an error
-// for the zero LeaseConfig and for an empty broker list. Use
+// for the zero LeaseConfig, for a lease duration above math.MaxInt32
+// milliseconds (about 24.8 days: InitProducerId carries the transaction
+// timeout as int32 milliseconds), and for an empty broker list. Use
 // [NewKafkaTransportWithOptions] for TLS, SASL and other client settings.
 func NewKafkaTransport(lease LeaseConfig, brokers ...string) (*KafkaTransport, error) {
 	return NewKafkaTransportWithOptions(lease, nil, brokers...)

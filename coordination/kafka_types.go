@@ -8,7 +8,7 @@ import "github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 // partitionOf is the kafkawire partition of a partition that
 // checkTopicPartition accepted.
 func partitionOf(tp TopicPartition) kafkawire.Partition {
-	return kafkawire.Partition{Topic: tp.Topic, Partition: int32(tp.Partition)}
+	return kafkawire.Partition{Topic: tp.Topic, Partition: int32(tp.Partition)} //nolint:gosec // checkTopicPartition bounds it to 0..MaxInt32
 }
 
 // producerOf is the producer pair of a token.

@@ -119,7 +119,7 @@ func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, r
 	}
 	out := make([]kafkawire.Record, 0, len(records))
 	for _, r := range records {
-		out = append(out, kafkawire.Record{Partition: kafkawire.Partition{Topic: r.Topic, Partition: int32(r.Partition)},
+		out = append(out, kafkawire.Record{Partition: kafkawire.Partition{Topic: r.Topic, Partition: int32(r.Partition)}, //nolint:gosec // checkGuardedRecords bounds it to 0..MaxInt32
 			Key: r.Key, Value: r.Value, Headers: headersOf(r.Headers)})
 	}
 	epoch, err := t.epochOf("guarded write", token)

@@ -56,11 +56,12 @@ type Leadership struct {
 	// context ends (leadership_slot.go).
 	slot slot.Slot
 
-	mu        sync.Mutex // guards lease, err, preempt, renewGate, queue and expect
+	mu        sync.Mutex // guards lease, leaseMono, err, preempt, renewGate, queue and expect
 	lease     Lease
+	leaseMono int64 // the instant of lease's grant on the clock's monotonic reading (monoMillis), from which the local waits run
 	err       error
 	preempt   context.CancelCauseFunc // cancels the guarded write in flight; nil when none
-	writeFrom int64                   // when the guarded write in flight began, in ms by the leadership's clock
+	writeFrom int64                   // when the guarded write in flight began, in ms on the clock's monotonic reading
 	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
 	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
 	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
@@ -75,7 +76,7 @@ type Leadership struct {
 	sched        *renewalScheduler
 	renewTask    scheduledTask      // the next renewal
 	deadlineTask *scheduledTask     // the end on the renew deadline (renew_deadline.go); nil without WithRenewDeadline
-	retryAt      int64              // after a failed renewal: the instant of the retry, else 0
+	retryAt      int64              // after a failed renewal: the instant of the retry (monoMillis), else 0
 	attempting   bool               // a renewal attempt runs
 	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
 	heartbeated  bool               // the campaign wrote a heartbeat, which Resign clears; set before the renewals start, renewMu does not guard it (here for the padding)
@@ -87,8 +88,8 @@ type Leadership struct {
 }
 
 // startLeadership builds the handle after the first lease write and starts
-// its renewal loop.
-func startLeadership(c *campaign, lease Lease) *Leadership {
+// its renewal loop; leaseMono is the monotonic instant of the lease's grant.
+func startLeadership(c *campaign, lease Lease, leaseMono int64) *Leadership {
 	l := &Leadership{
 		transport: c.transport,
 		role:      c.role,
@@ -97,6 +98,7 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 		token:     lease.Token,
 		settings:  c.settings,
 		lease:     lease,
+		leaseMono: leaseMono,
 		done:      make(chan struct{}),
 
 		heartbeated: c.heartbeated,
@@ -105,6 +107,22 @@ func startLeadership(c *campaign, lease Lease) *Leadership {
 	c.release = nil   // the leadership holds the campaign's claim until it ends
 	l.startRenewals() // leadership_renewal.go
 	return l
+}
+
+// leaseClock returns the newest lease and the instant of its grant on the
+// clock's monotonic reading.
+func (l *Leadership) leaseClock() (Lease, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease, l.leaseMono
+}
+
+// monoAt converts an instant of the lease granted at grantMono (a
+// monotonic instant) into the same instant on the monotonic reading: the
+// extent from the lease's GrantedAt is measured on the local clock, and a
+// step of the wall clock since the grant does not move it.
+func monoAt(lease Lease, grantMono, wallMillis int64) int64 {
+	return grantMono + (wallMillis - lease.GrantedAt)
 }
 
 // Role returns the role that this member holds.

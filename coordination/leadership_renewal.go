@@ -37,6 +37,7 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 	if err := l.endedErr("renew"); err != nil {
 		return err
 	}
+	grantMono := monoMillis(l.settings.clock)
 	lease := l.settings.lease.Grant(l.member, l.token, l.settings.clock.NowMillis())
 	err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(lease))
 	if err != nil {
@@ -47,24 +48,34 @@ func (l *Leadership) renewHeld(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	l.lease = lease
+	l.lease, l.leaseMono = lease, grantMono
 	l.mu.Unlock()
 	return nil
 }
 
 // startRenewals puts the leadership's renewals on the scheduler of its
 // clock: the first renewal at the RenewAt of the first lease, and with
-// [WithRenewDeadline] the check of the deadline.
+// [WithRenewDeadline] the check of the deadline. Both are instants on the
+// clock's monotonic reading, measured from the grant of the lease: a step
+// of the wall clock moves neither.
 func (l *Leadership) startRenewals() {
 	l.renewTask = scheduledTask{index: -1, pooled: true, fn: l.renewalDue}
 	l.sched = schedulerFor(l.transport, l.settings.clock)
 	l.renewMu.Lock()
 	defer l.renewMu.Unlock()
-	l.sched.schedule(&l.renewTask, l.settings.lease.Timing(l.Lease()).RenewAt())
+	l.sched.schedule(&l.renewTask, l.renewAt())
 	if deadline := l.settings.renewDeadline; deadline > 0 {
+		_, grantMono := l.leaseClock()
 		l.deadlineTask = &scheduledTask{index: -1, fn: l.renewDeadlineDue}
-		l.sched.schedule(l.deadlineTask, addMillis(l.Lease().GrantedAt, deadline))
+		l.sched.schedule(l.deadlineTask, addMillis(grantMono, deadline))
 	}
+}
+
+// renewAt is the RenewAt of the newest lease on the clock's monotonic
+// reading.
+func (l *Leadership) renewAt() int64 {
+	lease, grantMono := l.leaseClock()
+	return monoAt(lease, grantMono, l.settings.lease.Timing(lease).RenewAt())
 }
 
 // stopRenewals stops the renewals for good: it takes the leadership's tasks
@@ -172,9 +183,9 @@ func (l *Leadership) renewalDue() {
 	default:
 		l.logger().Warn("coordination: renewal failed; retrying", slog.Any("error", err),
 			slog.Duration("retry_in", l.settings.pollInterval))
-		l.retryAt = clock.NowMillis() + l.settings.pollInterval.Milliseconds()
+		l.retryAt = monoMillis(clock) + l.settings.pollInterval.Milliseconds()
 	}
-	at := l.settings.lease.Timing(l.Lease()).RenewAt()
+	at := l.renewAt()
 	if l.retryAt != 0 {
 		at = l.retryAt
 	}
@@ -190,6 +201,7 @@ func (l *Leadership) renewalDue() {
 // and no standby challenges, until its deadline. A failed attempt that
 // returns early is retried as before, one poll interval later.
 func (l *Leadership) renewAttemptBound() time.Duration {
-	remaining := time.Duration(l.Lease().Deadline-l.settings.clock.NowMillis()) * time.Millisecond
+	lease, grantMono := l.leaseClock()
+	remaining := time.Duration(monoAt(lease, grantMono, lease.Deadline)-monoMillis(l.settings.clock)) * time.Millisecond
 	return max(l.settings.lease.renewInterval, remaining)
 }

@@ -35,8 +35,8 @@ var errPreempted = errors.New("the write held the role's producer past the due r
 // 3-node cluster most writes that stall (1 to 5 s while a partition leader
 // or a transaction coordinator moves) commit within the longer wait.
 func (l *Leadership) preemptAfter() time.Duration {
-	lease := l.Lease()
-	until := time.Duration(lease.Deadline-l.settings.clock.NowMillis())*time.Millisecond - l.settings.lease.renewInterval
+	lease, grantMono := l.leaseClock()
+	until := time.Duration(monoAt(lease, grantMono, lease.Deadline)-monoMillis(l.settings.clock))*time.Millisecond - l.settings.lease.renewInterval
 	return max(until, 0)
 }
 
@@ -65,7 +65,7 @@ func (l *Leadership) lockForRenewal(ctx context.Context) error {
 		// would otherwise cancel every write at once, and over
 		// KafkaTransport the cancellation of a write at the broker costs
 		// the epoch's producer.
-		held := time.Duration(l.settings.clock.NowMillis()-l.writeFrom) * time.Millisecond
+		held := time.Duration(monoMillis(l.settings.clock)-l.writeFrom) * time.Millisecond
 		wait = max(wait, l.settings.lease.renewInterval/2-held)
 	}
 	l.mu.Unlock()

@@ -125,7 +125,7 @@ func mayHaveCommitted(err error) bool {
 func (l *Leadership) writeTxn(ctx context.Context, writer GuardedWriter, records []GuardedRecord, calls int) error {
 	writeCtx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
-	l.preempt, l.writeFrom = cancel, l.settings.clock.NowMillis()
+	l.preempt, l.writeFrom = cancel, monoMillis(l.settings.clock)
 	l.mu.Unlock()
 	err := writer.WriteGuarded(writeCtx, l.token, records)
 	l.mu.Lock()

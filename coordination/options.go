@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -343,11 +344,12 @@ func WithLogger(logger *slog.Logger) Option {
 // WithPartitions sets the partition count of the coordination topic; the
 // default is [DefaultPartitions]. Every member of a cluster passes the count
 // that the cluster created the topic with, because the count picks the
-// partition of a role. It rejects a count below one.
+// partition of a role. It rejects a count below one, and above
+// math.MaxInt32, the largest that Kafka's int32 partition count carries.
 func WithPartitions(partitions int) Option {
 	return func(s *settings) error {
-		if partitions < 1 {
-			return fmt.Errorf("coordination: WithPartitions(%d): want at least 1 partition", partitions)
+		if partitions < 1 || partitions > math.MaxInt32 {
+			return fmt.Errorf("coordination: WithPartitions(%d): want 1 to %d partitions (a topic's partition count is a Kafka int32)", partitions, math.MaxInt32)
 		}
 		s.partitions = partitions
 		return nil

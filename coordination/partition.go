@@ -3,6 +3,7 @@ package coordination
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -66,12 +67,10 @@ func RolePartition(role Role, partitions int) (int, error) {
 	return int(toPositive(murmur2([]byte(role.name))) % int32Of(partitions)), nil
 }
 
-// int32Of narrows a partition count; Kafka caps a topic far below 2^31.
+// int32Of narrows a partition count (at least 1: RolePartition checks);
+// Kafka caps a topic far below 2^31, and WithPartitions refuses more.
 func int32Of(n int) int32 {
-	if n > 1<<31-1 {
-		return 1<<31 - 1
-	}
-	return int32(n)
+	return int32(min(max(n, 1), math.MaxInt32)) //nolint:gosec // clamped to 1..MaxInt32 on this line
 }
 
 // toPositive is Kafka's Utils.toPositive: it clears the sign bit.
@@ -86,7 +85,7 @@ func murmur2(data []byte) int32 {
 		r           = 24
 	)
 	length := len(data)
-	h := seed ^ uint32(length)
+	h := seed ^ uint32(length) //nolint:gosec // Java's int length; a role name is at most 249 bytes
 	for len(data) >= 4 {
 		k := binary.LittleEndian.Uint32(data)
 		k *= m
@@ -110,5 +109,5 @@ func murmur2(data []byte) int32 {
 	h ^= h >> 13
 	h *= m
 	h ^= h >> 15
-	return int32(h)
+	return int32(h) //nolint:gosec // Java's int: the same 32 bits, signed
 }

@@ -24,7 +24,8 @@ var ErrRenewDeadline = errors.New("no renewal confirmed within the renew deadlin
 // that wraps [ErrRenewDeadline], when the holder has confirmed no renewal
 // within deadline of the grant of its newest confirmed lease: [Leadership.Done]
 // closes and [Leadership.Context] is cancelled at that instant, by the
-// holder's clock ([WithClock]). The option is off by default. It rejects a
+// holder's clock ([WithClock]), measured on its monotonic reading: a step
+// of the wall clock (NTP, a VM restore) neither delays nor hastens it. The option is off by default. It rejects a
 // deadline at or below the renew interval (a renewal could never land in
 // time) or at or above the lease duration (no margin).
 //
@@ -74,9 +75,9 @@ func (l *Leadership) renewDeadlineDue() {
 		l.renewMu.Unlock()
 		return
 	}
-	lease := l.Lease()
-	at := addMillis(lease.GrantedAt, deadline)
-	if l.settings.clock.NowMillis() < at {
+	lease, grantMono := l.leaseClock()
+	at := addMillis(grantMono, deadline) // on the monotonic reading: a step of the wall clock never delays the end
+	if monoMillis(l.settings.clock) < at {
 		l.sched.schedule(l.deadlineTask, at) // a renewal was confirmed meanwhile
 		l.renewMu.Unlock()
 		return

@@ -29,7 +29,7 @@ const maxRenewalsInFlight = 1024
 // (a check that never blocks). Its fields belong to the scheduler's lock;
 // index is -1 while the task is not queued.
 type scheduledTask struct {
-	at     int64 // ms by the scheduler's clock
+	at     int64 // ms on the monotonic reading of the scheduler's clock (monoMillis)
 	index  int
 	pooled bool
 	fn     func()
@@ -60,7 +60,8 @@ func (h *taskHeap) Pop() any {
 
 // renewalScheduler serves the due instants of every leadership over one
 // transport on one clock. It waits on that clock, so a test's ManualClock
-// drives it. (Keyed by the transport too, so that the leaderships of two
+// drives it, and reads the clock's monotonic instant (monoMillis), so a
+// step of the wall clock neither delays nor hastens a renewal. (Keyed by the transport too, so that the leaderships of two
 // synctest bubbles, each with its own transport, never share one.) Its goroutine runs while a task is queued and exits when none is;
 // the next queued task starts it again. Its users are the leaderships whose
 // renewals have not ended; the registry forgets the scheduler when the
@@ -136,7 +137,7 @@ func (s *renewalScheduler) release() {
 	}
 }
 
-// schedule queues t at instant at, or moves it there when it is queued
+// schedule queues t at instant at (monoMillis of the scheduler's clock), or moves it there when it is queued
 // already, and starts the goroutine when it does not run.
 func (s *renewalScheduler) schedule(t *scheduledTask, at int64) {
 	s.mu.Lock()
@@ -191,7 +192,7 @@ func (s *renewalScheduler) run() {
 			s.mu.Unlock()
 			return
 		}
-		now := s.clock.NowMillis()
+		now := monoMillis(s.clock)
 		next := s.tasks[0]
 		if next.at > now {
 			s.armedAt = next.at

@@ -519,7 +519,7 @@ func (w *simWorld) checkSafety() {
 	}
 	present := make(map[command]int)
 	for i, role := range w.roles {
-		var newest coordination.FencingToken = coordination.NoEpoch
+		newest := coordination.NoEpoch
 		for _, entry := range w.cluster.Entries(coordination.TopicPartition{Topic: commandTopic, Partition: i}) {
 			c, err := decodeCommand(entry.Value)
 			if err != nil {

@@ -11,10 +11,11 @@
 #      at the same time, exported as KRABKA_KAFKA_CLUSTER_BROKERS;
 #   2. murmur2 vectors from Kafka's own Java Utils class, exported as
 #      KRABKA_JAVA_MURMUR2, which the partition test checks the Go rule on;
-#   3. gofmt, go vet, and go test -race over every package: the kfake suite,
-#      the real-broker suite, the examples, and the seed corpus of the fuzzers.
-#      Each step runs even when an earlier one failed; a summary of them all
-#      ends the run, and the exit is 1 if any failed.
+#   3. gofmt, go vet, golangci-lint (tools/go.mod pins it), and go test -race
+#      over every package: the kfake suite, the real-broker suite, the
+#      examples, and the seed corpus of the fuzzers. Each step runs even when
+#      an earlier one failed; a summary of them all ends the run, and the exit
+#      is 1 if any failed.
 # Needs: go, java (17+), mvn. Set KRABKA_KEEP_BROKER=1 to leave the broker and
 # the cluster up (a later run reuses both: the start scripts are idempotent).
 set -euo pipefail
@@ -94,6 +95,17 @@ step gofmt check_gofmt
 # module, and the modules of the CLI, the fault harness and the bench.
 packages=github.com/krabka-io/krabka-streams-go/...
 step "go vet" go vet "$packages"
+# golangci-lint (.golangci.yml: govet, staticcheck, errorlint, gosec's G115
+# integer-overflow conversions) over every module of the workspace, at the
+# version that tools/go.mod pins: go tool builds it from the Go module proxy
+# the first time (a few minutes), then from the build cache. The tools
+# module stays outside go.work, so its dependencies never move the library's.
+run_lint() {
+  local lint
+  lint=$(cd tools && GOWORK=off go tool -n golangci-lint) || return 1
+  "$lint" run $(go list -m -f '{{.Dir}}/...' | sed "s|^$PWD|.|")
+}
+step golangci-lint run_lint
 # The specification's conformance suite first, on its own line of the log: a
 # change that alters an answer the specification promises fails here.
 step "the specification's suite (TestSpec)" go test -count=1 -run '^TestSpec' ./coordination

@@ -580,7 +580,7 @@ func (r *runner) fold(ctx context.Context) error {
 		inc, full := bench.FoldCost(size)
 		r.table.Add(bench.Row{Figure: fmt.Sprintf("evaluation after 1 new record, log of %d", size), Unit: "µs",
 			Kafka: single(inc), Target: "O(new)"})
-		r.table.Add(bench.Row{Figure: fmt.Sprintf("  full rebuild of the same log (the spec's poll)"), Unit: "µs", Kafka: single(full)})
+		r.table.Add(bench.Row{Figure: "  full rebuild of the same log (the spec's poll)", Unit: "µs", Kafka: single(full)})
 	}
 	return nil
 }

@@ -197,7 +197,7 @@ func TestRunRejectsBadUsage(t *testing.T) {
 		{"run", "--brokers", "127.0.0.1:1", "--faults", "request", "--request-keys", "EndTxx"},
 		{"run", "--brokers", "127.0.0.1:1", "--spread", "0"},
 	} {
-		if args != nil && len(args) == 3 && args[2] == "" {
+		if len(args) == 3 && args[2] == "" {
 			t.Setenv("KRABKA_KAFKA_BROKERS", "")
 		}
 		if code := run(ctx, args, &out, &errOut); code != exitUsage {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -265,6 +266,10 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 	configs := map[string]*string{"cleanup.policy": kmsg.StringPtr(policy)}
 	if want.minISR > 0 {
 		configs["min.insync.replicas"] = kmsg.StringPtr(strconv.Itoa(want.minISR))
+	}
+	if want.partitions < 1 || want.partitions > math.MaxInt32 || replication < -1 || replication > math.MaxInt16 {
+		return usageError("--partitions %d or --replication-factor %d does not fit CreateTopics: want 1 to %d partitions and -1 to %d replicas",
+			want.partitions, replication, math.MaxInt32, math.MaxInt16)
 	}
 	_, err := kadm.NewClient(client).CreateTopic(ctx, int32(want.partitions), int16(replication), configs, topic)
 	switch {

@@ -122,7 +122,7 @@ func waitPartitionReady(ctx context.Context, client *kgo.Client, topic string) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

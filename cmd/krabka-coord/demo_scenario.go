@@ -151,7 +151,7 @@ func (d *demo) waitElected(ctx context.Context, timeout time.Duration, what stri
 			elected = m
 		case <-settle:
 			if l := elected.currentLeadership(); l == nil || l.Err() != nil {
-				return nil, fmt.Errorf("%s was elected during %s, and lost the role at once: %v", elected.name, what, l.Err())
+				return nil, fmt.Errorf("%s was elected during %s, and lost the role at once: %w", elected.name, what, l.Err())
 			}
 			return elected, nil
 		case <-ctx.Done():

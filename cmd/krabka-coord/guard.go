@@ -51,6 +51,21 @@ func (g leaseGuard) killAt(deadlineMillis int64) time.Time {
 	return time.UnixMilli(deadlineMillis).Add(-g.skew - g.margin)
 }
 
+// killAfterTerm is the instant by which the command must be dead when
+// the renew deadline ended the leadership at now: the grace after now,
+// measured on the monotonic clock that now carries, and no later than
+// killAt of the lease. The library's renew deadline runs on the monotonic
+// clock, so after a step of the wall clock back killAt (a wall instant)
+// lies as far after term as the step; this bound keeps SIGKILL one grace
+// after SIGTERM all the same. After a step forward killAt comes first.
+func (g leaseGuard) killAfterTerm(deadlineMillis int64, now time.Time) time.Time {
+	kill := now.Add(g.grace)
+	if wall := g.killAt(deadlineMillis); wall.Before(kill) {
+		return wall
+	}
+	return kill
+}
+
 // termAt is the instant at which the command gets SIGTERM when no renewal
 // was confirmed since the lease with this deadline: the instant at which
 // the renew deadline of the window ends the leadership. run reads no clock

@@ -34,6 +34,22 @@ func TestLeaseGuardArithmetic(t *testing.T) {
 	if got := guard.termAt(deadline).UnixMilli(); got != deadline-12000 {
 		t.Errorf("termAt = %d; want killAt less the grace, %d", got, deadline-12000)
 	}
+	// The renew deadline ends the leadership on the monotonic clock: after
+	// the wall clock stepped back an hour, the lease's killAt lies an hour
+	// after term, and SIGKILL still follows SIGTERM by the grace; after a
+	// step forward, killAt has passed and comes first.
+	now := time.Now()
+	steppedBack := now.Add(time.Hour).UnixMilli()
+	if got := guard.killAfterTerm(steppedBack, now); !got.Equal(now.Add(guard.grace)) {
+		t.Errorf("killAfterTerm after a step back of 1h = %v after term; want the grace, %v", got.Sub(now), guard.grace)
+	}
+	if got := guard.killAfterTerm(steppedBack, now); got.Sub(now) != guard.grace {
+		t.Errorf("killAfterTerm is not measured on now's monotonic clock: %v", got.Sub(now))
+	}
+	steppedForward := now.Add(-time.Hour).UnixMilli()
+	if got := guard.killAfterTerm(steppedForward, now); got.UnixMilli() != guard.killAt(steppedForward).UnixMilli() {
+		t.Errorf("killAfterTerm after a step forward = %v; want the lease's killAt %v", got, guard.killAt(steppedForward))
+	}
 	if got := guard.window(config); got != 18*time.Second {
 		t.Errorf("window = %v; want 30s - 10s - 1s - 1s = 18s", got)
 	}

@@ -148,7 +148,7 @@ func tcgetpgrp(fd int) (int, error) {
 
 // tcsetpgrp makes pgrp the foreground process group of the terminal fd.
 func tcsetpgrp(fd, pgrp int) error {
-	value := int32(pgrp)
+	value := int32(pgrp) //nolint:gosec // a process group id is a pid_t, an int32, from getpgrp
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCSPGRP), uintptr(unsafe.Pointer(&value))); errno != 0 {
 		return errno
 	}

@@ -147,7 +147,7 @@ ACL missing.`,
 				if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 					code = exitNotFound
 				}
-				return &exitError{code: code, err: fmt.Errorf("cannot run %s: %v; run did not campaign", args[2], err)}
+				return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w; run did not campaign", args[2], err)}
 			}
 			signals := followSignals(cmd.Context())
 			defer signals.stop()

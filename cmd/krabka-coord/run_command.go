@@ -61,7 +61,7 @@ func (r *commandRun) run() (int, commandEnd, error) {
 			code = exitNotFound
 		}
 		_ = h.resign(r.leadership, r.signals.again)
-		return code, endExited, &exitError{code: code, err: fmt.Errorf("cannot start %s: %v; it resigned role %s", r.args[0], err, h.shownRole())}
+		return code, endExited, &exitError{code: code, err: fmt.Errorf("cannot start %s: %w; it resigned role %s", r.args[0], err, h.shownRole())}
 	}
 	r.exited = exited
 	h.report(holderEvent{Event: "command_started", Token: newTokenJSON(r.leadership.Token()), Deadline: timePtr(r.leadership.Lease().Deadline)}, "", false)
@@ -109,11 +109,7 @@ func (r *commandRun) run() (int, commandEnd, error) {
 // SIGTERM now: after the grace, and never after the lease guard's SIGKILL
 // instant.
 func (r *commandRun) killBound() time.Time {
-	bound := time.Now().Add(r.guard.grace)
-	if guardKill := r.guard.killAt(r.leadership.Lease().Deadline); guardKill.Before(bound) {
-		bound = guardKill
-	}
-	return bound
+	return r.guard.killAfterTerm(r.leadership.Lease().Deadline, time.Now())
 }
 
 // stop stops the command's process group: SIGTERM now, SIGKILL at
@@ -150,7 +146,7 @@ func (r *commandRun) guardStop(lease coordination.Lease) (int, commandEnd, error
 	text := fmt.Sprintf("krabka-coord: lease guard: member %s could not confirm its lease of role %s since %s; stopping the command before a standby may start its own (%s)",
 		h.shownMember(), h.shownRole(), formatMillis(lease.GrantedAt), r.guard.describe(lease.Deadline))
 	h.report(holderEvent{Event: "guard", Token: newTokenJSON(r.leadership.Token()), Deadline: timePtr(lease.Deadline), Message: text}, text, true)
-	code := childExitCode(stopGroup(r.child, r.exited, r.guard.killAt(lease.Deadline), r.signals.again))
+	code := childExitCode(stopGroup(r.child, r.exited, r.guard.killAfterTerm(lease.Deadline, time.Now()), r.signals.again))
 	r.reportExit(code)
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()

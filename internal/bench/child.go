@@ -214,7 +214,7 @@ func idleKafka(args ChildArgs) (ChildResult, error) {
 		}
 		select {
 		case r := <-done:
-			return ChildResult{}, fmt.Errorf("the standby returned: %v", r.err)
+			return ChildResult{}, fmt.Errorf("the standby returned: %w", r.err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -227,7 +227,7 @@ func idleKafka(args ChildArgs) (ChildResult, error) {
 	result.RSS = RSSBytes()
 	select {
 	case r := <-done:
-		return result, fmt.Errorf("the standby returned during the window: %v", r.err)
+		return result, fmt.Errorf("the standby returned during the window: %w", r.err)
 	default:
 	}
 	return result, nil
@@ -307,7 +307,7 @@ func idleEtcd(args ChildArgs) (ChildResult, error) {
 	result.Heap = HeapInuse()
 	select {
 	case r := <-done:
-		return result, fmt.Errorf("the standby returned during the window: %v", r.err)
+		return result, fmt.Errorf("the standby returned during the window: %w", r.err)
 	default:
 	}
 	return result, nil
@@ -350,7 +350,7 @@ func rolesKafka(args ChildArgs) (ChildResult, error) {
 	for _, l := range leaderships {
 		select {
 		case <-l.Done():
-			return result, fmt.Errorf("role %s ended: %v", l.Role(), l.Err())
+			return result, fmt.Errorf("role %s ended: %w", l.Role(), l.Err())
 		default:
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -151,10 +152,14 @@ func resendConcurrent(ctx context.Context, do func() error) error {
 
 // initProducerID mints the next epoch of the id.
 func (f *floorProducer) initProducerID(ctx context.Context, timeout time.Duration) error {
+	timeoutMillis := timeout.Milliseconds()
+	if timeoutMillis < 0 || timeoutMillis > math.MaxInt32 {
+		return fmt.Errorf("transaction timeout %v does not fit InitProducerId's int32 TransactionTimeoutMillis: want 0 to %d ms", timeout, math.MaxInt32)
+	}
 	return resendConcurrent(ctx, func() error {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID = &f.txnID
-		req.TransactionTimeoutMillis = int32(timeout.Milliseconds())
+		req.TransactionTimeoutMillis = int32(timeoutMillis) //nolint:gosec // checked above, outside the closure
 		req.ProducerID, req.ProducerEpoch = -1, -1
 		kresp, err := f.client.Broker(int(f.coord)).Request(ctx, req)
 		if err != nil {
@@ -192,7 +197,7 @@ func (f *floorProducer) transactRecords(ctx context.Context, tp coordination.Top
 		req.ProducerID, req.ProducerEpoch = f.id, f.epoch
 		topic := kmsg.NewAddPartitionsToTxnRequestTopic()
 		topic.Topic = tp.Topic
-		topic.Partitions = []int32{int32(tp.Partition)}
+		topic.Partitions = []int32{int32(tp.Partition)} //nolint:gosec // a partition of a topic the bench made (placement.go)
 		req.Topics = append(req.Topics, topic)
 		kresp, err := f.client.Broker(int(f.coord)).Request(ctx, req)
 		if err != nil {
@@ -225,7 +230,7 @@ func (f *floorProducer) transactRecords(ctx context.Context, tp coordination.Top
 	pt := kmsg.NewProduceRequestTopic()
 	pt.Topic = tp.Topic
 	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Partition = int32(tp.Partition)
+	pp.Partition = int32(tp.Partition) //nolint:gosec // a partition of a topic the bench made
 	pp.Records = batch
 	pt.Partitions = append(pt.Partitions, pp)
 	preq.Topics = append(preq.Topics, pt)
@@ -240,7 +245,7 @@ func (f *floorProducer) transactRecords(ctx context.Context, tp coordination.Top
 			}
 		}
 	}
-	f.seq[tp] = seq + int32(n)
+	f.seq[tp] = seq + int32(n) //nolint:gosec // a transaction of the bench's few records
 	steps.produced = time.Since(start)
 
 	err = resendConcurrent(ctx, func() error {
@@ -281,17 +286,17 @@ func floorBatchOf(id int64, epoch int16, seq int32, key, value []byte, n int) []
 	var records []byte
 	for i := range n {
 		record := kmsg.Record{Key: key, Value: value, OffsetDelta: int32(i)}
-		record.Length = int32(len(record.AppendTo(nil)) - 1)
+		record.Length = int32(len(record.AppendTo(nil)) - 1) //nolint:gosec // a bench record of a few bytes
 		records = record.AppendTo(records)
 	}
 	batch := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1, Magic: 2, Attributes: attributes,
 		FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: id, ProducerEpoch: epoch, FirstSequence: seq,
-		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), Records: records,
+		LastOffsetDelta: int32(n - 1), NumRecords: int32(n), Records: records, //nolint:gosec // a batch of the bench's few records
 	}
 	raw := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12)) //nolint:gosec // a batch of the bench's few records
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return raw
 }
@@ -330,7 +335,7 @@ func (f *floorProducer) listOffset(ctx context.Context, tp coordination.TopicPar
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = tp.Topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = int32(tp.Partition), -1, -1
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = int32(tp.Partition), -1, -1 //nolint:gosec // a partition of a topic the bench made
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	kresp, err := f.client.Broker(int(f.topics[tp.Topic].leaders[tp.Partition])).Request(ctx, req)
@@ -338,12 +343,14 @@ func (f *floorProducer) listOffset(ctx context.Context, tp coordination.TopicPar
 		return 0, err
 	}
 	for _, t := range kresp.(*kmsg.ListOffsetsResponse).Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, err
-			}
-			return p.Offset, nil
+		if len(t.Partitions) == 0 {
+			continue
 		}
+		p := t.Partitions[0] // the request asked for one partition
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return 0, err
+		}
+		return p.Offset, nil
 	}
 	return 0, errors.New("ListOffsets: no partition in the answer")
 }
@@ -358,7 +365,7 @@ func (f *floorProducer) fetchUntil(ctx context.Context, tp coordination.TopicPar
 	for {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID = -1
-		req.MaxWaitMillis = int32(maxWait.Milliseconds())
+		req.MaxWaitMillis = int32(min(maxWait, time.Minute).Milliseconds()) //nolint:gosec // at most a minute
 		req.MinBytes = 1
 		req.MaxBytes = 1 << 20
 		req.IsolationLevel = 1
@@ -366,7 +373,7 @@ func (f *floorProducer) fetchUntil(ctx context.Context, tp coordination.TopicPar
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic, rt.TopicID = tp.Topic, topic.id
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(tp.Partition), offset, 1<<20
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(tp.Partition), offset, 1<<20 //nolint:gosec // a partition of a topic the bench made
 		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = -1, -1, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
@@ -551,7 +558,7 @@ func (f *floorProducer) plainProduce(ctx context.Context, tp coordination.TopicP
 	pt := kmsg.NewProduceRequestTopic()
 	pt.Topic = tp.Topic
 	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Partition = int32(tp.Partition)
+	pp.Partition = int32(tp.Partition) //nolint:gosec // a partition of a topic the bench made
 	pp.Records = floorBatch(-1, -1, -1, key, value)
 	pt.Partitions = append(pt.Partitions, pp)
 	req.Topics = append(req.Topics, pt)
@@ -640,7 +647,7 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	select {
 	case <-time.After(20 * time.Millisecond):
 	case w := <-fetched:
-		return Sample{}, fmt.Errorf("floor handover: the standby's fetch returned before the handover: %v", w.err)
+		return Sample{}, fmt.Errorf("floor handover: the standby's fetch returned before the handover: %w", w.err)
 	}
 	key := coordination.EncodeKey(coordination.LeaseKey(h.role))
 	h.trace.begin()

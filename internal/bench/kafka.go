@@ -296,7 +296,7 @@ func (k *Kafka) KafkaFailover(ctx context.Context, rounds, warmup int, lease coo
 			r := <-ch
 			if r.err != nil {
 				standbyT.Close()
-				return nil, nil, fmt.Errorf("standby after the holder's end (%v): %w", err, r.err)
+				return nil, nil, fmt.Errorf("standby after the holder's end (%w): %w", err, r.err)
 			}
 			holder, holderT = r.leadership, standbyT
 			continue

@@ -111,7 +111,7 @@ func (k *Kafka) createTopic(ctx context.Context, client *kgo.Client, topic strin
 	if assignment := k.assignment(partitions); assignment != nil {
 		t.NumPartitions, t.ReplicationFactor, t.ReplicaAssignment = -1, -1, assignment
 	} else {
-		t.NumPartitions, t.ReplicationFactor = int32(partitions), int16(k.replication())
+		t.NumPartitions, t.ReplicationFactor = int32(partitions), int16(k.replication()) //nolint:gosec // the bench's few partitions, on 1 or 3 brokers
 	}
 	for name, value := range configs {
 		c := kmsg.NewCreateTopicsRequestTopicConfig()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,7 +59,7 @@ func HeapInuse() int64 {
 	if dir := os.Getenv(HeapProfileEnv); dir != "" {
 		writeHeapProfile(dir, &m)
 	}
-	return int64(m.HeapInuse)
+	return int64(min(m.HeapInuse, math.MaxInt64))
 }
 
 // HeapProfileEnv names the directory where a child writes its heap

@@ -55,7 +55,7 @@ func DiscoverBrokers(ctx context.Context, seeds []string, want int) ([]BrokerNod
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("discover the brokers of %v: %w (last error: %v)", seeds, ctx.Err(), err)
+			return nil, fmt.Errorf("discover the brokers of %v: %w (last error: %w)", seeds, ctx.Err(), err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

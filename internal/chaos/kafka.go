@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,6 +32,9 @@ func CreateTopics(ctx context.Context, info *RunInfo, rf int) (int, error) {
 	defer client.Close()
 	admin := kadm.NewClient(client)
 	replicas := int16(-1) // the broker's default.replication.factor (KIP-464)
+	if rf > math.MaxInt16 {
+		return 0, fmt.Errorf("replication factor %d: want at most %d (CreateTopics' int16)", rf, math.MaxInt16)
+	}
 	if rf > 0 {
 		replicas = int16(rf)
 	}
@@ -48,7 +52,7 @@ func CreateTopics(ctx context.Context, info *RunInfo, rf int) (int, error) {
 	}
 	for _, topic := range topics {
 		for {
-			_, err := admin.CreateTopic(ctx, int32(topic.partitions), replicas, topic.configs, topic.name)
+			_, err := admin.CreateTopic(ctx, int32(topic.partitions), replicas, topic.configs, topic.name) //nolint:gosec // the run's partitions and roles: a few dozen
 			if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 				break
 			}
@@ -67,7 +71,7 @@ func CreateTopics(ctx context.Context, info *RunInfo, rf int) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("metadata of topic %s: %w (last error: %v)", info.StateTopic, ctx.Err(), err)
+			return 0, fmt.Errorf("metadata of topic %s: %w (last error: %w)", info.StateTopic, ctx.Err(), err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -228,7 +232,7 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 		}
 		state, ok := stateByPartition[tp.Partition]
 		if !ok {
-			got, err := ReadCommitted(ctx, info.Brokers, info.StateTopic, int32(tp.Partition), settle)
+			got, err := ReadCommitted(ctx, info.Brokers, info.StateTopic, int32(tp.Partition), settle) //nolint:gosec // a partition of the run's state topic
 			if err != nil {
 				return in, err
 			}

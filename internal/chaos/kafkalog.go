@@ -111,7 +111,7 @@ func readKafkaLog(path string, node int32) ([]KafkaEvent, error) {
 func kafkaEventOf(line string) (KafkaEvent, bool) {
 	for _, re := range kafkaFenced {
 		if m := re.FindStringSubmatch(line); m != nil {
-			id, _ := strconv.Atoi(m[1])
+			id, _ := strconv.ParseInt(m[1], 10, 32)
 			return KafkaEvent{Kind: KafkaFenced, Broker: int32(id)}, true
 		}
 	}
@@ -119,7 +119,7 @@ func kafkaEventOf(line string) (KafkaEvent, bool) {
 		if m := re.FindStringSubmatch(line); m != nil {
 			ev := KafkaEvent{Kind: KafkaNewController, Broker: -1}
 			if len(m) > 1 {
-				id, _ := strconv.Atoi(m[1])
+				id, _ := strconv.ParseInt(m[1], 10, 32)
 				ev.Broker = int32(id)
 			}
 			return ev, true

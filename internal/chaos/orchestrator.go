@@ -297,7 +297,7 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 		o.cluster = &ClusterControl{
 			Command: config.ClusterCmd, Nodes: nodes,
 			Topics:     []string{info.StateTopic, info.CommandTopic},
-			StateTopic: info.StateTopic, StatePartition: int32(statePartition),
+			StateTopic: info.StateTopic, StatePartition: int32(statePartition), //nolint:gosec // RolePartition's answer, below the topic's partition count
 			Log: clusterLog,
 		}
 		defer o.cluster.Close()

@@ -129,7 +129,7 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 	if c.Members < 1 || c.Roles < 1 || c.Lease <= 0 || c.MeanGap <= 0 {
 		return nil, fmt.Errorf("plan: want members, roles, lease and mean gap above zero")
 	}
-	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x6b7261626b61)) // "krabka"
+	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x6b7261626b61)) //nolint:gosec // the seed's bits; "krabka"
 	between := func(lo, hi float64) float64 { return lo + rng.Float64()*(hi-lo) }
 	scale := func(lo, hi float64) time.Duration { return time.Duration(between(lo, hi) * float64(c.Lease)) }
 	clusterHold := func() time.Duration {

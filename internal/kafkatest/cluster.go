@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -275,7 +276,7 @@ func (n *Nodes) isrComplete(topics []string) error {
 	}
 	for _, topic := range resp.Topics {
 		if err := kerr.ErrorForCode(topic.ErrorCode); err != nil {
-			if len(topics) == 0 && err == kerr.UnknownTopicOrPartition {
+			if len(topics) == 0 && errors.Is(err, kerr.UnknownTopicOrPartition) {
 				continue // deleted by another test since the listing
 			}
 			return fmt.Errorf("topic %s: %w", *topic.Topic, err)
@@ -455,15 +456,17 @@ func (n *Nodes) activeController() (int32, error) {
 		return -1, err
 	}
 	for _, rt := range quorum.Topics {
-		for _, p := range rt.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return -1, err
-			}
-			if p.LeaderID < 1 {
-				return -1, fmt.Errorf("the quorum has no leader (epoch %d)", p.LeaderEpoch)
-			}
-			return p.LeaderID, nil
+		if len(rt.Partitions) == 0 {
+			continue
 		}
+		p := rt.Partitions[0] // the metadata log has one partition
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return -1, err
+		}
+		if p.LeaderID < 1 {
+			return -1, fmt.Errorf("the quorum has no leader (epoch %d)", p.LeaderEpoch)
+		}
+		return p.LeaderID, nil
 	}
 	return -1, fmt.Errorf("DescribeQuorum answered no partition")
 }

@@ -169,7 +169,7 @@ func (c *Cluster) CreateTopic(t testing.TB, prefix string, partitions int, confi
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := admin.CreateTopic(ctx, int32(partitions), int16(max(c.ReplicationFactor, 1)), values, name); err != nil {
+	if _, err := admin.CreateTopic(ctx, int32(partitions), int16(max(c.ReplicationFactor, 1)), values, name); err != nil { //nolint:gosec // a test's few partitions, on 1 or 3 brokers
 		t.Fatalf("kafkatest: create topic %s: %v", name, err)
 	}
 	c.DeleteTopicAtCleanup(t, name)

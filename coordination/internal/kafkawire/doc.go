@@ -26,6 +26,9 @@
 //   - preflight.go: the table of the requests the wire sends and their
 //     versions, and the reads and ACL probes of a preflight check, none
 //     of which changes the cluster.
+//   - versions.go: the table of every request the package sends, by API
+//     key and capped version ([Requests]), and its check at connect
+//     against each broker's ApiVersions ranges ([Wire.CheckVersions]).
 //   - failure_detection.go: the waits of the clients after a broker fault,
 //     and the cluster's broker.session.timeout.ms.
 //   - epoch.go: an [Epoch] (the state of a minted pair, its sequence

@@ -77,7 +77,7 @@ func (e *Error) Unwrap() []error {
 // error: Err is an *Error of the same Class, and there is no Detail. Its
 // class is already said by Err.
 func (e *Error) Inherits() bool {
-	inner, ok := e.Err.(*Error)
+	inner, ok := e.Err.(*Error) //nolint:errorlint // the direct cause only, by definition
 	return ok && inner.Class == e.Class && e.Detail == nil
 }
 
@@ -85,7 +85,7 @@ func (e *Error) Inherits() bool {
 // any other error. It does not look inside wrappers: the package returns
 // its errors as they are.
 func ClassOf(err error) Class {
-	if e, ok := err.(*Error); ok {
+	if e, ok := err.(*Error); ok { //nolint:errorlint // not inside wrappers, as documented
 		return e.Class
 	}
 	return Retriable
@@ -101,7 +101,7 @@ func wrap(path Path, op string, err error) *Error {
 // call when it is an *Error of the package, and err classified on path
 // otherwise.
 func within(path Path, op string, err error) *Error {
-	if e, ok := err.(*Error); ok {
+	if e, ok := err.(*Error); ok { //nolint:errorlint // an *Error of the package as it returned it
 		return &Error{Op: op, Class: e.Class, Err: e}
 	}
 	return wrap(path, op, err)

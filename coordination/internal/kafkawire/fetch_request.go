@@ -35,7 +35,7 @@ func newFetchRequest(maxWait time.Duration, sessionID, epoch int32) *kmsg.FetchR
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.ReplicaState.ID = -1
-	req.MaxWaitMillis = int32(maxWait.Milliseconds())
+	req.MaxWaitMillis = clampMillis32(maxWait) // readerTimings bounds it by readerMaxWaitCap
 	req.MinBytes = 1
 	req.MaxBytes = readerMaxBytes
 	req.IsolationLevel = 1

@@ -41,7 +41,7 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 			kresp, err := w.coords.requestWith(ctx, send, txnID, func() kmsg.Request {
 				req := kmsg.NewPtrInitProducerIDRequest()
 				req.TransactionalID = &txnID
-				req.TransactionTimeoutMillis = int32(w.config.TxnTimeout.Milliseconds())
+				req.TransactionTimeoutMillis = w.txnTimeoutMillis // checked in New
 				req.ProducerID, req.ProducerEpoch = -1, -1
 				return patientInitProducerID{req, req.TransactionTimeoutMillis}
 			}, func(resp kmsg.Response) error {

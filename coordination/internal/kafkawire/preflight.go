@@ -18,13 +18,11 @@ import (
 // brokers' and the topic's configs, and the probes of the ACLs, none of
 // which changes a thing on the cluster.
 
-// RequestNeed is one request that the wire sends: its API key, and the
-// versions it can send it at. Min is the oldest version with what the
-// wire needs (a record batch of magic 2, the isolation level, the
-// coordinator's key type); Max is the cap of the transactional client
-// (leaseVersions: EndTxn 4, Produce 11, AddPartitionsToTxn 3) or,
-// uncapped, franz-go's newest stable version. Optional marks a request
-// that only an operator's command sends (CreateTopics).
+// RequestNeed is one request that the wire sends, as a preflight check
+// reports it: a row of the table of versions.go ([Requests]) with its API
+// key as a number. Min is the oldest version with what the wire needs, Max
+// the newest it sends (its own cap, else franz-go's). Optional marks a
+// request that a member may never send (CreateTopics, a config read).
 type RequestNeed struct {
 	Key      int16
 	Min, Max int16
@@ -33,7 +31,8 @@ type RequestNeed struct {
 }
 
 // Name is the request's name in Kafka's protocol (EndTxn, Fetch,
-// InitProducerId).
+// InitProducerId), with the client that sends it when the table has
+// a row per client.
 func (r RequestNeed) Name() string {
 	if r.Key == kmsg.InitProducerID.Int16() {
 		return "InitProducerId" // kmsg spells it InitProducerID
@@ -41,41 +40,18 @@ func (r RequestNeed) Name() string {
 	return kmsg.NameForKey(r.Key)
 }
 
-// requestMins is the table of the requests the wire sends and the oldest
-// version of each that it needs. It is the one place to switch to the
-// table of requests and capped versions of kafkawire (branch clockfloor)
-// when that lands: the maxima already come from leaseVersions.
-var requestMins = []struct {
-	key      kmsg.Key
-	min      int16
-	optional bool
-	why      string
-}{
-	{kmsg.ApiVersions, 0, false, "version negotiation"},
-	{kmsg.Metadata, 1, false, "partition leaders, topic ids"},
-	{kmsg.FindCoordinator, 1, false, "the transaction coordinator of a role (key type 1)"},
-	{kmsg.InitProducerID, 0, false, "the mint of a role's epoch; the idempotent producer of registrations"},
-	{kmsg.AddPartitionsToTxn, 0, false, "a lease write's or guarded write's partitions"},
-	{kmsg.Produce, 3, false, "registrations, leases, guarded writes (record batch magic 2)"},
-	{kmsg.EndTxn, 0, false, "the commit or abort of a lease write"},
-	{kmsg.Fetch, 4, false, "the read_committed reads of the state topic"},
-	{kmsg.ListOffsets, 2, false, "the last stable offset and the high watermark"},
-	{kmsg.DescribeTransactions, 0, false, "DescribeLeadership, the Gate, the rival-mint watch"},
-	{kmsg.DescribeConfigs, 0, false, "the state topic's check (cleanup.policy), broker.session.timeout.ms"},
-	{kmsg.CreateTopics, 0, true, "CreateStateTopic and create-topic only"},
-}
-
 // Requests returns the requests that the wire sends, with the versions of
-// each (see [RequestNeed]), in the order of the table.
+// each (see [RequestNeed]), from the one table of versions.go; a request
+// that several clients send at different ranges has a row for each.
 func (w *Wire) Requests() []RequestNeed {
-	versions := leaseVersions(w.plain)
-	needs := make([]RequestNeed, 0, len(requestMins))
-	for _, r := range requestMins {
-		max, ok := versions.LookupMaxKeyVersion(r.key.Int16())
-		if !ok {
-			max = r.min
+	rows := Requests(w.versions)
+	needs := make([]RequestNeed, 0, len(rows))
+	for _, r := range rows {
+		why := r.Why
+		if r.Client != "every" {
+			why = r.Client + " client: " + why
 		}
-		needs = append(needs, RequestNeed{Key: r.key.Int16(), Min: r.min, Max: max, Optional: r.optional, Why: r.why})
+		needs = append(needs, RequestNeed{Key: r.Key.Int16(), Min: r.Min, Max: r.Max, Optional: r.Optional, Why: why})
 	}
 	return needs
 }

@@ -19,11 +19,23 @@ import (
 // franz-go's default ProduceRequestTimeout.
 const produceTimeout = 10 * time.Second
 
+// produceTimeoutMillis is produceTimeout as the request's int32
+// TimeoutMillis (a constant: the compiler checks the range).
+const produceTimeoutMillis = int32(produceTimeout / time.Millisecond)
+
 // maxBatchBytes bounds the records of one batch, about franz-go's default
 // ProducerBatchMaxBytes. A broker takes one batch per partition in a
 // Produce request of a transactional producer, so a partition with more
 // records takes the next batch in the next request.
 const maxBatchBytes = 1_000_000
+
+// maxRecordBytes bounds one record of a transaction (key, value and
+// headers): a batch's length and a record's are int32 fields, so a record
+// above it would wrap them (Kafka's own message.max.bytes is 1 MiB by
+// default). With it, a batch holds at most maxBatchBytes + maxRecordBytes
+// bytes and maxBatchBytes/32 + 1 records (planBatches), both far inside
+// the int32 range of encodeTransactionalBatch.
+const maxRecordBytes = 1 << 30
 
 // partitionBatches is the records of one partition in a transaction, cut
 // into batches of at most maxBatchBytes.
@@ -57,6 +69,13 @@ func (w *Wire) planBatches(ctx context.Context, records []Record) ([]*partitionB
 			parts = append(parts, p)
 		}
 		size := len(r.Key) + len(r.Value) + 32
+		for _, h := range r.Headers {
+			size += len(h.Key) + len(h.Value)
+		}
+		if size > maxRecordBytes {
+			return nil, &Error{Class: Refused, Detail: fmt.Errorf("a record for %s:%d holds %d bytes of key, value and headers, above the %d that a record batch's int32 lengths carry",
+				r.Partition.Topic, r.Partition.Partition, size, maxRecordBytes)}
+		}
 		last := len(p.batches) - 1
 		if len(p.batches[last]) > 0 && sizes[r.Partition]+size > maxBatchBytes {
 			p.batches = append(p.batches, nil)

@@ -60,5 +60,5 @@ func (f *seenGroups) reset() { clear(f.bits) }
 // Mitzenmacher); the second is odd, so the probes of one group differ.
 func seenHash(g []byte) (uint32, uint32) {
 	h := maphash.Bytes(seenSeed, g)
-	return uint32(h), uint32(h>>32) | 1
+	return uint32(h), uint32(h>>32) | 1 //nolint:gosec // the two halves of the 64-bit hash, cut on purpose
 }

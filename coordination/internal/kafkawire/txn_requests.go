@@ -116,7 +116,7 @@ func (e *Epoch) produceRequest(parts []*partitionBatches) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID = &txnID
 	req.Acks = -1
-	req.TimeoutMillis = int32(produceTimeout.Milliseconds())
+	req.TimeoutMillis = produceTimeoutMillis
 	for _, p := range parts {
 		i := slices.IndexFunc(req.Topics, func(topic kmsg.ProduceRequestTopic) bool { return topic.Topic == p.partition.Topic })
 		if i < 0 {

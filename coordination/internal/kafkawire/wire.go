@@ -5,11 +5,11 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
@@ -55,6 +55,11 @@ type Config struct {
 // It is safe for concurrent use. Close releases everything.
 type Wire struct {
 	config Config
+
+	txnTimeoutMillis int32 // config.TxnTimeout, checked in New: InitProducerId's TransactionTimeoutMillis
+
+	versions        *kversion.Versions // the versions the caller's options allow: the base of the capped ones (versions.go)
+	versionsChecked atomic.Bool        // CheckVersions passed
 
 	plain   *kgo.Client      // registrations, and the admin requests
 	admin   *kadm.Client     // over plain
@@ -119,9 +124,14 @@ const CloseBound = 500 * time.Millisecond
 // the plain producer acks=all, no linger and the manual partitioner; for
 // the transactional and the reader's clients the capped versions.
 //
-// It returns the error of an option that kgo rejects, and an error for
-// options that disable idempotent writes or name a transactional id.
+// It returns the error of an option that kgo rejects, an error for
+// options that disable idempotent writes or name a transactional id, and
+// one for a TxnTimeout outside the int32 milliseconds of the request.
 func New(config Config) (*Wire, error) {
+	txnTimeoutMillis, err := Millis32("transaction timeout (the lease duration; transaction.timeout.ms, InitProducerId's TransactionTimeoutMillis)", config.TxnTimeout)
+	if err != nil {
+		return nil, err
+	}
 	base := append([]kgo.Opt{
 		kgo.MetadataMinAge(MetadataMinAge),
 		kgo.RequestTimeoutOverhead(RequestTimeoutOverhead(config.RenewInterval)),
@@ -147,7 +157,8 @@ func New(config Config) (*Wire, error) {
 			return nil, errors.New("the client options name a transactional id; the transport sets one per role")
 		}
 	}
-	versions := leaseVersions(plain)
+	allowed := clientVersions(plain)
+	versions := leaseVersions(allowed)
 
 	// The transactional client sends the raw InitProducerId,
 	// AddPartitionsToTxn, Produce and EndTxn of every id, so it takes the
@@ -172,44 +183,40 @@ func New(config Config) (*Wire, error) {
 	// the new id.
 	reader.recreated = func(topics []string) { plain.PurgeTopicsFromProducing(topics...) }
 	return &Wire{
-		config:  config,
-		plain:   plain,
-		admin:   kadm.NewClient(plain),
-		txn:     txn,
-		leaders: newLeaderCache(txn),
-		coords:  newTxnCoordinators(txn),
-		reader:  reader,
-		ctx:     ctx,
-		cancel:  cancel,
-		ids:     make(map[string]*idState),
-		minted:  make(map[Producer]*Epoch),
+		config:           config,
+		txnTimeoutMillis: txnTimeoutMillis,
+		versions:         allowed,
+		plain:            plain,
+		admin:            kadm.NewClient(plain),
+		txn:              txn,
+		leaders:          newLeaderCache(txn),
+		coords:           newTxnCoordinators(txn),
+		reader:           reader,
+		ctx:              ctx,
+		cancel:           cancel,
+		ids:              make(map[string]*idState),
+		minted:           make(map[Producer]*Epoch),
 	}, nil
 }
 
 // leaseVersions returns the request versions of the transactional client:
-// the versions the caller allowed (kversion.Stable by default), with EndTxn
-// capped at 4 and Produce at 11, so that a commit keeps the epoch (see
-// Wire). franz-go sends AddPartitionsToTxn at version 3 at most, the last
-// version for clients.
-func leaseVersions(plain *kgo.Client) *kversion.Versions {
-	base, _ := plain.OptValue(kgo.MaxVersions).(*kversion.Versions)
-	if base == nil {
-		base = kversion.Stable()
-	}
+// the versions the caller allowed (base), with the caps of the request
+// table (versions.go): EndTxn at 4 and Produce at 11, so that a commit
+// keeps the epoch (see Wire), and AddPartitionsToTxn at 3, the last
+// version for clients (4 and up batch the transactions of several
+// producers, for brokers; the wire sends it pinned to the coordinator,
+// txnCoordinators, as it is).
+func leaseVersions(base *kversion.Versions) *kversion.Versions {
 	versions := new(kversion.Versions)
 	base.EachMaxKeyVersion(func(key, version int16) { versions.SetMaxKeyVersion(key, version) })
-	capVersion := func(key kmsg.Key, limit int16) {
-		if v, ok := versions.LookupMaxKeyVersion(key.Int16()); ok && v > limit {
-			versions.SetMaxKeyVersion(key.Int16(), limit)
+	for _, row := range requestTable {
+		if row.cap < 0 || row.Client != "transactional" {
+			continue
+		}
+		if v, ok := versions.LookupMaxKeyVersion(row.Key.Int16()); ok && v > row.cap {
+			versions.SetMaxKeyVersion(row.Key.Int16(), row.cap)
 		}
 	}
-	capVersion(kmsg.EndTxn, 4)
-	capVersion(kmsg.Produce, 11)
-	// Versions 4 and up batch the transactions of several producers, for
-	// brokers; a client sends 3 at most. franz-go's routing converted a
-	// request of one transaction, but the wire sends it pinned to the
-	// coordinator (txnCoordinators), as it is.
-	capVersion(kmsg.AddPartitionsToTxn, 3)
 	return versions
 }
 
