@@ -37,8 +37,11 @@ func kafkaError(err error) error {
 	if *e == (kafkawire.Error{Class: kafkawire.Closed}) {
 		return errTransportClosed
 	}
-	if _, later := e.Err.(*kafkawire.Error); e.Class == kafkawire.OutcomeUnknown && !e.Ended && e.Detail == nil && !later {
-		// A call that gave up on its transaction in flight; the epoch goes on.
+	var nested *kafkawire.Error
+	if e.Class == kafkawire.OutcomeUnknown && !e.Ended && e.Detail == nil && !errors.As(e.Err, &nested) {
+		// A call that gave up on its transaction in flight (Err is the
+		// call's context's); the epoch goes on. An Err that holds an
+		// error of kafkawire is a later call's, rendered below.
 		return fmt.Errorf("coordination: %s: the call's context ended (%w) with the transaction in flight, which did not end within %v more: %w, "+
 			"so the records may be in the log; the transaction ends in the background, within the transaction timeout: "+
 			"a batch without an answer goes again until its leader answers, then the transaction is aborted "+

@@ -61,10 +61,10 @@ func (r PreflightReport) Level(parties ...string) PreflightLevel {
 		if c.Party != "" && len(parties) > 0 && !slices.Contains(parties, c.Party) {
 			continue
 		}
-		switch {
-		case c.Level == PreflightFail:
+		switch c.Level {
+		case PreflightFail:
 			return PreflightFail
-		case c.Level == PreflightWarn:
+		case PreflightWarn:
 			level = PreflightWarn
 		}
 	}
@@ -532,8 +532,8 @@ func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVer
 		}
 		acls = append(acls, acl{[]string{"member", "observer", "device"}, "DESCRIBE on the TransactionalId " + role.String(), describe, how, txnACL(role, "Describe")})
 		partition := kafkawire.Partition{Topic: p.s.topic}
-		if n, err := RolePartition(role, p.s.partitions); err == nil {
-			partition.Partition = int32(n)
+		if n, err := rolePartition32(role, p.s.partitions); err == nil {
+			partition.Partition = n
 		}
 		write, _ := p.t.wire.ProbeTxnWrite(ctx, anyBroker, role.String(), partition)
 		acls = append(acls, acl{[]string{"member"}, "WRITE on the TransactionalId " + role.String(), write,

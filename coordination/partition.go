@@ -61,10 +61,17 @@ func (tp TopicPartition) String() string {
 // two partitions, and the total order that the succession rules rank on is
 // gone.
 func RolePartition(role Role, partitions int) (int, error) {
+	p, err := rolePartition32(role, partitions)
+	return int(p), err
+}
+
+// rolePartition32 is [RolePartition] as the int32 of the wire's partition
+// field, 0 to partitions-1.
+func rolePartition32(role Role, partitions int) (int32, error) {
 	if partitions < 1 {
 		return 0, fmt.Errorf("coordination: invalid partition count %d: want at least 1", partitions)
 	}
-	return int(toPositive(murmur2([]byte(role.name))) % int32Of(partitions)), nil
+	return toPositive(murmur2([]byte(role.name))) % int32Of(partitions), nil
 }
 
 // int32Of narrows a partition count (at least 1: RolePartition checks);

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -89,9 +88,11 @@ func buildSnippet(t *testing.T, name, body string) string {
 	if err := os.WriteFile(overlayFile, overlay, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
+	// go test puts its own GOROOT/bin first on the test's PATH (Go 1.19),
+	// so this is the go command of the toolchain that runs the test.
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command, to build the README's %s snippet: %v", name, err)
 	}
 	binary := filepath.Join(dir, name)
 	build := exec.Command(goTool, "build", "-overlay", overlayFile, "-o", binary, "./internal/readme-snippet-"+name)

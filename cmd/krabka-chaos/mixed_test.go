@@ -255,10 +255,10 @@ func releaseTree(root, commit, dir string) error {
 	}
 	if err := extract.Run(); err != nil {
 		_ = archive.Wait()
-		return fmt.Errorf("tar -x of git archive %s: %v: %s", commit, err, extractErr.String())
+		return fmt.Errorf("tar -x of git archive %s: %w: %s", commit, err, extractErr.String())
 	}
 	if err := archive.Wait(); err != nil {
-		return fmt.Errorf("git archive %s: %v: %s", commit, err, archiveErr.String())
+		return fmt.Errorf("git archive %s: %w: %s", commit, err, archiveErr.String())
 	}
 	return nil
 }

@@ -265,7 +265,7 @@ func signalDisposition(pid int, sig syscall.Signal) (ignored, caught bool, err e
 		}
 		mask, err := strconv.ParseUint(strings.TrimSpace(value), 16, 64)
 		if err != nil {
-			return false, false, fmt.Errorf("/proc/%d/status: %s: %v", pid, name, err)
+			return false, false, fmt.Errorf("/proc/%d/status: %s: %w", pid, name, err)
 		}
 		found++
 		if name == "SigIgn" {

@@ -213,7 +213,11 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 	}
 	stateByPartition := make(map[int][]coordination.StateRecord)
 	for i, name := range info.Roles {
-		for _, partition := range CommandPartitions(i, len(info.Roles), info.CommandSpread) {
+		partitions, err := CommandPartitions(i, len(info.Roles), info.CommandSpread)
+		if err != nil {
+			return in, err
+		}
+		for _, partition := range partitions {
 			records, err := ReadCommitted(ctx, info.Brokers, info.CommandTopic, partition, settle)
 			if err != nil {
 				return in, err

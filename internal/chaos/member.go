@@ -61,9 +61,12 @@ type MemberConfig struct {
 
 // Member competes for the roles of a run and writes commands while it leads.
 type Member struct {
-	config  MemberConfig
-	seq     atomic.Int64
-	history *historian
+	config MemberConfig
+	// partitions holds the command partitions of each role, by index
+	// ([CommandPartitions]).
+	partitions [][]int32
+	seq        atomic.Int64
+	history    *historian
 }
 
 // NewMember checks the config and builds a member.
@@ -90,6 +93,13 @@ func NewMember(config MemberConfig) (*Member, error) {
 		config.RetryInterval = 250 * time.Millisecond
 	}
 	m := &Member{config: config}
+	for i := range config.Roles {
+		partitions, err := CommandPartitions(i, len(config.Roles), config.Spread)
+		if err != nil {
+			return nil, err
+		}
+		m.partitions = append(m.partitions, partitions)
+	}
 	if config.History != nil {
 		m.history = &historian{log: config.History, member: config.ID, incarnation: config.Incarnation}
 	}
@@ -191,18 +201,18 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 		cancel()
 		result := writeResult(err)
 		m.history.done(OpWrite, n, role, cmd.Seq, token, result)
-		switch {
-		case result == ResultOK:
+		switch result {
+		case ResultOK:
 			if err := m.config.Acks.Append(Ack{Command: cmd, AckMillis: time.Now().UnixMilli()}); err != nil {
 				panic(fmt.Sprintf("chaos: ack log: %v", err)) // an ack that is not logged breaks the check
 			}
-		case result == ResultNotHeld:
+		case ResultNotHeld:
 			// The leadership ended before the write: nothing was written.
 			// Done is closed, and the next lap reports the end.
-		case result == ResultFenced:
+		case ResultFenced:
 			m.event(Event{Kind: EventFenced, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
 			return
-		case result == ResultUnknown:
+		case ResultUnknown:
 			m.event(Event{Kind: EventWriteError, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
 		default:
 			m.event(Event{Kind: EventWriteFailed, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
@@ -215,7 +225,7 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 // their count), each carrying the command, its part index and the part
 // count.
 func (m *Member) commandRecords(cmd Command, role int) []coordination.GuardedRecord {
-	partitions := CommandPartitions(role, len(m.config.Roles), m.config.Spread)
+	partitions := m.partitions[role]
 	parts := cmd.PartCount()
 	records := make([]coordination.GuardedRecord, parts)
 	for i := range parts {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -123,7 +124,11 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 		Config:   CheckConfig{Members: len(members), Lease: lease, Stagger: 50 * time.Millisecond, Slack: time.Second},
 	}
 	for i, name := range roles {
-		for _, p := range CommandPartitions(i, len(roles), 2) {
+		partitions, err := CommandPartitions(i, len(roles), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range partitions {
 			for _, r := range cluster.Records(coordination.TopicPartition{Topic: commandTopic, Partition: int(p)}) {
 				in.Commands[name] = append(in.Commands[name], CommandRecord{Partition: p, Offset: r.Offset, Value: r.Value})
 			}
@@ -199,11 +204,47 @@ func TestNewMemberRejectsAnIncompleteConfig(t *testing.T) {
 		"no topic":    func(c *MemberConfig) { c.CommandTopic = "" },
 		"no ack log":  func(c *MemberConfig) { c.Acks = nil },
 		"no interval": func(c *MemberConfig) { c.CommandInterval = 0 },
+		// 2 roles × MaxInt32 partitions per role: more than Kafka's int32
+		// partition field holds, which wrapped to negative partitions.
+		"spread past int32": func(c *MemberConfig) { c.Roles, c.Spread = []string{"a", "b"}, math.MaxInt32 },
+		"negative spread":   func(c *MemberConfig) { c.Spread = -1 },
 	} {
 		c := good
 		edit(&c)
 		if _, err := NewMember(c); err == nil {
 			t.Errorf("NewMember(%s) = nil error; want an error", name)
+		}
+	}
+}
+
+// TestCommandPartitions: the leader of role i of n writes to i, i+n, ...,
+// one partition per unit of spread; a role out of range, a negative
+// spread and a topic past Kafka's int32 partition are errors.
+func TestCommandPartitions(t *testing.T) {
+	for _, c := range []struct {
+		role, roles, spread int
+		want                []int32
+	}{
+		{0, 1, 0, []int32{0}},
+		{1, 3, 1, []int32{1}},
+		{1, 3, 3, []int32{1, 4, 7}},
+		{1<<20 - 1, 1 << 20, 2047, nil}, // 2047 × 2^20 partitions fit an int32; the last is 2^31 - 2^20 - 1
+	} {
+		got, err := CommandPartitions(c.role, c.roles, c.spread)
+		if err != nil {
+			t.Errorf("CommandPartitions(%d, %d, %d): %v", c.role, c.roles, c.spread, err)
+			continue
+		}
+		if c.want != nil && !slices.Equal(got, c.want) {
+			t.Errorf("CommandPartitions(%d, %d, %d) = %v, want %v", c.role, c.roles, c.spread, got, c.want)
+		}
+		if last := got[len(got)-1]; last < 0 || int(last) >= c.roles*max(c.spread, 1) {
+			t.Errorf("CommandPartitions(%d, %d, %d): partition %d outside the topic's %d", c.role, c.roles, c.spread, last, c.roles*max(c.spread, 1))
+		}
+	}
+	for _, c := range [][3]int{{0, 2, math.MaxInt32}, {0, 1 << 20, 2048}, {2, 2, 1}, {-1, 2, 1}, {0, 0, 1}, {0, 2, -1}} {
+		if got, err := CommandPartitions(c[0], c[1], c[2]); err == nil {
+			t.Errorf("CommandPartitions(%d, %d, %d) = %v, want an error", c[0], c[1], c[2], got)
 		}
 	}
 }

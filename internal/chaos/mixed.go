@@ -373,8 +373,12 @@ func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, h
 			break
 		}
 		if time.Now().After(deadline) {
-			return step, fmt.Errorf("the %s incarnation of member %s did not register within 30 s (see %s; last error %v)",
-				to, member, m.o.info.MemberPath(member, "log"), err)
+			if err != nil {
+				return step, fmt.Errorf("the %s incarnation of member %s did not register within 30 s (see %s; last error: %w)",
+					to, member, m.o.info.MemberPath(member, "log"), err)
+			}
+			return step, fmt.Errorf("the %s incarnation of member %s did not register within 30 s (see %s; its registration is at offset %d, -1 for none, not after the old incarnation's %d)",
+				to, member, m.o.info.MemberPath(member, "log"), offset, before)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,13 +65,19 @@ func (c Command) PartCount() int { return max(c.Parts, 1) }
 // CommandPartitions returns the partitions of the command topic that the
 // leader of the role of index role (of roles roles) writes to: role,
 // role+roles, ..., one per unit of spread (0 or 1: role alone). The topic
-// has roles × max(spread, 1) partitions.
-func CommandPartitions(role, roles, spread int) []int32 {
+// has roles × max(spread, 1) partitions. A role outside 0..roles-1, a
+// spread below 0, or a topic of more partitions than Kafka's int32
+// partition field holds is an error that names the values.
+func CommandPartitions(role, roles, spread int) ([]int32, error) {
+	if roles < 1 || role < 0 || role >= roles || spread < 0 || max(spread, 1) > math.MaxInt32/roles {
+		return nil, fmt.Errorf("chaos: the command partitions of role %d of %d roles with spread %d: want a role from 0 to roles-1, "+
+			"a spread of 0 or more, and at most %d partitions (roles × max(spread, 1), Kafka's int32 partition)", role, roles, spread, math.MaxInt32)
+	}
 	out := make([]int32, max(spread, 1))
 	for i := range out {
-		out[i] = int32(role + i*roles)
+		out[i] = int32(role + i*roles) //nolint:gosec // below roles × max(spread, 1), which the check above bounds to MaxInt32
 	}
-	return out
+	return out, nil
 }
 
 // CommandID names one command of a run.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -224,11 +225,13 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
+	// The size is Kafka's int32; read as its unsigned bits, a negative one
+	// is above maxFrame, so one check bounds it before the conversion.
+	n := binary.BigEndian.Uint32(size[:])
 	if n < 4 || n > maxFrame {
-		return nil, fmt.Errorf("chaos: a Kafka frame of %d bytes", n)
+		return nil, fmt.Errorf("chaos: a Kafka frame size of %d bytes (the size field %#x): want 4 to %d", n, n, maxFrame)
 	}
-	frame := make([]byte, 4+n)
+	frame := make([]byte, 4+int(n))
 	copy(frame, size[:])
 	if _, err := io.ReadFull(r, frame[4:]); err != nil {
 		return nil, err
@@ -243,7 +246,8 @@ func requestHeader(frame []byte) (key, version int16, corr int32, err error) {
 	if len(frame) < 12 {
 		return 0, 0, 0, fmt.Errorf("chaos: a request frame of %d bytes has no header", len(frame))
 	}
-	return int16(binary.BigEndian.Uint16(frame[4:])), int16(binary.BigEndian.Uint16(frame[6:])), int32(binary.BigEndian.Uint32(frame[8:])), nil
+	header := kbin.Reader{Src: frame[4:12]}
+	return header.Int16(), header.Int16(), header.Int32(), nil
 }
 
 // responseCorrelation reads the correlation id of a response frame.
@@ -251,7 +255,8 @@ func responseCorrelation(frame []byte) (int32, error) {
 	if len(frame) < 8 {
 		return 0, fmt.Errorf("chaos: a response frame of %d bytes has no correlation id", len(frame))
 	}
-	return int32(binary.BigEndian.Uint32(frame[4:])), nil
+	header := kbin.Reader{Src: frame[4:8]}
+	return header.Int32(), nil
 }
 
 // swallow says what happens to the answers of one correlation id of a
@@ -354,9 +359,14 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 				return
 			}
 		case RequestDuplicate:
+			// Twice on purpose: the broker answers both frames, the
+			// first answer goes to the client and the rule swallows the
+			// second.
 			l.rule(corr, swallow{pass: 1, drop: 1})
-			if !l.send(upstream, frame) || !l.send(upstream, frame) {
-				return
+			for range 2 {
+				if !l.send(upstream, frame) {
+					return
+				}
 			}
 		case RequestLoseAnswer:
 			l.rule(corr, swallow{drop: 1, reset: true})

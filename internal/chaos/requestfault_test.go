@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -328,5 +329,36 @@ func TestKafkaProxyGivesEachArmedFaultARequestOfItsOwn(t *testing.T) {
 	}
 	if _, ok := second.Hit(); !ok {
 		t.Fatal("the second fault took no request")
+	}
+}
+
+// TestReadFrameBoundsTheSizeAndDecodesTheHeader: a frame size below 4,
+// above maxFrame, or negative as Kafka's int32 (its unsigned bits above
+// maxFrame) is an error that names the size, read before any byte of the
+// body; a request header's key, version and correlation id are Kafka's
+// signed int16, int16 and int32, a negative correlation id included.
+func TestReadFrameBoundsTheSizeAndDecodesTheHeader(t *testing.T) {
+	for _, size := range []uint32{0, 3, maxFrame + 1, 0xffffffff} {
+		var raw [4]byte
+		binary.BigEndian.PutUint32(raw[:], size)
+		if frame, err := readFrame(bufio.NewReader(strings.NewReader(string(raw[:])))); err == nil || !strings.Contains(err.Error(), fmt.Sprint(size)) {
+			t.Errorf("readFrame(size %#x) = %d bytes, %v; want an error that names the size", size, len(frame), err)
+		}
+	}
+	raw := binary.BigEndian.AppendUint32(nil, 10)
+	raw = binary.BigEndian.AppendUint16(raw, 22)      // InitProducerId
+	raw = binary.BigEndian.AppendUint16(raw, 5)       // v5
+	raw = binary.BigEndian.AppendUint32(raw, 1<<32-2) // correlation id -2
+	raw = append(raw, 0xab, 0xcd)
+	frame, err := readFrame(bufio.NewReader(strings.NewReader(string(raw))))
+	if err != nil || len(frame) != 14 {
+		t.Fatalf("readFrame(a 10-byte request) = %d bytes, %v; want 14 bytes", len(frame), err)
+	}
+	if key, version, corr, err := requestHeader(frame); err != nil || key != 22 || version != 5 || corr != -2 {
+		t.Errorf("requestHeader = key %d, v%d, correlation id %d, %v; want 22, v5, -2", key, version, corr, err)
+	}
+	response := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 4), 1<<31) // correlation id MinInt32
+	if corr, err := responseCorrelation(response); err != nil || corr != math.MinInt32 {
+		t.Errorf("responseCorrelation = %d, %v; want %d", corr, err, math.MinInt32)
 	}
 }

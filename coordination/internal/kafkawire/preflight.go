@@ -320,7 +320,8 @@ func (w *Wire) ProbeWrite(ctx context.Context, broker int32, topic string, id [1
 // never minted producer id -1, refuses it (INVALID_PRODUCER_ID_MAPPING, or
 // NOT_COORDINATOR from another broker) without a change: no epoch is
 // minted or bumped, no transaction begins. It returns the probe of the
-// transactional id and the probe of the topic.
+// transactional id and the probe of the topic, read from the answer's
+// entry for partition (an answer without it is an error of both).
 func (w *Wire) ProbeTxnWrite(ctx context.Context, broker int32, txnID string, partition Partition) (txn Probe, topic Probe) {
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.TransactionalID = txnID
@@ -339,7 +340,13 @@ func (w *Wire) ProbeTxnWrite(ctx context.Context, broker int32, txnID string, pa
 		return p, Probe{Err: err}
 	}
 	for _, t := range resp.Topics {
+		if t.Topic != partition.Topic {
+			continue
+		}
 		for _, p := range t.Partitions {
+			if p.Partition != partition.Partition {
+				continue // the answer of the partition asked, not another's
+			}
 			err := codeError(p.ErrorCode)
 			switch {
 			case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
