@@ -1,4 +1,4 @@
-package coordination_test
+package device_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+	"github.com/krabka-io/krabka-streams-go/coordination/device"
 )
 
 // gtCoordinator is a coordinator whose token the test sets, and that counts
@@ -55,9 +56,9 @@ func (c *gtCoordinator) set(token coordination.FencingToken) {
 	c.token, c.held = token, true
 }
 
-func gtNewGate(t testing.TB, c coordination.Coordinator) *coordination.Gate {
+func gtNewGate(t testing.TB, c coordination.Coordinator) *device.Gate {
 	t.Helper()
-	gate, err := coordination.NewGate(c, fxRole(t, "controller"))
+	gate, err := device.NewGate(c, fxRole(t, "controller"))
 	if err != nil {
 		t.Fatalf("NewGate: %v", err)
 	}
@@ -66,7 +67,7 @@ func gtNewGate(t testing.TB, c coordination.Coordinator) *coordination.Gate {
 
 func gtRefused(t *testing.T, err error, token, current coordination.FencingToken) {
 	t.Helper()
-	var refused *coordination.FencedTokenError
+	var refused *device.FencedTokenError
 	if !errors.As(err, &refused) || !errors.Is(err, coordination.ErrFenced) {
 		t.Fatalf("Admit(%s) = %v, want a *FencedTokenError that wraps ErrFenced", token, err)
 	}
@@ -193,7 +194,7 @@ func TestGateOverTheInMemoryCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate, err := coordination.NewGate(cluster.Transport("device"), role)
+	gate, err := device.NewGate(cluster.Transport("device"), role)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +209,10 @@ func TestGateOverTheInMemoryCluster(t *testing.T) {
 		t.Fatalf("Admit of the successor: %v", err)
 	}
 	gtRefused(t, gate.Admit(ctx, first), first, second)
-	if _, err := coordination.NewGate(nil, role); err == nil {
+	if _, err := device.NewGate(nil, role); err == nil {
 		t.Fatal("NewGate(nil) succeeded")
 	}
-	if _, err := coordination.NewGate(cluster.Transport("device"), coordination.Role{}); err == nil {
+	if _, err := device.NewGate(cluster.Transport("device"), coordination.Role{}); err == nil {
 		t.Fatal("NewGate with the zero Role succeeded")
 	}
 }
