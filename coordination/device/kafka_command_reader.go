@@ -19,19 +19,12 @@ import (
 // each record into a Command with the token of its batch.
 
 // KafkaCommandReader reads guarded topics, the caller's own topics that
-// holders write with [coordination.Leadership.Write], on the device side: it yields each
-// record as a [Command] that carries the fencing token of its record
-// batch, for a [Gate] to check.
-//
-// It is a franz-go consumer with read_committed isolation, so it yields
-// only records of committed transactions: a deposed leader's transaction
-// that the broker fenced, or that its coordinator aborted, never appears.
-// The consumer reads the producer id and the producer epoch from the header
-// of each record batch (kgo.Record.ProducerID and ProducerEpoch). Isolation
-// is not a check of authority: a committed record of a leader that was
-// deposed after its commit is still in the log, and a consumer that lags,
-// replays, or reads several partitions sees it after the successor's
-// records. The gate refuses it then.
+// holders write with coordination's Leadership.Write, on the device side:
+// it yields each record as a [Command] that carries the fencing token of
+// its record batch (the producer id and producer epoch of the batch
+// header), for a [Gate] to check. It is a franz-go consumer with
+// read_committed isolation, which is not a check of authority (see the
+// package doc).
 //
 // A KafkaCommandReader is one consumer: call [KafkaCommandReader.Commands]
 // from one goroutine at a time. [KafkaCommandReader.Close] is safe to call
