@@ -112,7 +112,7 @@ func (g *Gate) Admit(ctx context.Context, token coordination.FencingToken) error
 		}
 		if refresh.err != nil && !(g.refreshed && g.held && token == g.current) {
 			g.mu.Unlock()
-			return fmt.Errorf("device: admit token %s for role %s: the token is unknown and the coordinator did not answer, so the command is neither admitted nor refused: %s: %w", token, g.role, strings.TrimPrefix(refresh.err.Error(), "coordination: "), errorOnly{refresh.err})
+			return fmt.Errorf("device: admit token %s for role %s: the token is unknown and the coordinator did not answer, so the command is neither admitted nor refused: %s%w", token, g.role, strings.TrimPrefix(refresh.err.Error(), "coordination: "), errorOnly{refresh.err})
 		}
 		if g.refreshed && g.held && token == g.current {
 			g.mu.Unlock()

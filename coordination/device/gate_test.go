@@ -3,6 +3,7 @@ package device_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,12 +136,16 @@ func TestGateAsksOnlyForANewToken(t *testing.T) {
 // token is neither admitted nor refused; a later Admit asks again.
 func TestGateFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	c := &gtCoordinator{err: errors.New("COORDINATOR_NOT_AVAILABLE")}
+	cause := errors.New("COORDINATOR_NOT_AVAILABLE")
+	c := &gtCoordinator{err: cause}
 	gate := gtNewGate(t, c)
 	token := fxToken(t, 5, 0)
 	err := gate.Admit(ctx, token)
 	if err == nil || errors.Is(err, coordination.ErrFenced) {
 		t.Fatalf("Admit with no answer = %v, want an error that is no refusal", err)
+	}
+	if !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "device: admit token 5:0 for role controller: ") || !strings.HasSuffix(err.Error(), "neither admitted nor refused: describe the epoch of role controller: COORDINATOR_NOT_AVAILABLE") {
+		t.Fatalf("Admit with no answer = %q; want it to name the token, the role and the cause, and to wrap the cause", err)
 	}
 	c.mu.Lock()
 	c.err = nil
