@@ -20,7 +20,8 @@ import (
 // the thin Kafka layer (kafka_*.go) imports franz-go or kafkawire; kafkawire,
 // the machinery under that layer, depends on nothing of coordination; and
 // coordinationtest, the fakes and the conformance suite, imports no Kafka
-// client. A violation fails `go test ./coordination`, which scripts/test.sh
+// client; and in package device, as in coordination, only kafka_*.go (the
+// reader of guarded topics) imports franz-go or kafkawire. A violation fails `go test ./coordination`, which scripts/test.sh
 // and CI run.
 
 const (
@@ -28,6 +29,7 @@ const (
 	coordinationPath    = modulePath + "/coordination"
 	coordinationtestPkg = coordinationPath + "/coordinationtest"
 	kafkawirePath       = coordinationPath + "/internal/kafkawire"
+	devicePath          = coordinationPath + "/device"
 	franzGoPath         = "github.com/twmb/franz-go"
 )
 
@@ -81,6 +83,12 @@ var seamRules = []seamRule{
 		covers:  func(string) bool { return true },
 		forbids: []string{franzGoPath + "/...", kafkawirePath + "/..."},
 		why:     "the fakes and the conformance suite stand in for a broker behind Transport; they need no Kafka client",
+	},
+	{
+		pkg:     devicePath,
+		covers:  func(file string) bool { return !strings.HasPrefix(file, "kafka_") },
+		forbids: []string{franzGoPath + "/...", kafkawirePath + "/..."},
+		why:     "the gate and the command reach the coordinator through coordination.Coordinator only; only the device's reader of guarded topics (kafka_*.go) may import franz-go or kafkawire",
 	},
 }
 
@@ -218,9 +226,11 @@ func TestBoundaryOnlyTheKafkaLayerImportsKafka(t *testing.T) {
 	// The check is only as good as what it saw: the rules files of the
 	// package, a thin layer that does reach kafkawire, and a kafkawire
 	// that does reach franz-go.
-	rules, layer := 0, false
+	rules, layer, deviceLayer := 0, false, false
 	for _, u := range units {
 		switch {
+		case u.pkg == devicePath && u.file != "" && strings.HasPrefix(u.file, "kafka_"):
+			deviceLayer = deviceLayer || slices.Contains(u.imports, kafkawirePath)
 		case u.pkg == coordinationPath && u.file != "" && !strings.HasPrefix(u.file, "kafka_"):
 			rules++
 		case u.pkg == coordinationPath && u.file != "":
@@ -236,6 +246,9 @@ func TestBoundaryOnlyTheKafkaLayerImportsKafka(t *testing.T) {
 	}
 	if !layer {
 		t.Errorf("no kafka_*.go file of package coordination imports %s; the thin layer over it is missing", kafkawirePath)
+	}
+	if !deviceLayer {
+		t.Errorf("no kafka_*.go file of package %s imports %s; the check of the device's seam lists the wrong files", devicePath, kafkawirePath)
 	}
 }
 
@@ -253,6 +266,8 @@ func TestBoundaryRuleFindsViolations(t *testing.T) {
 		{pkg: kafkawirePath, imports: []string{kgo}, deps: []string{"context", coordinationPath, kgo}},
 		{pkg: coordinationtestPkg, file: "cluster.go", imports: []string{coordinationPath, franzGoPath + "/pkg/kerr"}},
 		{pkg: coordinationtestPkg, file: "faults.go", imports: []string{coordinationPath}}, // through coordination it may
+		{pkg: devicePath, file: "gate.go", imports: []string{coordinationPath, kgo}},
+		{pkg: devicePath, file: "kafka_command_reader.go", imports: []string{coordinationPath, kgo, kafkawirePath}}, // the device's reader may
 	}
 	got := seamViolations(units, seamRules)
 	want := []string{
@@ -261,6 +276,7 @@ func TestBoundaryRuleFindsViolations(t *testing.T) {
 		"coordination/succession.go reaches, through an import, " + franzGoPath + "/pkg/kerr: ",
 		"package " + kafkawirePath + " depends on " + coordinationPath + ": ",
 		"coordination/coordinationtest/cluster.go imports " + franzGoPath + "/pkg/kerr: ",
+		"coordination/device/gate.go imports " + kgo + ": ",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("seamViolations found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

@@ -122,9 +122,10 @@
 // are the only files of this package that reach a Kafka client. Everything
 // else is here: the record codec, the roster and the rank logic, the
 // challenge timing, the lease clock, the renewal loop, [AcquireLeadership],
-// [DescribeLeadership], [Elector], [TryAcquire], [Observe] and [Gate].
-// [KafkaCommandReader], the device side's reader of a guarded topic, is in
-// a kafka_*.go file too. Package coordinationtest holds an in-memory
+// [DescribeLeadership], [Elector], [TryAcquire] and [Observe]. The device
+// side, the Gate that admits the coordinator's token only and the
+// KafkaCommandReader of a guarded topic, is package coordination/device.
+// Package coordinationtest holds an in-memory
 // transport, with fault injection, for tests driven by a [ManualClock].
 // The campaign's decisions are pure rules beside [Evaluate]; the loop only
 // carries out the step they return. docs/layout.md in the repository maps
@@ -263,8 +264,8 @@
 //     TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy.
 //
 // Additions that change no answer of the specification: [Leadership.Write]
-// and [GuardedWriter], [TryAcquire], [Elector], [Observe], [Gate],
-// [KafkaCommandReader], [WithLogger], and the optional transport interfaces
+// and [GuardedWriter], [TryAcquire], [Elector], [Observe], the device side
+// (package coordination/device), [WithLogger], and the optional transport interfaces
 // ([PartitionFollower], [RoleFollower], [StableOffsetReporter], [StateTopicChecker],
 // [MintRecorder], [TombstoneWriter]); the fields [StateRecord.Timestamp],
 // [RosterEntry.LastSeen] and [RoleState.LeaseClearedAt], which are zero
@@ -357,7 +358,7 @@
 //     ErrOutcomeUnknown, never "nothing committed". A broken connection
 //     (a killed broker) leaves the epoch alone: a dead broker applies
 //     nothing later. A KIP-360 bump instead of the end would change the
-//     token that the Gate and the lease carry. Tests:
+//     token that the device's Gate and the lease carry. Tests:
 //     TestKafkaLateRenewalCommitNeverTearsAWrite, and in kafkawire
 //     TestLateEndTxnNeverTearsALaterTransaction and
 //     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused.
@@ -458,9 +459,10 @@
 //     standby's lapse; it
 //     reads the log only, not the coordinator. Its first values are the state of every role and
 //     [ChangeSynced], once every partition was read.
-//   - [Gate] caches the coordinator's token without a timer, asks again
-//     only for a token it has not seen, remembers refused tokens, and
-//     fails closed (an error that is no refusal) when it cannot ask.
+//   - The Gate of package coordination/device caches the coordinator's
+//     token without a timer, asks again only for a token it has not seen,
+//     remembers refused tokens, and fails closed (an error that is no
+//     refusal) when it cannot ask.
 //   - [GuardedRecord.Headers] are Kafka record headers, kept in order,
 //     repeated keys included.
 //   - A state topic deleted and created again under running members (Kafka

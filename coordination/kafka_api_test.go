@@ -16,13 +16,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/device"
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
 // The suite of the user-facing API over KafkaTransport: Elector, Observe,
-// TryAcquire, and the device side (KafkaCommandReader and Gate), on kfake
-// in every `go test` and on the real broker of KRABKA_KAFKA_BROKERS. The
-// helpers carry the ka prefix.
+// TryAcquire, and the device side (package device: KafkaCommandReader and
+// Gate), on kfake in every `go test` and on the real broker of
+// KRABKA_KAFKA_BROKERS. The helpers carry the ka prefix.
 
 func TestKafkaAPIFake(t *testing.T) {
 	runKafkaAPISuite(t, func(t *testing.T) *kafkatest.Cluster { return kafkatest.Fake(t) })
@@ -272,12 +273,12 @@ func kaDeviceRefusesTheDeposedLeader(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatal(err)
 	}
 
-	reader, err := coordination.NewKafkaCommandReader([]string{commands}, nil, c.Brokers...)
+	reader, err := device.NewKafkaCommandReader([]string{commands}, nil, c.Brokers...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	read := make(map[string]coordination.Command)
+	read := make(map[string]device.Command)
 	readCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for command, err := range reader.Commands(readCtx) {
@@ -313,11 +314,11 @@ func kaDeviceRefusesTheDeposedLeader(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("close = %+v, want token %s on partition 1 without headers", got, second.Token())
 	}
 
-	gate, err := coordination.NewGate(e.auditor, e.role)
+	gate, err := device.NewGate(e.auditor, e.role)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var refused *coordination.FencedTokenError
+	var refused *device.FencedTokenError
 	for _, value := range []string{"open", "unguarded"} {
 		err := gate.Admit(ctx, read[value].Token)
 		if !errors.As(err, &refused) || refused.Current != second.Token() {
@@ -467,7 +468,7 @@ func kaCommandReaderNamesAMissingTopic(t *testing.T, c *kafkatest.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	missing := kafkatest.TopicName("not-yet")
-	reader, err := coordination.NewKafkaCommandReader([]string{missing}, nil, c.Brokers...)
+	reader, err := device.NewKafkaCommandReader([]string{missing}, nil, c.Brokers...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/bridge"
 	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
+
+// The device side (coordination/device) renders the errors of its reader
+// with kafkaError too.
+func init() { bridge.KafkaError = kafkaError }
 
 // This file holds the one place where the Kafka transport turns an error
 // of kafkawire into the errors of this package: the class that kafkawire's

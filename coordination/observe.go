@@ -58,8 +58,8 @@ import (
 // caller's goroutine, and a slow loop body delays the next read only.
 //
 // Observe reads the log, not the transaction coordinator: a mint shows
-// when its holder writes its first lease, and [DescribeLeadership] (or a
-// [Gate]) tells the coordinator's token.
+// when its holder writes its first lease, and [DescribeLeadership] (or the
+// Gate of package coordination/device) tells the coordinator's token.
 func Observe(ctx context.Context, reader StateReader, roles []Role, options ...Option) iter.Seq2[RoleChange, error] {
 	return func(yield func(RoleChange, error) bool) {
 		if len(roles) == 0 {

@@ -51,7 +51,7 @@ var ErrRenewDeadline = errors.New("no renewal confirmed within the renew deadlin
 // altogether (a long GC pause, SIGSTOP, a frozen VM) between its check of
 // the context and its side effect acts late, and no lease can prevent it:
 // a device that must never take a deposed leader's command checks the
-// token itself ([Gate]). Safety of the writes to Kafka never rests on this
+// token itself (the Gate of package coordination/device). Safety of the writes to Kafka never rests on this
 // option: the broker fences a deposed token whatever the clocks say.
 func WithRenewDeadline(deadline time.Duration) Option {
 	return func(s *settings) error {

@@ -111,8 +111,8 @@ type GuardedRecord struct {
 
 	// Headers are the record headers, such as a trace id or a content
 	// type, in order; nil for none. Over Kafka they are the headers of the
-	// Kafka record, and a [KafkaCommandReader] yields them with the
-	// record. A key may repeat, as in Kafka.
+	// Kafka record, and the KafkaCommandReader of package
+	// coordination/device yields them with the record. A key may repeat, as in Kafka.
 	Headers []RecordHeader
 }
 

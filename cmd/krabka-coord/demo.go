@@ -1,20 +1,16 @@
 package main
 
-// The command demo: its flags and help, and one run of it, which opens
-// the cluster (demo_broker.go), plays the scenario (demo_scenario.go) with
-// three members (demo_member.go), and checks the result (demo_checks.go).
+// The command demo: its flags and help. The scenario itself is the package
+// internal/demo, which the command calls with the flags (demo.Run).
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/demo"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -99,141 +95,45 @@ when every check holds, and 1 otherwise.`,
 	return cmd
 }
 
-// demo is one run of the scenario.
-type demo struct {
-	g           *globals
-	flags       *demoFlags
-	out         *timeline
-	role        coordination.Role
-	config      coordination.LeaseConfig
-	options     []coordination.Option
-	brokers     []string
-	kopts       []kgo.Opt
-	cluster     string // what the header says about the cluster
-	real        bool
-	commands    string // the command topic
-	stateTopic  string // the state topic, unless --topic
-	defaultRole string // the role, unless --role
-	part        coordination.TopicPartition
-	members     []*demoMember
-	ledger      ledger
-	observer    *coordination.KafkaTransport
-
-	elected chan *demoMember // a member took the role
-	fenced  chan *demoMember // a member's guarded write was refused
-
-	mu           sync.Mutex
-	state        coordination.RoleState
-	stateChanged chan struct{} // closed and replaced at every change of state
-	registered   map[string]bool
-	takeovers    []roleEvent // takeover and granted events, in order
-	crashAt      time.Time
-	crashed      *demoMember
-	resignAt     time.Time
-	resigned     *demoMember
-	refusedSeq   int    // the command the deposed leader tried
-	refusedToken string // under this token
-	refusedCode  string // the broker's code, if the error carries one
-	checks       []checkJSON
-}
-
-// runDemo sets the cluster up, plays the scenario and checks the result.
+// runDemo connects to --brokers when they are given, and runs the demo
+// (internal/demo) with the flags; it maps the demo's errors to exit codes.
 func runDemo(ctx context.Context, g *globals, flags *demoFlags, config coordination.LeaseConfig, topicSet bool) error {
-	start := time.Now()
-	d := &demo{
-		g: g, flags: flags, config: config,
-		out:          &timeline{w: g.stdout, json: g.json(), start: start},
-		elected:      make(chan *demoMember, 8),
-		fenced:       make(chan *demoMember, 8),
-		stateChanged: make(chan struct{}),
-		registered:   make(map[string]bool),
+	opts := demo.Options{
+		Out: g.stdout, JSON: g.json(), Verbose: g.verbose,
+		Partitions: g.partitions, Lease: config, LeaseOptions: flags.lease.options(config),
+		Interval: flags.interval, Timeout: flags.timeout, KeepTopics: flags.keepTopics,
 	}
-	closeCluster, err := d.openCluster(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeCluster()
-	stateTopic := d.stateTopic
 	if topicSet {
-		stateTopic = g.topic
+		opts.StateTopic = g.topic
 	}
-	roleName := flags.role
-	if roleName == "" {
-		roleName = d.defaultRole
+	if flags.role != "" {
+		role, err := parseRole(flags.role)
+		if err != nil {
+			return err
+		}
+		opts.Role = role
 	}
-	role, err := parseRole(roleName)
-	if err != nil {
-		return err
-	}
-	d.role = role
-	// The demo's members run as krabka-coord elect does: the library's
-	// defaults, with the duplicate-member watch and the resignation anchor
-	// switched on (its help says so); no heartbeats, so the topic holds the
-	// specification's two record kinds.
-	d.options = append(flags.lease.options(config), coordination.WithTopic(stateTopic), coordination.WithPartitions(g.partitions),
-		coordination.WithDuplicateMemberCheck(), coordination.WithResignationAnchor())
-	logger := slog.New(slog.DiscardHandler)
 	if g.verbose {
-		logger = g.logger()
+		opts.Logger = g.logger()
 	}
-	d.options = append(d.options, coordination.WithLogger(logger))
-	d.part, err = coordination.RoleTopicPartition(role, d.options...)
-	if err != nil {
-		return usageError("%v", err)
+	if g.brokersGiven() {
+		c, err := g.connect(ctx)
+		if err != nil {
+			return err
+		}
+		opts.Brokers, opts.ClientOptions = c.brokers, c.opts
 	}
-
-	runCtx, cancel := context.WithTimeout(ctx, flags.timeout)
-	defer cancel()
-	if err := d.setup(runCtx); err != nil {
+	err := demo.Run(ctx, opts)
+	var demoErr *demo.Error
+	if !errors.As(err, &demoErr) {
 		return err
 	}
-	if d.real && !flags.keepTopics {
-		// Only the topics that the demo named itself: never a --topic of
-		// the user's.
-		owned := []string{d.commands}
-		if !topicSet {
-			owned = append(owned, stateTopic)
-		}
-		defer d.deleteTopics(owned...)
+	switch demoErr.Class {
+	case demo.ClassUsage:
+		return usageError("%v", demoErr.Err)
+	case demo.ClassCluster:
+		return clusterError("%v", demoErr.Err)
+	default:
+		return failure("%v", demoErr.Err)
 	}
-	d.out.header(d)
-
-	observeCtx, stopObserver := context.WithCancel(runCtx)
-	observed, synced := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(observed)
-		d.observe(observeCtx, synced)
-	}()
-	// The scenario's first wait for the state reports an observer that
-	// cannot read; 10 s bounds the wait here.
-	select {
-	case <-synced:
-	case <-runCtx.Done():
-	case <-time.After(10 * time.Second):
-	}
-	scenarioErr := d.scenario(runCtx)
-	d.stopMembers()
-	// Let the observer print the last changes before the checks.
-	settle, cancelSettle := context.WithTimeout(context.Background(), 3*time.Second)
-	_ = d.waitState(settle, 3*time.Second, "the end", func(s coordination.RoleState) bool { return s.Lease == nil && len(s.Roster) == 0 })
-	cancelSettle()
-	stopObserver()
-	<-observed
-	d.closeTransports()
-	if scenarioErr != nil {
-		if ctx.Err() != nil {
-			scenarioErr = errors.New("interrupted")
-		} else if runCtx.Err() != nil {
-			scenarioErr = fmt.Errorf("%w: the scenario did not end within --timeout %v", scenarioErr, flags.timeout)
-		}
-		d.check("scenario", false, scenarioErr.Error())
-	}
-	checkCtx, cancelCheck := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancelCheck()
-	commands := d.checkCommands(checkCtx)
-	ok := d.out.finish(d, commands, time.Since(start))
-	if !ok {
-		return failure("demo failed: %d check(s) did not hold", d.failedChecks())
-	}
-	return nil
 }

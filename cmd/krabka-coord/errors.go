@@ -7,7 +7,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // exitError is an error with the exit code that it ends the process with.
@@ -67,19 +66,4 @@ func classified(err error) error {
 		return err
 	}
 	return &exitError{code: exitFailure, err: err}
-}
-
-// oneLine folds a message onto one line.
-func oneLine(message string) string {
-	message = strings.TrimSpace(message)
-	message = strings.ReplaceAll(message, "\r\n", "; ")
-	return strings.ReplaceAll(message, "\n", "; ")
-}
-
-// errText is the message of an error of the library for the CLI's own
-// messages: without the "coordination: " prefix, which the CLI's own
-// prefix replaces. Every message of the CLI that quotes a library error
-// goes through it.
-func errText(err error) string {
-	return strings.TrimPrefix(err.Error(), "coordination: ")
 }

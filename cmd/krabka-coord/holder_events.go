@@ -53,9 +53,3 @@ func (h *holder) report(event holderEvent, text string, toStderr bool) {
 		fmt.Fprintln(h.g.stdout, text)
 	}
 }
-
-// timePtr is a timeJSON of an instant, for an optional field.
-func timePtr(millis int64) *timeJSON {
-	t := newTimeJSON(millis)
-	return &t
-}

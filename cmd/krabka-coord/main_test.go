@@ -682,9 +682,6 @@ func TestFormatting(t *testing.T) {
 	if got := formatAgo(1000, 3500); got != "2.50s ago" {
 		t.Errorf("formatAgo = %q", got)
 	}
-	if got := formatTimelineRow(timelineEvent{ElapsedMs: 4010, Member: "node-2", token: "19:1", Rank: "leader", Message: "takes over"}, 9); got != "   4.01s  node-2   19:1       leader   takes over\n" {
-		t.Errorf("formatTimelineRow = %q", got)
-	}
 	if got := oneLine("a\nb\r\nc\n"); got != "a; b; c" {
 		t.Errorf("oneLine = %q", got)
 	}
@@ -695,25 +692,38 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
-// The demo on the embedded cluster, in process, so that the race detector
-// sees its goroutines. cmd/krabka-coord/e2e_test.go runs the binary too.
+// The demo on the embedded cluster, in process, through the command: its
+// flags reach demo.Run, and its JSON document is the one of json.md.
+// internal/demo runs the scenario itself under the race detector
+// (TestRunOnEmbeddedCluster); cmd/krabka-coord/e2e_test.go runs the binary.
 func TestDemoInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	start := time.Now()
-	code, stdout, stderr := runCLI(t, nil, "demo", "--output", "json")
+	code, stdout, stderr := runCLI(t, nil, "demo", "--output", "json", "--role", "ctl")
 	if code != exitOK {
 		t.Fatalf("demo exit code %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	var result demoJSON
+	var result struct {
+		OK       bool   `json:"ok"`
+		Role     string `json:"role"`
+		Checks   []any  `json:"checks"`
+		Commands []any  `json:"commands"`
+	}
 	if err := json.Unmarshal([]byte(stdout), &result); err != nil {
 		t.Fatalf("demo --output json: %v\n%s", err, stdout)
 	}
-	if !result.OK || len(result.Checks) < 6 || len(result.Commands) == 0 {
-		t.Fatalf("demo result: ok %v, %d checks, %d commands", result.OK, len(result.Checks), len(result.Commands))
+	if !result.OK || result.Role != "ctl" || len(result.Checks) < 6 || len(result.Commands) == 0 {
+		t.Fatalf("demo result: ok %v, role %q, %d checks, %d commands", result.OK, result.Role, len(result.Checks), len(result.Commands))
 	}
-	t.Logf("demo in process: %v, %d commands, %d events", time.Since(start), len(result.Commands), len(result.Events))
+}
+
+// demo refuses a --role that is no role before it starts anything.
+func TestDemoRefusesABadRole(t *testing.T) {
+	code, _, stderr := runCLI(t, nil, "demo", "--role", "\xff")
+	if code != exitUsage || !strings.Contains(stderr, "invalid ROLE") {
+		t.Fatalf("demo --role \\xff: exit %d, stderr %q; want %d and invalid ROLE", code, stderr, exitUsage)
+	}
 }
 
 // watch of several roles: the columns align however long the roles and

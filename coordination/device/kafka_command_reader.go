@@ -1,4 +1,4 @@
-package coordination
+package device
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/bridge"
 	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
 
@@ -17,19 +19,12 @@ import (
 // each record into a Command with the token of its batch.
 
 // KafkaCommandReader reads guarded topics, the caller's own topics that
-// holders write with [Leadership.Write], on the device side: it yields each
-// record as a [Command] that carries the fencing token of its record
-// batch, for a [Gate] to check.
-//
-// It is a franz-go consumer with read_committed isolation, so it yields
-// only records of committed transactions: a deposed leader's transaction
-// that the broker fenced, or that its coordinator aborted, never appears.
-// The consumer reads the producer id and the producer epoch from the header
-// of each record batch (kgo.Record.ProducerID and ProducerEpoch). Isolation
-// is not a check of authority: a committed record of a leader that was
-// deposed after its commit is still in the log, and a consumer that lags,
-// replays, or reads several partitions sees it after the successor's
-// records. The gate refuses it then.
+// holders write with coordination's Leadership.Write, on the device side:
+// it yields each record as a [Command] that carries the fencing token of
+// its record batch (the producer id and producer epoch of the batch
+// header), for a [Gate] to check. It is a franz-go consumer with
+// read_committed isolation, which is not a check of authority (see the
+// package doc).
 //
 // A KafkaCommandReader is one consumer: call [KafkaCommandReader.Commands]
 // from one goroutine at a time. [KafkaCommandReader.Close] is safe to call
@@ -56,19 +51,19 @@ type KafkaCommandReader struct {
 // rejects.
 func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...string) (*KafkaCommandReader, error) {
 	if len(topics) == 0 {
-		return nil, errors.New("coordination: NewKafkaCommandReader: no topics")
+		return nil, errors.New("device: NewKafkaCommandReader: no topics")
 	}
 	for i, topic := range topics {
 		if err := checkTopic(topic); err != nil {
-			return nil, fmt.Errorf("coordination: NewKafkaCommandReader: topic %d %q: %w", i, topic, err)
+			return nil, fmt.Errorf("device: NewKafkaCommandReader: topic %d %q: %w", i, topic, err)
 		}
 	}
 	if len(brokers) == 0 {
-		return nil, errors.New("coordination: NewKafkaCommandReader: no brokers: pass at least one host:port")
+		return nil, errors.New("device: NewKafkaCommandReader: no brokers: pass at least one host:port")
 	}
 	consumer, err := kafkawire.NewConsumer(topics, clientOptions, brokers)
 	if err != nil {
-		return nil, fmt.Errorf("coordination: NewKafkaCommandReader: %w", err)
+		return nil, fmt.Errorf("device: NewKafkaCommandReader: %w", err)
 	}
 	return &KafkaCommandReader{consumer: consumer}, nil
 }
@@ -85,7 +80,7 @@ func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...
 // them first, so that a reader never waits without a word: a topic that
 // does not exist yields an error that names it (wrapping
 // kerr.UnknownTopicOrPartition), one that the user may not describe an
-// error that wraps [ErrNotAuthorized], and a Metadata request that no
+// error that wraps [coordination.ErrNotAuthorized], and a Metadata request that no
 // broker answers (a refused dial at once, silence within 10 s) an error
 // that says so. The reader asks
 // again after 1 s, then 2 s, and so on up to 30 s, so a topic created
@@ -103,7 +98,7 @@ func (r *KafkaCommandReader) Commands(ctx context.Context) iter.Seq2[Command, er
 			if class := kafkawire.ClassOf(err); class == kafkawire.Closed || class == kafkawire.Canceled {
 				return
 			}
-			if !yield(Command{}, kafkaError(err)) {
+			if !yield(Command{}, bridge.KafkaError(err)) {
 				return
 			}
 			select {
@@ -121,7 +116,7 @@ func (r *KafkaCommandReader) Commands(ctx context.Context) iter.Seq2[Command, er
 				return
 			}
 			for _, failure := range failures {
-				err := fmt.Errorf("coordination: read %s: %w", failure.Partition, failure.Err)
+				err := fmt.Errorf("device: read %s: %w", failure.Partition, failure.Err)
 				if !yield(Command{}, err) {
 					return
 				}
@@ -150,10 +145,40 @@ func commandOf(record kafkawire.Record) Command {
 		Token:     tokenOf(record.Producer),
 	}
 	if len(record.Headers) > 0 {
-		command.Headers = make([]RecordHeader, len(record.Headers))
+		command.Headers = make([]coordination.RecordHeader, len(record.Headers))
 		for i, h := range record.Headers {
-			command.Headers[i] = RecordHeader{Key: h.Key, Value: h.Value}
+			command.Headers[i] = coordination.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
 	return command
+}
+
+// tokenOf is the token of a producer pair, and NoEpoch for a pair that no
+// token carries (a negative id or epoch).
+func tokenOf(producer kafkawire.Producer) coordination.FencingToken {
+	token, err := coordination.NewFencingToken(producer.ID, producer.Epoch)
+	if err != nil {
+		return coordination.NoEpoch
+	}
+	return token
+}
+
+// checkTopic applies Kafka's rules for a topic name (Topic.validate), as
+// coordination.WithTopic does.
+func checkTopic(topic string) error {
+	switch {
+	case topic == "":
+		return errors.New("empty topic name")
+	case topic == "." || topic == "..":
+		return errors.New("topic name cannot be \".\" or \"..\"")
+	case len(topic) > 249:
+		return fmt.Errorf("topic name is %d bytes, the maximum is 249", len(topic))
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic name has %q at byte %d: Kafka allows [a-zA-Z0-9._-]", c, i)
+		}
+	}
+	return nil
 }

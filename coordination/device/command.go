@@ -1,14 +1,16 @@
-package coordination
+package device
+
+import "github.com/krabka-io/krabka-streams-go/coordination"
 
 // Command is one record of a guarded topic as a device, or the dispatcher
 // in front of it, reads it: the record, and the fencing token of the
 // record batch that carried it. A holder writes such records with
-// [Leadership.Write]; [KafkaCommandReader] reads them back.
+// [coordination.Leadership.Write]; [KafkaCommandReader] reads them back.
 //
 // Kafka stores the producer id and the producer epoch once per record
 // batch, in the batch header, and a transaction's batches carry the pair
 // of the transactional producer that wrote them: for a record of
-// [Leadership.Write], the token of the leadership. A device passes Token to
+// [coordination.Leadership.Write], the token of the leadership. A device passes Token to
 // [Gate.Admit] before it acts, and acts only on a nil answer.
 type Command struct {
 	// Topic and Partition locate the record; Offset is its offset in the
@@ -24,8 +26,8 @@ type Command struct {
 	Value []byte
 
 	// Headers are the record headers, in order, as the writer gave them
-	// ([GuardedRecord.Headers]); nil for none.
-	Headers []RecordHeader
+	// ([coordination.GuardedRecord.Headers]); nil for none.
+	Headers []coordination.RecordHeader
 
 	// Timestamp is the record's timestamp, in milliseconds since the Unix
 	// epoch: over Kafka the CreateTime of the writer's producer, by the
@@ -33,9 +35,9 @@ type Command struct {
 	Timestamp int64
 
 	// Token is the producer id and producer epoch of the record batch. It
-	// is [NoEpoch] for a batch without a producer id (a producer that is
+	// is [coordination.NoEpoch] for a batch without a producer id (a producer that is
 	// neither idempotent nor transactional). A batch of an idempotent
 	// producer outside a transaction carries a pair too, and that pair is
 	// no leadership's token: [Gate.Admit] refuses it.
-	Token FencingToken
+	Token coordination.FencingToken
 }

@@ -1,56 +1,37 @@
-package coordination
+package device
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
-// Gate admits the commands of one role's leader only: the device side of
-// fencing. A device, or the dispatcher in front of it, asks the gate about
-// the token of each command ([Command.Token], or a token that a leader sent
-// along with an RPC) and acts only when [Gate.Admit] returns nil.
+// Gate admits the commands of one role's leader only. A device, or the
+// dispatcher in front of it, asks the gate about the token of each command
+// ([Command.Token], or a token that a leader sent along with an RPC) and
+// acts only when [Gate.Admit] returns nil.
 //
 // Authority is equality with the token that the transaction coordinator
-// holds for the role now, as [DescribeLeadership] reports it. The gate
-// never ranks tokens: producer ids are not monotonic across brokers (2:0
-// was seen after 1001:32766 when a role's coordinator moved), so a test
-// such as "newer than the last token seen" would take a deposed leader's
-// token for a successor's, or the other way round.
-//
-// The gate caches the coordinator's token. A command under the cached
-// token is admitted without a request. A token that the gate has not seen
-// makes it ask the coordinator again (one DescribeTransactions over Kafka,
-// bounded by the caller's context and by 5 s), and calls that arrive
-// meanwhile share the answer of a request that began after they arrived.
-// A token that the coordinator no longer holds is remembered as refused
-// (up to 4096 of them; the gate forgets them all past that, and then asks
-// again), because a superseded pair never becomes the coordinator's token
-// again. So the cost is one request per leadership change and per
-// unknown token, not one per command.
-//
-// What this gives a device that checks every command before it acts: once
-// it admitted a command of a token, it refuses every command of a token
-// that the coordinator held before it. A leader's commands are admitted
-// until the gate sees a successor's token: the cache is not refreshed on a
-// timer, and the broker already refuses a deposed leader's writes, so in
-// one partition of the log no command of a deposed leader follows its
-// successor's first one. A deposed leader's command that reaches the
-// device out of that order (another partition, a replay, a lagging
-// consumer, an RPC) after the successor's is refused.
+// holds for the role now ([coordination.DescribeLeadership]); the gate
+// never ranks tokens. It caches that token: one request per leadership
+// change and per unknown token, not one per command. The package doc says
+// why ("Equality, not order") and what a device gets ("The cache").
 //
 // A Gate is safe for concurrent use.
 type Gate struct {
-	coordinator Coordinator
-	role        Role
+	coordinator coordination.Coordinator
+	role        coordination.Role
 
 	mu        sync.Mutex
-	current   FencingToken // the coordinator's token as the last refresh saw it
-	held      bool         // a member has taken the role, per the last refresh
-	refreshed bool         // a refresh has answered
-	refused   map[FencingToken]struct{}
+	current   coordination.FencingToken // the coordinator's token as the last refresh saw it
+	held      bool                      // a member has taken the role, per the last refresh
+	refreshed bool                      // a refresh has answered
+	refused   map[coordination.FencingToken]struct{}
 	seq       uint64        // the number of the newest refresh started
 	inflight  *gateRefresh  // nil when no refresh runs
 	bound     time.Duration // the bound of one refresh
@@ -71,27 +52,27 @@ const gateRefreshBound = 5 * time.Second
 const gateRefusedCap = 4096
 
 // NewGate builds the gate of a role over a coordinator, which is any
-// [Transport] or an adapter of its own: the gate calls only DescribeEpoch
+// [coordination.Transport] or an adapter of its own: the gate calls only DescribeEpoch
 // (over Kafka it needs DESCRIBE on the transactional id of the role, and
 // joins no group). The first Admit asks the coordinator. It returns an
-// error for a nil coordinator and the zero [Role].
-func NewGate(coordinator Coordinator, role Role) (*Gate, error) {
+// error for a nil coordinator and the zero [coordination.Role].
+func NewGate(coordinator coordination.Coordinator, role coordination.Role) (*Gate, error) {
 	if coordinator == nil {
-		return nil, errors.New("coordination: NewGate: nil Coordinator")
+		return nil, errors.New("device: NewGate: nil coordination.Coordinator")
 	}
 	if role.IsZero() {
-		return nil, errors.New("coordination: NewGate: the zero Role: build the role with NewRole")
+		return nil, errors.New("device: NewGate: the zero coordination.Role: build the role with coordination.NewRole")
 	}
-	return &Gate{coordinator: coordinator, role: role, refused: make(map[FencingToken]struct{}), bound: gateRefreshBound}, nil
+	return &Gate{coordinator: coordinator, role: role, refused: make(map[coordination.FencingToken]struct{}), bound: gateRefreshBound}, nil
 }
 
 // Role returns the role whose leader the gate admits.
-func (g *Gate) Role() Role { return g.role }
+func (g *Gate) Role() coordination.Role { return g.role }
 
 // Admit reports whether a command under token comes from the leader of the
 // role: nil when token is the coordinator's token now. It returns a
-// *[FencedTokenError], which wraps [ErrFenced], for any other token:
-// a deposed leader's, [NoEpoch], the pair of a producer that holds no
+// *[FencedTokenError], which wraps [coordination.ErrFenced], for any other token:
+// a deposed leader's, [coordination.NoEpoch], the pair of a producer that holds no
 // leadership, or any token of a role that no member has taken. When it
 // cannot ask the coordinator (ctx ended, the refresh bound passed, the
 // cluster refused), it returns that error, wrapped: not a refusal and not
@@ -99,7 +80,7 @@ func (g *Gate) Role() Role { return g.role }
 //
 // Admit on the cached token returns at once; an unknown token costs one
 // refresh, shared with concurrent calls. It is safe for concurrent use.
-func (g *Gate) Admit(ctx context.Context, token FencingToken) error {
+func (g *Gate) Admit(ctx context.Context, token coordination.FencingToken) error {
 	g.mu.Lock()
 	arrival := g.seq
 	for {
@@ -107,7 +88,7 @@ func (g *Gate) Admit(ctx context.Context, token FencingToken) error {
 			g.mu.Unlock()
 			return nil
 		}
-		if _, refused := g.refused[token]; refused || token == NoEpoch {
+		if _, refused := g.refused[token]; refused || token == coordination.NoEpoch {
 			err := g.refusal(token)
 			g.mu.Unlock()
 			return err
@@ -123,7 +104,7 @@ func (g *Gate) Admit(ctx context.Context, token FencingToken) error {
 		select {
 		case <-refresh.done:
 		case <-ctx.Done():
-			return fmt.Errorf("coordination: admit token %s for role %s: waiting for the coordinator's token: %w", token, g.role, context.Cause(ctx))
+			return fmt.Errorf("device: admit token %s for role %s: waiting for the coordinator's token: %w", token, g.role, context.Cause(ctx))
 		}
 		g.mu.Lock()
 		if refresh.seq <= arrival {
@@ -131,7 +112,7 @@ func (g *Gate) Admit(ctx context.Context, token FencingToken) error {
 		}
 		if refresh.err != nil && !(g.refreshed && g.held && token == g.current) {
 			g.mu.Unlock()
-			return wrapf(refresh.err, nil, "admit token %s for role %s: the token is unknown and the coordinator did not answer, so the command is neither admitted nor refused", token, g.role)
+			return fmt.Errorf("device: admit token %s for role %s: the token is unknown and the coordinator did not answer, so the command is neither admitted nor refused: %s%w", token, g.role, strings.TrimPrefix(refresh.err.Error(), "coordination: "), errorOnly{refresh.err})
 		}
 		if g.refreshed && g.held && token == g.current {
 			g.mu.Unlock()
@@ -152,7 +133,7 @@ func (g *Gate) startLocked() *gateRefresh {
 	g.inflight = refresh
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), g.bound)
-		status, err := DescribeLeadership(ctx, g.coordinator, g.role)
+		status, err := coordination.DescribeLeadership(ctx, g.coordinator, g.role)
 		cancel()
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -171,7 +152,7 @@ func (g *Gate) startLocked() *gateRefresh {
 
 // refuseLocked remembers a token that the coordinator does not hold. The
 // caller holds g.mu.
-func (g *Gate) refuseLocked(token FencingToken) {
+func (g *Gate) refuseLocked(token coordination.FencingToken) {
 	if len(g.refused) >= gateRefusedCap {
 		clear(g.refused)
 	}
@@ -179,39 +160,47 @@ func (g *Gate) refuseLocked(token FencingToken) {
 }
 
 // refusal is the error of a refused token. The caller holds g.mu.
-func (g *Gate) refusal(token FencingToken) error {
+func (g *Gate) refusal(token coordination.FencingToken) error {
 	if !g.refreshed || !g.held {
-		return &FencedTokenError{Role: g.role, Token: token, Current: NoEpoch}
+		return &FencedTokenError{Role: g.role, Token: token, Current: coordination.NoEpoch}
 	}
 	return &FencedTokenError{Role: g.role, Token: token, Current: g.current, Held: true}
 }
 
 // FencedTokenError reports a token that a [Gate] refused: the transaction
 // coordinator holds another token for the role, or none. It wraps
-// [ErrFenced]. Find it with [errors.As].
+// [coordination.ErrFenced]. Find it with [errors.As].
 type FencedTokenError struct {
 	// Role is the role of the gate.
-	Role Role
+	Role coordination.Role
 
 	// Token is the refused token.
-	Token FencingToken
+	Token coordination.FencingToken
 
 	// Current is the coordinator's token as the gate last saw it, and
 	// Held reports whether a member held the role then; Current is
-	// [NoEpoch] when Held is false.
-	Current FencingToken
+	// [coordination.NoEpoch] when Held is false.
+	Current coordination.FencingToken
 	Held    bool
 }
 
-// Error writes "coordination: role <role>: token <token> is not the
+// Error writes "device: role <role>: token <token> is not the
 // coordinator's token <current>: fenced: another member holds the role".
 func (e *FencedTokenError) Error() string {
 	current := "none (no member took the role)"
 	if e.Held {
 		current = e.Current.String()
 	}
-	return fmt.Sprintf("coordination: role %s: token %s is not the coordinator's token %s: %s", e.Role, e.Token, current, ErrFenced)
+	return fmt.Sprintf("device: role %s: token %s is not the coordinator's token %s: %s", e.Role, e.Token, current, coordination.ErrFenced)
 }
 
-// Unwrap returns [ErrFenced].
-func (e *FencedTokenError) Unwrap() error { return ErrFenced }
+// Unwrap returns [coordination.ErrFenced].
+func (e *FencedTokenError) Unwrap() error { return coordination.ErrFenced }
+
+// errorOnly wraps an error for errors.Is and errors.As, and says nothing:
+// the message that wraps it has said its words already, without the
+// "coordination: " prefix.
+type errorOnly struct{ err error }
+
+func (e errorOnly) Error() string { return "" }
+func (e errorOnly) Unwrap() error { return e.err }

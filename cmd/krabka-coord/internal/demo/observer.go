@@ -1,4 +1,4 @@
-package main
+package demo
 
 // The observer of demo: it follows the state partition of the role, as
 // watch does, and puts what the log says on the timeline.
@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/clifmt"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -30,41 +31,41 @@ func (d *demo) observe(ctx context.Context, synced chan<- struct{}) {
 		close(d.stateChanged)
 		d.stateChanged = make(chan struct{})
 		d.mu.Unlock()
-		if event, ok := eventOf(change, d.config); ok {
+		if event, ok := clifmt.EventOf(change, d.config); ok {
 			d.onRoleEvent(event)
 		}
 	}
 }
 
 // onRoleEvent puts an event of the state topic on the timeline.
-func (d *demo) onRoleEvent(event roleEvent) {
+func (d *demo) onRoleEvent(event clifmt.RoleEvent) {
 	switch event.Kind {
-	case eventRegistered:
+	case clifmt.EventRegistered:
 		rank := fmt.Sprint(*event.Rank)
 		d.mu.Lock()
 		again := d.registered[event.Member]
 		d.registered[event.Member] = true
 		d.mu.Unlock()
 		if again {
-			d.out.add(event.Member, "rejoin", "-", rank, fmt.Sprintf("rejoins: registers again, at offset %d, so it ranks last: %s", *event.Offset, rosterLine(event.roleState)))
+			d.out.add(event.Member, "rejoin", "-", rank, fmt.Sprintf("rejoins: registers again, at offset %d, so it ranks last: %s", *event.Offset, clifmt.RosterLine(event.Fold)))
 		} else {
 			d.out.add(event.Member, "register", "-", rank, fmt.Sprintf("registers: its record lands at offset %d of %s, which ranks it %d", *event.Offset, d.part, *event.Rank))
 		}
-	case eventDeregistered:
+	case clifmt.EventDeregistered:
 		d.out.add(event.Member, "leave", "-", "-", "leaves the roster (registration tombstone)")
-	case eventExpired:
-		d.out.add(event.Member, "expire", tokenText(event.Token), "-", fmt.Sprintf("its lease expires: no renewal reached the log before the deadline %s", event.Deadline.Time))
-	case eventGranted, eventTakeover, eventReacquired:
+	case clifmt.EventExpired:
+		d.out.add(event.Member, "expire", clifmt.TokenText(event.Token), "-", fmt.Sprintf("its lease expires: no renewal reached the log before the deadline %s", event.Deadline.Time))
+	case clifmt.EventGranted, clifmt.EventTakeover, clifmt.EventReacquired:
 		d.mu.Lock()
 		d.takeovers = append(d.takeovers, event)
 		d.mu.Unlock()
-		if d.g.verbose {
-			d.out.add(event.Member, event.Kind, tokenText(event.Token), "leader", event.Message)
+		if d.opts.Verbose {
+			d.out.add(event.Member, event.Kind, clifmt.TokenText(event.Token), "leader", event.Message)
 		}
-		d.out.add("-", "roster", "-", "-", "the log now says: "+rosterLine(event.roleState))
-	case eventRenewed, eventReleased, eventRestored:
-		if d.g.verbose {
-			d.out.add(event.Member, event.Kind, tokenText(event.Token), "-", event.Message)
+		d.out.add("-", "roster", "-", "-", "the log now says: "+clifmt.RosterLine(event.Fold))
+	case clifmt.EventRenewed, clifmt.EventReleased, clifmt.EventRestored:
+		if d.opts.Verbose {
+			d.out.add(event.Member, event.Kind, clifmt.TokenText(event.Token), "-", event.Message)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 // A member of demo: its campaign, the numbered commands that it
 // dispatches through the guarded write while it leads, and the ledger of
@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/clifmt"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -78,7 +79,7 @@ func (m *demoMember) dispatch(ctx context.Context, l *coordination.Leadership, s
 			return
 		case <-l.Done():
 			return
-		case <-time.After(m.d.flags.interval):
+		case <-time.After(m.d.opts.Interval):
 		}
 		if !m.gate.waitAwake(ctx) {
 			return
@@ -108,7 +109,7 @@ func (m *demoMember) dispatch(ctx context.Context, l *coordination.Leadership, s
 			m.d.fenced <- m
 			return
 		case errors.Is(err, coordination.ErrProducerLost), errors.Is(err, coordination.ErrNotAuthorized):
-			m.d.out.add(m.name, "lost", token.String(), "-", fmt.Sprintf("command %d failed, and the leadership ended: %s", seq, oneLine(err.Error())))
+			m.d.out.add(m.name, "lost", token.String(), "-", fmt.Sprintf("command %d failed, and the leadership ended: %s", seq, clifmt.OneLine(err.Error())))
 			return
 		case errors.Is(err, coordination.ErrNotHeld), ctx.Err() != nil:
 			return
@@ -116,10 +117,10 @@ func (m *demoMember) dispatch(ctx context.Context, l *coordination.Leadership, s
 			// It may commit yet: sending it again could dispatch it twice,
 			// and the next number would leave a gap. The demo's dispatcher
 			// stops, as a real one would until it read the command topic.
-			m.d.out.add(m.name, "unknown", token.String(), "leader", fmt.Sprintf("command %d: outcome unknown (%s); the dispatcher stops", seq, oneLine(err.Error())))
+			m.d.out.add(m.name, "unknown", token.String(), "leader", fmt.Sprintf("command %d: outcome unknown (%s); the dispatcher stops", seq, clifmt.OneLine(err.Error())))
 			return
 		default:
-			m.d.out.add(m.name, "retry", token.String(), "leader", fmt.Sprintf("command %d failed (%s); retrying", seq, oneLine(err.Error())))
+			m.d.out.add(m.name, "retry", token.String(), "leader", fmt.Sprintf("command %d failed (%s); retrying", seq, clifmt.OneLine(err.Error())))
 		}
 	}
 }
@@ -155,7 +156,7 @@ func (m *demoMember) stop() {
 		m.d.out.add(m.name, "resign", l.Token().String(), "leader", "resigns at the end of the demo")
 		ctx, cancelResign := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := l.Resign(ctx); err != nil {
-			m.d.out.add(m.name, "error", l.Token().String(), "-", "resignation failed: "+oneLine(err.Error()))
+			m.d.out.add(m.name, "error", l.Token().String(), "-", "resignation failed: "+clifmt.OneLine(err.Error()))
 		}
 		cancelResign()
 	}

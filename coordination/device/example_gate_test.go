@@ -1,4 +1,4 @@
-package coordination_test
+package device_test
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+	"github.com/krabka-io/krabka-streams-go/coordination/device"
 )
 
 // valve is a fake device: it acts on a command only when the gate admits
 // the token of the batch that carried it.
 type valve struct {
-	gate *coordination.Gate
+	gate *device.Gate
 }
 
-func (v *valve) dispatch(ctx context.Context, command coordination.Command) {
+func (v *valve) dispatch(ctx context.Context, command device.Command) {
 	err := v.gate.Admit(ctx, command.Token)
-	var refused *coordination.FencedTokenError
+	var refused *device.FencedTokenError
 	switch {
 	case err == nil:
 		fmt.Printf("valve: %s (token %s, trace %s)\n", command.Value, command.Token, command.Headers[0].Value)
@@ -35,7 +36,7 @@ func (v *valve) dispatch(ctx context.Context, command coordination.Command) {
 // admits only the token that the coordinator holds now. Ranking tokens
 // would not do: after a coordinator moves, a successor's token can rank
 // below the deposed one's. Over Kafka the device reads with a
-// coordination.KafkaCommandReader, whose Commands carry the token of each
+// device.KafkaCommandReader, whose Commands carry the token of each
 // record batch; here the in-memory cluster's entries carry it.
 func ExampleGate() {
 	ctx := context.Background()
@@ -81,14 +82,14 @@ func ExampleGate() {
 	}
 	successor := lead("node-2", 1, "close valve 7")
 
-	gate, err := coordination.NewGate(cluster.Transport("device"), role)
+	gate, err := device.NewGate(cluster.Transport("device"), role)
 	if err != nil {
 		log.Fatal(err)
 	}
-	device := &valve{gate: gate}
+	v := &valve{gate: gate}
 	for _, p := range []int{1, 0} {
 		for _, entry := range cluster.Entries(coordination.TopicPartition{Topic: "commands", Partition: p}) {
-			device.dispatch(ctx, coordination.Command{Topic: "commands", Partition: p, Offset: entry.Offset,
+			v.dispatch(ctx, device.Command{Topic: "commands", Partition: p, Offset: entry.Offset,
 				Value: entry.Value, Headers: entry.Headers, Token: entry.Token})
 		}
 	}

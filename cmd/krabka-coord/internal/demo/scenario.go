@@ -1,4 +1,4 @@
-package main
+package demo
 
 // The scenario of demo: its six steps (election, crash, failover at the
 // deadline, fencing, no failback, handover) and the waits between them.
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/clifmt"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -40,7 +41,7 @@ func (d *demo) scenario(ctx context.Context) error {
 	lease := leader.currentLeadership().Lease()
 	d.out.add(leader.name, "crash", lease.Token.String(), "leader", fmt.Sprintf(
 		"crashes: stops renewing, its writes no longer leave the process; it does not resign (lease deadline %s)",
-		formatAgo(lease.Deadline, time.Now().UnixMilli())))
+		clifmt.FormatAgo(lease.Deadline, time.Now().UnixMilli())))
 
 	// 3. Failover at the deadline.
 	successor, err := d.waitElected(ctx, 2*d.config.Duration()+4*d.config.ChallengeStagger()+15*time.Second, "the failover")
@@ -109,9 +110,9 @@ func (d *demo) scenario(ctx context.Context) error {
 		d.check("handover at once", false, fmt.Sprintf("%s, the deposed leader that rejoined last, took over after %s resigned; want %s, the first standby", third.name, successor.name, "the member of rank 0"))
 	case handover >= d.config.Duration():
 		d.check("handover at once", false, fmt.Sprintf("%s took over %s after %s resigned; want well within the lease %v, without waiting for a deadline (a mint on a loaded host can be slow: rerun with a longer --lease-duration)",
-			third.name, formatShort(handover), successor.name, d.config.Duration()))
+			third.name, clifmt.FormatShort(handover), successor.name, d.config.Duration()))
 	default:
-		d.check("handover at once", true, fmt.Sprintf("%s took over %s after %s resigned, without waiting for a deadline (lease %v)", third.name, formatShort(handover), successor.name, d.config.Duration()))
+		d.check("handover at once", true, fmt.Sprintf("%s took over %s after %s resigned, without waiting for a deadline (lease %v)", third.name, clifmt.FormatShort(handover), successor.name, d.config.Duration()))
 	}
 	return d.waitCommands(ctx, third, 3)
 }
@@ -162,7 +163,7 @@ func (d *demo) waitElected(ctx context.Context, timeout time.Duration, what stri
 
 // waitCommands waits until m dispatched n commands in its current term.
 func (d *demo) waitCommands(ctx context.Context, m *demoMember, n int) error {
-	deadline := time.Now().Add(time.Duration(n)*d.flags.interval + 15*time.Second)
+	deadline := time.Now().Add(time.Duration(n)*d.opts.Interval + 15*time.Second)
 	for m.termAcks() < n {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s dispatched %d of %d commands in time", m.name, m.termAcks(), n)
@@ -210,10 +211,10 @@ func (d *demo) electedNote(m *demoMember, l *coordination.Leadership) string {
 	switch {
 	case d.resigned != nil && m != d.resigned && !d.resignAt.IsZero():
 		return fmt.Sprintf("takes over %s after %s resigned (no deadline to wait for): mints a new epoch, writes its lease",
-			formatShort(time.Since(d.resignAt)), d.resigned.name)
+			clifmt.FormatShort(time.Since(d.resignAt)), d.resigned.name)
 	case d.crashed != nil && m != d.crashed:
 		return fmt.Sprintf("takes over at the deadline, %s after %s crashed: mints a new epoch, which fences %s",
-			formatSeconds(time.Since(d.crashAt)), d.crashed.name, d.crashed.currentToken())
+			clifmt.FormatSeconds(time.Since(d.crashAt)), d.crashed.name, d.crashed.currentToken())
 	}
 	// The rank it had: its place among the registrations, as no lease
 	// stood.

@@ -1,4 +1,4 @@
-package main
+package demo
 
 // The crash of demo: a transport that a member's writes stop leaving,
 // as in a long pause of the process or a network partition, until it

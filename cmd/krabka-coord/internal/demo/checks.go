@@ -1,4 +1,4 @@
-package main
+package demo
 
 // The checks of demo: the command topic read back read_committed, against
 // the commands that the broker acknowledged, and what the observer saw of
@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/clifmt"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -151,7 +152,7 @@ func (d *demo) checkNoEarlyFailover() {
 	crashAt := d.crashAt
 	early := []string{}
 	for _, t := range d.takeovers {
-		if (t.Kind == eventTakeover || t.Kind == eventReacquired) && !crashAt.IsZero() && t.At.Millis < crashAt.UnixMilli() {
+		if (t.Kind == clifmt.EventTakeover || t.Kind == clifmt.EventReacquired) && !crashAt.IsZero() && t.At.Millis < crashAt.UnixMilli() {
 			early = append(early, t.Message)
 		}
 	}
@@ -169,7 +170,7 @@ func (d *demo) checkNoEarlyFailover() {
 func (d *demo) checkFenced() {
 	d.mu.Lock()
 	refusedSeq, refusedToken, crashed := d.refusedSeq, d.refusedToken, d.crashed
-	takeovers := append([]roleEvent(nil), d.takeovers...)
+	takeovers := append([]clifmt.RoleEvent(nil), d.takeovers...)
 	d.mu.Unlock()
 	if crashed == nil {
 		return
@@ -177,12 +178,12 @@ func (d *demo) checkFenced() {
 	d.check("fenced", refusedSeq > 0, fmt.Sprintf("the write of command %d by %s under %s after the failover was refused (ErrFenced) and is not in the topic",
 		refusedSeq, crashed.name, refusedToken))
 	for _, t := range takeovers {
-		if t.Kind == eventTakeover && t.PreviousMember == crashed.name && t.GrantedAt != nil && t.PreviousDeadline != nil {
+		if t.Kind == clifmt.EventTakeover && t.PreviousMember == crashed.name && t.GrantedAt != nil && t.PreviousDeadline != nil {
 			early := t.PreviousDeadline.Millis - t.GrantedAt.Millis
 			if early <= 0 {
-				d.check("failover at the deadline", true, fmt.Sprintf("%s took over %s after %s's lease expired, not before", t.Member, formatShort(time.Duration(-early)*time.Millisecond), crashed.name))
+				d.check("failover at the deadline", true, fmt.Sprintf("%s took over %s after %s's lease expired, not before", t.Member, clifmt.FormatShort(time.Duration(-early)*time.Millisecond), crashed.name))
 			} else {
-				d.check("failover at the deadline", false, fmt.Sprintf("%s's lease was granted %s BEFORE the deadline of %s's lease; want at or after it", t.Member, formatShort(time.Duration(early)*time.Millisecond), crashed.name))
+				d.check("failover at the deadline", false, fmt.Sprintf("%s's lease was granted %s BEFORE the deadline of %s's lease; want at or after it", t.Member, clifmt.FormatShort(time.Duration(early)*time.Millisecond), crashed.name))
 			}
 			break
 		}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 // The output of demo: the timeline of events as text rows while it runs,
 // and the checks; or, with --output json, one document at the end.
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/clifmt"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
@@ -25,11 +26,11 @@ type timeline struct {
 
 // timelineEvent is one row of the timeline. See json.md.
 type timelineEvent struct {
-	At        timeJSON   `json:"at"`
-	ElapsedMs int64      `json:"elapsed_ms"`
-	Member    string     `json:"member"` // "-" for the log itself
-	Event     string     `json:"event"`
-	Token     *tokenJSON `json:"token"`
+	At        clifmt.TimeJSON   `json:"at"`
+	ElapsedMs int64             `json:"elapsed_ms"`
+	Member    string            `json:"member"` // "-" for the log itself
+	Event     string            `json:"event"`
+	Token     *clifmt.TokenJSON `json:"token"`
 
 	// Rank is the member's standing: leader, deposed, a rank of succession,
 	// or "-".
@@ -43,7 +44,7 @@ func (t *timeline) header(d *demo) {
 	if t.json {
 		return
 	}
-	fmt.Fprintf(t.w, "krabka-coord demo: 3 members compete for role %s on %s\n", showName(d.role.String()), d.cluster)
+	fmt.Fprintf(t.w, "krabka-coord demo: 3 members compete for role %s on %s\n", clifmt.ShowName(d.role.String()), d.cluster)
 	fmt.Fprintf(t.w, "lease %v, renew every %v, challenge stagger %v; state on %s, commands to %s\n\n",
 		d.config.Duration(), d.config.RenewInterval(), d.config.ChallengeStagger(), d.part, d.commands)
 	// kfake derives a producer id from a hash of the transactional id, so
@@ -59,9 +60,9 @@ func (t *timeline) add(member, event, token, rank, message string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
-	e := timelineEvent{At: newTimeJSON(now.UnixMilli()), ElapsedMs: now.Sub(t.start).Milliseconds(), Member: member, Event: event, Rank: rank, Message: message, token: token}
+	e := timelineEvent{At: clifmt.NewTimeJSON(now.UnixMilli()), ElapsedMs: now.Sub(t.start).Milliseconds(), Member: member, Event: event, Rank: rank, Message: message, token: token}
 	if parsed, err := coordination.ParseFencingToken(token); err == nil {
-		e.Token = newTokenJSON(parsed)
+		e.Token = clifmt.NewTokenJSON(parsed)
 	}
 	t.events = append(t.events, e)
 	if !t.json {
@@ -94,10 +95,10 @@ type demoJSON struct {
 // demoCommandJSON is a command as the demo's JSON document shows it: the
 // record's value, with the token as an object, and the record's offset.
 type demoCommandJSON struct {
-	Seq    int        `json:"seq"`
-	Member string     `json:"member"`
-	Token  *tokenJSON `json:"token"`
-	Offset int64      `json:"offset"`
+	Seq    int               `json:"seq"`
+	Member string            `json:"member"`
+	Token  *clifmt.TokenJSON `json:"token"`
+	Offset int64             `json:"offset"`
 }
 
 // demoCommands converts the commands read back for the JSON document.
@@ -106,7 +107,7 @@ func demoCommands(commands []commandJSON) []demoCommandJSON {
 	for i, c := range commands {
 		out[i] = demoCommandJSON{Seq: c.Seq, Member: c.Member, Offset: c.Offset}
 		if token, err := coordination.ParseFencingToken(c.Token); err == nil {
-			out[i].Token = newTokenJSON(token)
+			out[i].Token = clifmt.NewTokenJSON(token)
 		}
 	}
 	return out
@@ -124,7 +125,7 @@ func (t *timeline) finish(d *demo, commands []commandJSON, elapsed time.Duration
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.json {
-		_ = writeJSON(t.w, demoJSON{
+		_ = clifmt.WriteJSON(t.w, demoJSON{
 			OK: ok, DurationMs: elapsed.Milliseconds(), Cluster: d.cluster, Role: d.role.String(),
 			StateTopic: d.part.Topic, Partition: d.part.Partition, CommandTopic: d.commands,
 			LeaseMs: d.config.Duration().Milliseconds(), RenewMs: d.config.RenewInterval().Milliseconds(), StaggerMs: d.config.ChallengeStagger().Milliseconds(),
@@ -144,6 +145,6 @@ func (t *timeline) finish(d *demo, commands []commandJSON, elapsed time.Duration
 	if !ok {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(t.w, "\ndemo %s in %s\n", verdict, formatSeconds(elapsed))
+	fmt.Fprintf(t.w, "\ndemo %s in %s\n", verdict, clifmt.FormatSeconds(elapsed))
 	return ok
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 // The cluster of demo: an embedded kfake broker in process, or the real
 // cluster of --brokers in topics of the demo's own; the topics, the
@@ -19,16 +19,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/krabka-io/krabka-streams-go/cmd/krabka-coord/internal/clifmt"
 	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
-// openCluster opens the cluster of the demo: the real one of --brokers
-// (or KRABKA_BROKERS), in topics and under a role of the demo's own, or
+// openCluster opens the cluster of the demo: the real one of
+// Options.Brokers (--brokers or KRABKA_BROKERS), in topics and under a role of the demo's own, or
 // else an embedded kfake cluster of one broker, in process, under the
 // default topic and role. It sets where the demo runs, and returns what
 // closes the cluster.
-func (d *demo) openCluster(ctx context.Context) (closeCluster func(), err error) {
-	if !d.g.brokersGiven() {
+func (d *demo) openCluster() (closeCluster func(), err error) {
+	if len(d.opts.Brokers) == 0 {
 		fake, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {
 			return nil, failure("start the embedded cluster: %v", err)
@@ -38,13 +39,9 @@ func (d *demo) openCluster(ctx context.Context) (closeCluster func(), err error)
 		d.stateTopic, d.commands, d.defaultRole = coordination.StateTopic, "demo-commands", "controller"
 		return fake.Close, nil
 	}
-	c, err := d.g.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
 	suffix := randomSuffix()
-	d.brokers, d.kopts, d.real = c.brokers, c.opts, true
-	d.cluster = "Kafka at " + strings.Join(c.brokers, ",")
+	d.brokers, d.kopts, d.real = d.opts.Brokers, d.opts.ClientOptions, true
+	d.cluster = "Kafka at " + strings.Join(d.opts.Brokers, ",")
 	d.stateTopic, d.commands = "krabka-demo-"+suffix, "krabka-demo-"+suffix+"-commands"
 	d.defaultRole = "controller-demo-" + suffix
 	return func() {}, nil
@@ -69,7 +66,7 @@ func (d *demo) setup(ctx context.Context) error {
 		replication = -1
 	}
 	if err := setupTransport.CreateStateTopic(ctx, replication, 1, d.options...); err != nil {
-		return clusterError("create the state topic: %s", errText(err))
+		return clusterError("create the state topic: %s", clifmt.ErrText(err))
 	}
 	client, err := kgo.NewClient(d.clientOpts()...)
 	if err != nil {

@@ -1,14 +1,16 @@
-package coordination_test
+package device_test
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
+	"github.com/krabka-io/krabka-streams-go/coordination/device"
 )
 
 // gtCoordinator is a coordinator whose token the test sets, and that counts
@@ -55,9 +57,9 @@ func (c *gtCoordinator) set(token coordination.FencingToken) {
 	c.token, c.held = token, true
 }
 
-func gtNewGate(t testing.TB, c coordination.Coordinator) *coordination.Gate {
+func gtNewGate(t testing.TB, c coordination.Coordinator) *device.Gate {
 	t.Helper()
-	gate, err := coordination.NewGate(c, fxRole(t, "controller"))
+	gate, err := device.NewGate(c, fxRole(t, "controller"))
 	if err != nil {
 		t.Fatalf("NewGate: %v", err)
 	}
@@ -66,7 +68,7 @@ func gtNewGate(t testing.TB, c coordination.Coordinator) *coordination.Gate {
 
 func gtRefused(t *testing.T, err error, token, current coordination.FencingToken) {
 	t.Helper()
-	var refused *coordination.FencedTokenError
+	var refused *device.FencedTokenError
 	if !errors.As(err, &refused) || !errors.Is(err, coordination.ErrFenced) {
 		t.Fatalf("Admit(%s) = %v, want a *FencedTokenError that wraps ErrFenced", token, err)
 	}
@@ -134,12 +136,16 @@ func TestGateAsksOnlyForANewToken(t *testing.T) {
 // token is neither admitted nor refused; a later Admit asks again.
 func TestGateFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	c := &gtCoordinator{err: errors.New("COORDINATOR_NOT_AVAILABLE")}
+	cause := errors.New("COORDINATOR_NOT_AVAILABLE")
+	c := &gtCoordinator{err: cause}
 	gate := gtNewGate(t, c)
 	token := fxToken(t, 5, 0)
 	err := gate.Admit(ctx, token)
 	if err == nil || errors.Is(err, coordination.ErrFenced) {
 		t.Fatalf("Admit with no answer = %v, want an error that is no refusal", err)
+	}
+	if !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "device: admit token 5:0 for role controller: ") || !strings.HasSuffix(err.Error(), "neither admitted nor refused: describe the epoch of role controller: COORDINATOR_NOT_AVAILABLE") {
+		t.Fatalf("Admit with no answer = %q; want it to name the token, the role and the cause, and to wrap the cause", err)
 	}
 	c.mu.Lock()
 	c.err = nil
@@ -193,7 +199,7 @@ func TestGateOverTheInMemoryCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate, err := coordination.NewGate(cluster.Transport("device"), role)
+	gate, err := device.NewGate(cluster.Transport("device"), role)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +214,10 @@ func TestGateOverTheInMemoryCluster(t *testing.T) {
 		t.Fatalf("Admit of the successor: %v", err)
 	}
 	gtRefused(t, gate.Admit(ctx, first), first, second)
-	if _, err := coordination.NewGate(nil, role); err == nil {
+	if _, err := device.NewGate(nil, role); err == nil {
 		t.Fatal("NewGate(nil) succeeded")
 	}
-	if _, err := coordination.NewGate(cluster.Transport("device"), coordination.Role{}); err == nil {
+	if _, err := device.NewGate(cluster.Transport("device"), coordination.Role{}); err == nil {
 		t.Fatal("NewGate with the zero Role succeeded")
 	}
 }
