@@ -3,12 +3,19 @@ package kafkawire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -123,4 +130,32 @@ func deref(p *error) error {
 		return nil
 	}
 	return *p
+}
+
+// TestMayApplyLater: a request whose answer timed out, or whose connection
+// broke while the client read the answer (an EOF, a reset on the read),
+// may be applied by the broker later; one that was never written whole (a
+// failed dial, a failed write) may not.
+func TestMayApplyLater(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a read timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"a write timeout", &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"a reset on the read", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true},
+		{"an EOF", io.EOF, true},
+		{"an EOF mid-answer", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true},
+		{"the first read's EOF", &kgo.ErrFirstReadEOF{}, true},
+		{"a reset on the write", &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}, false},
+		{"a dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+		{"a refused dial", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false},
+		{"a broker code", kerr.RequestTimedOut, false},
+		{"no error", nil, false},
+	} {
+		if got := mayApplyLater(c.err); got != c.want {
+			t.Errorf("%s (%v): mayApplyLater = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
 }
