@@ -8,8 +8,8 @@ import (
 	"net"
 	"os"
 	"strings"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
