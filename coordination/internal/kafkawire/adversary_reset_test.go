@@ -159,3 +159,56 @@ func TestMayApplyLater(t *testing.T) {
 		}
 	}
 }
+
+// TestLostBatchAfterABrokenConnectionEndsTheEpoch: a Produce whose
+// connection broke after it was written (EOF) may still be appended later;
+// its resend is refused before the append, so its sequence number stays
+// unused, and the late copy would take the place of the epoch's next batch
+// of the partition. The transaction is aborted, and the epoch ends with
+// class OutcomeUnknown, as after a Produce whose answer timed out.
+func TestLostBatchAfterABrokenConnectionEndsTheEpoch(t *testing.T) {
+	c := kafkatest.Fake(t)
+	w := unansweredWire(t, c)
+	topic := c.CreateTopic(t, "coord-reset-batch", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	epoch, err := w.Mint(ctx, kafkatest.TopicName("reset-batch"), "mint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := c.Client(t)
+	var held atomic.Pointer[kmsg.ProduceRequest]
+	var produces atomic.Int32
+	c.Fake.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		switch produces.Add(1) {
+		case 1: // read whole, and the connection breaks
+			held.Store(kreq.(*kmsg.ProduceRequest))
+			return nil, errReset, true
+		case 2: // the resend: refused before the append
+			return kafkatest.RefusedProduce(kreq.(*kmsg.ProduceRequest), kerr.MessageTooLarge.Code), nil, true
+		}
+		return nil, nil, false
+	})
+	// The abort lets the late copy land first.
+	c.Fake.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.SleepControl(func() {
+			if req := held.Load(); req != nil {
+				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+				_, _ = side.Request(rctx, req)
+				rcancel()
+			}
+		})
+		return nil, nil, false
+	})
+	err = epoch.Transact(ctx, "write", []Record{{Partition: Partition{Topic: topic}, Value: []byte("a")}})
+	if err == nil {
+		t.Fatal("the write whose batch was refused committed")
+	}
+	if produces.Load() < 2 {
+		t.Fatalf("Produce sent %d times, want a resend after the broken connection", produces.Load())
+	}
+	if ended := epoch.Ended(); ended == nil || ClassOf(ended) != OutcomeUnknown {
+		t.Fatalf("the epoch after the batch whose connection broke: ended %v, want class %v (the write: %v)", ended, OutcomeUnknown, err)
+	}
+}
