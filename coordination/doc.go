@@ -362,7 +362,8 @@
 //     token that the Gate and the lease carry. Tests:
 //     TestKafkaLateRenewalCommitNeverTearsAWrite, and in kafkawire
 //     TestLateEndTxnNeverTearsALaterTransaction and
-//     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused and
+//     TestKafkaRenewalCommitOnABrokenConnectionNeverTearsAWrite, and in
+//     kafkawire TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused and
 //     TestLateEndTxnAfterABrokenConnectionNeverTearsALaterTransaction.
 //   - At most one InitProducerId per role in flight: a mint waits for the
 //     answer of its request for the read timeout plus the transaction
