@@ -358,13 +358,15 @@
 //     broke after such a request was written counts as no answer too:
 //     Kafka applies a request that it read whole after its connection
 //     closed, and a proxy may break the client's side while it still
-//     delivers the request (a killed broker looks the same to the client). A KIP-360 bump instead of the end would change the
-//     token that the Gate and the lease carry. Tests:
-//     TestKafkaLateRenewalCommitNeverTearsAWrite, and in kafkawire
-//     TestLateEndTxnNeverTearsALaterTransaction and
+//     delivers the request (a killed broker looks the same to the
+//     client). A KIP-360 bump instead of the end would change the token
+//     that the Gate and the lease carry. Tests:
+//     TestKafkaLateRenewalCommitNeverTearsAWrite,
 //     TestKafkaRenewalCommitOnABrokenConnectionNeverTearsAWrite, and in
-//     kafkawire TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused and
-//     TestLateEndTxnAfterABrokenConnectionNeverTearsALaterTransaction.
+//     kafkawire TestLateEndTxnNeverTearsALaterTransaction,
+//     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused,
+//     TestLateEndTxnAfterABrokenConnectionNeverTearsALaterTransaction and
+//     TestLostBatchAfterABrokenConnectionEndsTheEpoch.
 //   - At most one InitProducerId per role in flight: a mint waits for the
 //     answer of its request for the read timeout plus the transaction
 //     timeout, instead of sending it again after the read timeout, unless
