@@ -355,13 +355,19 @@
 //     answers that came say (a resent commit answered without error
 //     committed). A commit that failed, or an abort that found no open
 //     transaction after records were sent, returns an error that wraps
-//     ErrOutcomeUnknown, never "nothing committed". A broken connection
-//     (a killed broker) leaves the epoch alone: a dead broker applies
-//     nothing later. A KIP-360 bump instead of the end would change the
-//     token that the device's Gate and the lease carry. Tests:
-//     TestKafkaLateRenewalCommitNeverTearsAWrite, and in kafkawire
-//     TestLateEndTxnNeverTearsALaterTransaction and
-//     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused.
+//     ErrOutcomeUnknown, never "nothing committed". A connection that
+//     broke after such a request was written counts as no answer too:
+//     Kafka applies a request that it read whole after its connection
+//     closed, and a proxy may break the client's side while it still
+//     delivers the request (a killed broker looks the same to the
+//     client). A KIP-360 bump instead of the end would change the token
+//     that the Gate and the lease carry. Tests:
+//     TestKafkaLateRenewalCommitNeverTearsAWrite,
+//     TestKafkaRenewalCommitOnABrokenConnectionNeverTearsAWrite, and in
+//     kafkawire TestLateEndTxnNeverTearsALaterTransaction,
+//     TestLostBatchEndsTheEpochWhenItsSequenceStaysUnused,
+//     TestLateEndTxnAfterABrokenConnectionNeverTearsALaterTransaction and
+//     TestLostBatchAfterABrokenConnectionEndsTheEpoch.
 //   - At most one InitProducerId per role in flight: a mint waits for the
 //     answer of its request for the read timeout plus the transaction
 //     timeout, instead of sending it again after the read timeout, unless

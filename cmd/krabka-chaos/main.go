@@ -14,7 +14,8 @@
 // --seed, pauses members past their lease (SIGSTOP), kills and restarts them
 // (SIGKILL), cuts their network to the brokers (each member dials each
 // broker through a Kafka-aware proxy of its own), delays, loses the answer
-// of, holds until resent, or duplicates one request of an API key of
+// of, holds until resent, duplicates, or resets the connection of and
+// applies late (reset-hold) one request of an API key of
 // --request-keys (the fault kind request), skews their clocks, restarts the
 // single broker when --broker-restart-cmd is given, and, on a multi-broker
 // cluster with --cluster-cmd, kills the transaction coordinator of a role

@@ -269,7 +269,7 @@ func (n *Nemesis) Run(ctx context.Context, start time.Time) (done []Fault) {
 		}
 		if f, armed, ok := n.begin(step, busy, skewed); ok {
 			healAt := time.Now().Add(step.Hold)
-			if step.Kind == FaultRequest && step.Request == RequestHold {
+			if step.Kind == FaultRequest && (step.Request == RequestHold || step.Request == RequestResetHold) {
 				healAt = healAt.Add(resendWait + 2*time.Second) // a hold's release, logged with its heal
 			}
 			pending = append(pending, active{fault: f, healAt: healAt, armed: armed})

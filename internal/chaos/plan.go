@@ -201,7 +201,7 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 			switch s.Request {
 			case RequestDelay:
 				s.Delay = scale(0.1, 1)
-			case RequestHold:
+			case RequestHold, RequestResetHold:
 				s.Hold = scale(1, 2) // past the client's read timeout (a renew interval and more)
 			}
 			steps = append(steps, s)

@@ -41,10 +41,24 @@ const (
 	// RequestDuplicate forwards the request twice, and swallows the second
 	// answer.
 	RequestDuplicate RequestMode = "duplicate"
+
+	// RequestResetHold resets the client's connection at once, without an
+	// answer (the client sees a broken connection, not a timeout), holds
+	// the request until resetHoldAfter more requests of its API key went
+	// through the proxy (the client's resend, and the next one) or
+	// MaxHold, and then sends it to the broker, applied late: Kafka
+	// applies a request that it read whole after its connection closed,
+	// and a proxy in front of it may still deliver one whose client side
+	// broke.
+	RequestResetHold RequestMode = "reset-hold"
 )
 
+// resetHoldAfter is the number of requests of its key that pass before a
+// request held by RequestResetHold is released.
+const resetHoldAfter = 2
+
 // RequestModes lists every mode, in the order of the summary.
-var RequestModes = []RequestMode{RequestDelay, RequestLoseAnswer, RequestHold, RequestDuplicate}
+var RequestModes = []RequestMode{RequestDelay, RequestLoseAnswer, RequestHold, RequestDuplicate, RequestResetHold}
 
 // LibraryRequestKeys lists the API keys of the requests that package
 // coordination sends over KafkaTransport (docs/safety.md lists them with
@@ -377,6 +391,9 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 			if !p.hold(l, upstream, frame, key, corr, frames, armed) {
 				return
 			}
+		case RequestResetHold:
+			p.resetHold(l, upstream, frame, key, corr, armed)
+			return
 		default:
 			if !l.send(upstream, frame) {
 				return
@@ -446,6 +463,47 @@ wait:
 	}
 	l.close()
 	return false
+}
+
+// resetHold resets the client's side of the link at once and holds the
+// request frame until resetHoldAfter more requests of key went through the
+// proxy, or MaxHold, then sends it to the broker, waits for its answer
+// (which goes nowhere) and closes the link.
+func (p *Proxy) resetHold(l *link, upstream net.Conn, frame []byte, key int16, corr int32, armed *ArmedRequest) {
+	p.mu.Lock()
+	sentBefore := p.sent[key]
+	p.mu.Unlock()
+	l.clientDead.Store(true)
+	resetConn(l.client)
+	_ = l.client.Close()
+	resent := false
+	deadline := time.Now().Add(armed.fault.MaxHold)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		passed := p.sent[key] - sentBefore
+		p.mu.Unlock()
+		resent = passed > 0
+		if passed >= resetHoldAfter {
+			break
+		}
+		select {
+		case <-l.done:
+			return // cut: the held request is lost with its connection
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	armed.update(func(h *RequestHit) {
+		h.ReleasedMillis, h.ClientGone, h.Resent = time.Now().UnixMilli(), true, resent
+	})
+	answered := l.expect(corr)
+	if l.send(upstream, frame) {
+		select {
+		case <-answered:
+		case <-time.After(lateAnswerWait):
+		case <-l.done:
+		}
+	}
+	l.close()
 }
 
 // send writes a frame to the broker; on an error it closes the link and

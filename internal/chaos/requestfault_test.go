@@ -255,6 +255,46 @@ func TestKafkaProxyHoldsARequestUntilTheClientResentIt(t *testing.T) {
 	}
 }
 
+// TestKafkaProxyResetsAndReleasesAfterTheResend: reset-hold resets the
+// client's connection at once (a broken connection, not a timeout), and
+// the broker applies the request only after two more requests of its key
+// went through: the resend, and the next one.
+func TestKafkaProxyResetsAndReleasesAfterTheResend(t *testing.T) {
+	p, b := newKafkaProxy(t)
+	armed := Arm(RequestFault{Mode: RequestResetHold, Keys: []int16{endTxn}, MaxHold: time.Minute}, p)
+	first := dialKafka(t, p)
+	first.send(t, endTxn, 7, "commit")
+	if corr, _, err := first.answer(5 * time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("answer = %d, %v; want the connection reset at once, no answer", corr, err)
+	}
+	second := dialKafka(t, p)
+	second.send(t, endTxn, 1, "commit")
+	if corr, _, err := second.answer(5 * time.Second); err != nil || corr != 1 {
+		t.Fatalf("answer of the resent request = %d, %v", corr, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := b.count("commit"); n != 1 {
+		t.Fatalf("the broker applied %d requests after the resend; want 1 (the held one waits for one more)", n)
+	}
+	second.send(t, endTxn, 2, "commit")
+	if corr, _, err := second.answer(5 * time.Second); err != nil || corr != 2 {
+		t.Fatalf("answer of the next request = %d, %v", corr, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.count("commit") < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.mu.Lock()
+	order := slices.Clone(b.applied)
+	b.mu.Unlock()
+	if len(order) != 3 || order[2].corr != 7 {
+		t.Fatalf("applied %+v; want the resend, the next request, then the held one (corr 7)", order)
+	}
+	if hit, ok := armed.Hit(); !ok || !hit.ClientGone || !hit.Resent || hit.ReleasedMillis == 0 {
+		t.Fatalf("Hit() = %+v, %v; want released late, after the resend", hit, ok)
+	}
+}
+
 func TestPlanTakesTurnsAtTheRequestKeysAndModes(t *testing.T) {
 	keys := []int16{endTxn, metadata, 22}
 	steps, err := NewPlan(PlanConfig{Seed: 3, Duration: 10 * time.Minute, Members: 3, Roles: 2, Faults: []string{FaultRequest},

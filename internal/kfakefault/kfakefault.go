@@ -3,8 +3,9 @@
 // nemesis of the fault harness (internal/chaos, whose Kafka-aware proxy
 // does the same to a real broker): it delays one request of an API key,
 // loses its answer after the cluster applied it, holds it until the client
-// sent it again and then applies it late, applies it twice, or answers it
-// with an error code.
+// sent it again and then applies it late, applies it twice, answers it
+// with an error code, or breaks the client's connection at once and
+// applies the request late, after the client's resend.
 //
 // It rests on kfake.Cluster.ControlKey (one control function per fault),
 // SleepControl (the fault waits while the cluster serves every other
@@ -49,10 +50,18 @@ const (
 	// ErrorCode answers the request with Fault.Code, without applying it
 	// (see [ErrorResponse] for the keys it knows).
 	ErrorCode Mode = "error"
+
+	// ResetHold closes the client's connection at once, without applying
+	// the request (the client sees a broken connection, not a timeout),
+	// and applies it apart, late, once Fault.After more requests of the
+	// key reached the cluster (the client's resend, and the next ones), or
+	// after Fault.Delay: a request that Kafka read whole and applied after
+	// its connection closed, or that a proxy still delivered.
+	ResetHold Mode = "reset-hold"
 )
 
 // Modes lists every mode.
-var Modes = []Mode{Delay, LoseAnswer, Hold, Duplicate, ErrorCode}
+var Modes = []Mode{Delay, LoseAnswer, Hold, Duplicate, ErrorCode, ResetHold}
 
 // Fault is one fault of one request.
 type Fault struct {
@@ -60,10 +69,13 @@ type Fault struct {
 	Key kmsg.Key
 
 	// Mode says what it does. Delay is the delay of Delay and the longest
-	// hold of Hold (0: 10 s). Code is the error code of ErrorCode.
+	// hold of Hold and ResetHold (0: 10 s). Code is the error code of
+	// ErrorCode. After is the number of requests of Key that ResetHold
+	// lets reach the cluster before it applies its own (0: 2).
 	Mode  Mode
 	Delay time.Duration
 	Code  int16
+	After int
 
 	// Match, if not nil, picks the request among those of Key: the fault
 	// takes the first request it accepts (for example an EndTxn that
@@ -141,7 +153,10 @@ func (i *Injector) Inject(f Fault) *Armed {
 		f.Delay = 10 * time.Second
 	}
 	var seen atomic.Int64 // requests of the key, for the resend of a hold
-	if f.Mode == Hold {
+	if f.After <= 0 {
+		f.After = 2
+	}
+	if f.Mode == Hold || f.Mode == ResetHold {
 		i.cluster.ControlKey(f.Key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 			if a.stop.Load() {
 				i.cluster.DropControl()
@@ -159,8 +174,13 @@ func (i *Injector) Inject(f Fault) *Armed {
 		}
 		node := i.cluster.CurrentNode()
 		a.hit.Key, a.hit.Version = req.Key(), req.GetVersion()
-		defer close(a.done)
-		defer a.stop.Store(true)
+		async := f.Mode == ResetHold // a goroutine of the fault finishes it
+		defer func() {
+			if !async {
+				a.stop.Store(true)
+				close(a.done)
+			}
+		}()
 		i.cluster.DropControl()
 		apply := func() {
 			a.hit.Applied++
@@ -192,6 +212,19 @@ func (i *Injector) Inject(f Fault) *Armed {
 		case Duplicate:
 			i.cluster.SleepControl(apply)
 			return nil, nil, false
+		case ResetHold:
+			before := seen.Load()
+			go func() { // owned by the fault: it ends once the request is applied, by f.Delay at the latest
+				defer close(a.done)
+				defer a.stop.Store(true)
+				deadline := time.Now().Add(f.Delay)
+				for seen.Load()-before < int64(f.After) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				a.hit.Resent = seen.Load() > before
+				apply()
+			}()
+			return nil, errLost, true
 		case ErrorCode:
 			resp, err := ErrorResponse(req, f.Code)
 			if err != nil {

@@ -115,6 +115,19 @@ func TestEachFaultHappens(t *testing.T) {
 			}
 		})
 	}
+	t.Run("reset-hold", func(t *testing.T) {
+		_, inj, producer := setup(t)
+		produce(t, producer) // connect first
+		a := inj.Inject(Fault{Key: kmsg.Produce, Mode: ResetHold, After: 1})
+		produce(t, producer)
+		hit := wait(t, a)
+		if hit.Applied != 1 || !hit.Resent {
+			t.Fatalf("Hit = %+v; want the request applied once apart, after the client's resend", hit)
+		}
+		if n := records(t, producer); n != 3 {
+			t.Fatalf("%d records after two acknowledged produces; want 3 (the broken one applied late)", n)
+		}
+	})
 	t.Run("error", func(t *testing.T) {
 		_, inj, producer := setup(t)
 		a := inj.Inject(Fault{Key: kmsg.InitProducerID, Mode: ErrorCode, Code: kerr.ConcurrentTransactions.Code})

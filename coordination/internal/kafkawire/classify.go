@@ -3,6 +3,7 @@ package kafkawire
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -398,16 +399,43 @@ func notDialled(err error) bool {
 // answerTimedOut reports a request that was written to a connection and
 // whose answer did not come within the read timeout (or whose write timed
 // out midway): the broker is alive, or was when the request left, and may
-// still apply it later. A connection that broke (EOF, a reset: the
-// broker's socket is gone, as after a kill -9) carried requests that
-// nothing applies later, and one that could not be dialled carried
-// nothing (notDialled).
+// still apply it later. One that could not be dialled carried nothing
+// (notDialled); a connection that broke while the client read the answer
+// is brokeWhileReading's (both: mayApplyLater).
 func answerTimedOut(err error) bool {
 	if notDialled(err) {
 		return false
 	}
 	var ne net.Error
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// mayApplyLater reports a request that was written to a connection and got
+// no answer: its answer timed out (answerTimedOut), or the connection
+// broke while the client read it (brokeWhileReading). Either way the
+// broker may still apply it after a resend of it was answered.
+func mayApplyLater(err error) bool { return answerTimedOut(err) || brokeWhileReading(err) }
+
+// brokeWhileReading reports a connection that broke after the request was
+// written whole, while the client waited for its answer: an EOF, or a read
+// that failed (a reset). Kafka's SocketServer queues a request that it
+// read whole on its RequestChannel, and a request handler applies it
+// whether or not the connection is still open (only the answer is
+// dropped); a TCP proxy or load balancer between client and broker may
+// break the client's side while its own connection still delivers the
+// request. A killed broker applies nothing later, but the client cannot
+// tell the two apart. A write that failed sent no whole request, and a
+// dial carried nothing.
+func brokeWhileReading(err error) bool {
+	if err == nil || notDialled(err) {
+		return false
+	}
+	var first *kgo.ErrFirstReadEOF
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &first) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "read"
 }
 
 // logMoved reports 1 OFFSET_OUT_OF_RANGE: the log start moved past the

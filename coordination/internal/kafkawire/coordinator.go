@@ -109,10 +109,10 @@ func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, buil
 // mint_late.go), and no request goes after ctx ended.
 //
 // With unanswered set, it sets *unanswered when an attempt was written and
-// its answer timed out while send still ran (answerTimedOut), after which
-// the broker may still apply the request. A connection that could not be
-// dialled carried nothing, one that broke (a dead broker) carried nothing
-// that is applied later, and the end of send is the caller's to judge.
+// got no answer while send still ran (mayApplyLater: its answer timed out,
+// or the connection broke while the client read it), after which the
+// broker may still apply the request. A connection that could not be
+// dialled carried nothing, and the end of send is the caller's to judge.
 func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
 	backoff := coordinatorBackoff
 	for {
@@ -133,7 +133,7 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 			resp, err = c.client.Broker(int(node)).Request(sendCtx, req)
 			stop()
 			if err != nil {
-				if unanswered != nil && answerTimedOut(err) && send.Err() == nil {
+				if unanswered != nil && mayApplyLater(err) && send.Err() == nil {
 					*unanswered = true
 				}
 				c.forget(txnID, node)

@@ -253,7 +253,7 @@ func (e *Epoch) produceTo(ctx context.Context, leader int32, parts []*partitionB
 			for i, p := range parts {
 				p.unknown = wasUnknown[i]
 			}
-		case answerTimedOut(err), contextEnded(err):
+		case mayApplyLater(err), contextEnded(err):
 			// The leader may append this copy later, after a resend.
 			for _, p := range parts {
 				p.lost = true

@@ -96,12 +96,16 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 // A request without an answer.
 //
 // A request of the epoch that was written to a connection and got no answer
-// within the read timeout (answerTimedOut: the broker is alive, or was,
-// and slow, or the request is held on the way) may still be applied by
-// the broker later, after a resend of it was answered and the epoch went
-// on. A connection that broke (EOF, a reset: a broker killed or
-// restarted) carried nothing that is applied later, and the epoch goes on
-// after it, as issue 9 wants of a broker fault. An
+// (mayApplyLater: its answer timed out, as at a broker that is slow or a
+// request held on the way, or its connection broke while the client read
+// the answer) may still be applied by the broker later, after a resend of
+// it was answered and the epoch went on. A broken connection is not a dead
+// broker: Kafka's SocketServer applies a request that it read whole even
+// after its connection closed (only the answer is dropped), and a proxy
+// may break the client's side while it still delivers the request; the
+// client cannot tell a killed broker apart (brokeWhileReading). Only a
+// request that was never written whole (a failed dial or write) leaves the
+// epoch alone. An
 // EndTxn (version 4 keeps the epoch) then ends whatever transaction of the
 // pair is open at that moment: a late EndTxn(commit) commits the part of a
 // later transaction that is in the log (KAFKA-17754, which KIP-890's epoch
@@ -128,7 +132,7 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 // no answer.
 func unansweredError(e *Epoch, path Path) *Error {
 	return &Error{Op: "token " + e.producer.String() + " of role " + e.txnID, Class: OutcomeUnknown,
-		Detail: fmt.Errorf("the %s request of a transaction of the pair got no answer within the read timeout, and the broker may still apply it "+
+		Detail: fmt.Errorf("the %s request of a transaction of the pair got no answer (its answer timed out, or its connection broke after it was written), and the broker may still apply it "+
 			"to a later transaction of the pair (a late EndTxn(commit) commits whatever is open then), "+
 			"so the transport begins no transaction under the pair again", path)}
 }

@@ -233,8 +233,9 @@ func TestMintWaitsForItsOwnInitProducerID(t *testing.T) {
 }
 
 // TestAnswerTimedOut: a request whose answer timed out at a live broker may
-// be applied later; one whose connection broke (a killed broker) or was
-// never dialled may not, and the epoch goes on after it.
+// be applied later; answerTimedOut alone says no to a connection that
+// broke or was never dialled (a broken connection is brokeWhileReading's:
+// TestMayApplyLater).
 func TestAnswerTimedOut(t *testing.T) {
 	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 	for _, c := range []struct {
