@@ -360,8 +360,13 @@
 //     Kafka applies a request that it read whole after its connection
 //     closed, and a proxy may break the client's side while it still
 //     delivers the request (a killed broker looks the same to the
-//     client). A KIP-360 bump instead of the end would change the token
-//     that the Gate and the lease carry. Tests:
+//     client). An AddPartitionsToTxn or EndTxn whose copy went to a node
+//     that has since stopped being the transaction coordinator (another
+//     node answered as the coordinator) cannot land any more, so a broker
+//     killed or restarted under the coordinator costs no leadership
+//     change (TestKafkaClusterBrokerCrash, TestKafkaClusterRollingRestart).
+//     A KIP-360 bump instead of the end would change the token that the
+//     Gate and the lease carry. Tests:
 //     TestKafkaLateRenewalCommitNeverTearsAWrite,
 //     TestKafkaRenewalCommitOnABrokenConnectionNeverTearsAWrite, and in
 //     kafkawire TestLateEndTxnNeverTearsALaterTransaction,

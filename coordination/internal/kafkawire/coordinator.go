@@ -97,9 +97,9 @@ func (c *txnCoordinators) request(ctx context.Context, txnID string, build func(
 	return c.requestWith(ctx, ctx, txnID, build, codeOf, nil)
 }
 
-// requestTracked is request, and sets *unanswered when an attempt of it
-// was written to a connection and got no answer (see requestWith).
-func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
+// requestTracked is request, and notes in unanswered each node that an
+// attempt of it was written to and got no answer from (see requestWith).
+func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *unansweredAt) (kmsg.Response, error) {
 	return c.requestWith(ctx, ctx, txnID, build, codeOf, unanswered)
 }
 
@@ -113,7 +113,7 @@ func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, buil
 // or the connection broke while the client read it), after which the
 // broker may still apply the request. A connection that could not be
 // dialled carried nothing, and the end of send is the caller's to judge.
-func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *bool) (kmsg.Response, error) {
+func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *unansweredAt) (kmsg.Response, error) {
 	backoff := coordinatorBackoff
 	for {
 		node, err := c.node(ctx, txnID)
@@ -134,10 +134,13 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 			stop()
 			if err != nil {
 				if unanswered != nil && mayApplyLater(err) && send.Err() == nil {
-					*unanswered = true
+					unanswered.note(node)
 				}
 				c.forget(txnID, node)
 			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {
+				if unanswered != nil {
+					unanswered.answeredBy(node)
+				}
 				return resp, err
 			} else if !coordinatorLoading(err) {
 				c.forget(txnID, node)
@@ -321,3 +324,37 @@ func (c *txnCoordinators) forget(txnID string, node int32) {
 		delete(c.nodes, txnID)
 	}
 }
+
+// unansweredAt holds the coordinators that an attempt of one request was
+// written to and got no answer from (mayApplyLater): each may still apply
+// it, to a later transaction of the pair, for as long as it is the
+// coordinator of the transactional id.
+//
+// An answer from another node, as the coordinator, ends that for all of
+// them: the transaction's state now lives there, and a node that is no
+// longer the coordinator applies nothing to it. It answers a queued copy
+// NOT_COORDINATOR, and a paused node that still believes it leads the
+// transaction log cannot append its PrepareCommit there (the log's
+// leader epoch moved, and acks=all needs the in-sync replicas, which follow
+// the new leader), so it writes no marker. A broker killed or restarted
+// under its coordinator role is the common case (issue 9: a broker fault
+// costs no leadership change). The same node answering keeps them: a
+// copy queued there may still land.
+type unansweredAt struct{ nodes []int32 }
+
+// note records an attempt at node that got no answer.
+func (u *unansweredAt) note(node int32) {
+	if !slices.Contains(u.nodes, node) {
+		u.nodes = append(u.nodes, node)
+	}
+}
+
+// answeredBy records that node answered as the coordinator.
+func (u *unansweredAt) answeredBy(node int32) {
+	if !slices.Contains(u.nodes, node) {
+		u.nodes = u.nodes[:0]
+	}
+}
+
+// pending reports whether a copy without an answer may still be applied.
+func (u *unansweredAt) pending() bool { return len(u.nodes) > 0 }

@@ -80,3 +80,31 @@ func TestKafkaConcurrentMintsShareTheCoordinatorLookups(t *testing.T) {
 		})
 	}
 }
+
+// A copy without an answer may land for as long as its node is the
+// coordinator: another node's answer as the coordinator ends that, the
+// same node's does not.
+func TestUnansweredAtClearsOnAnotherCoordinatorOnly(t *testing.T) {
+	var u unansweredAt
+	if u.pending() {
+		t.Fatal("a fresh request has a copy pending")
+	}
+	u.answeredBy(1)
+	if u.pending() {
+		t.Fatal("an answer marked a copy pending")
+	}
+	u.note(1)
+	u.answeredBy(1)
+	if !u.pending() {
+		t.Fatal("node 1's own answer cleared its unanswered copy; a copy queued there may still land")
+	}
+	u.note(2)
+	u.answeredBy(2)
+	if !u.pending() {
+		t.Fatal("node 2's answer cleared node 1's copy, though 2 was itself unanswered before")
+	}
+	u.answeredBy(3)
+	if u.pending() {
+		t.Fatal("node 3 answered as the coordinator, so nodes 1 and 2 no longer are; want nothing pending")
+	}
+}

@@ -41,6 +41,14 @@ type Epoch struct {
 	unanswered    Path
 	hasUnanswered bool
 
+	// coordCopies holds the coordinators that an AddPartitionsToTxn or
+	// EndTxn of the transaction in flight got no answer from, until
+	// another node answers as the coordinator (unansweredAt), and
+	// coordPath the path of the first such request. Guarded by slot.
+	coordCopies  unansweredAt
+	coordPath    Path
+	hasCoordPath bool
+
 	mu    sync.Mutex
 	ended *Error // nil while open
 	// cancelTxn cancels the context of the transaction in flight (transactHeld),
@@ -83,6 +91,29 @@ func (e *Epoch) noteUnanswered(path Path) {
 	if !e.hasUnanswered {
 		e.unanswered, e.hasUnanswered = path, true
 	}
+}
+
+// noteCoordinatorCopy records, after a request of path to the
+// coordinator, whether a copy of it or of an earlier request of the
+// transaction may still land (coordCopies). The caller holds e.slot.
+func (e *Epoch) noteCoordinatorCopy(path Path) {
+	if e.coordCopies.pending() && !e.hasCoordPath {
+		e.coordPath, e.hasCoordPath = path, true
+	}
+}
+
+// copyMayLand reports whether a request of the transaction that just ended
+// may still be applied later, and the path of the first such request. The
+// caller holds e.slot, and clears it for the next transaction.
+func (e *Epoch) copyMayLand() (Path, bool) {
+	defer func() { e.hasUnanswered, e.coordCopies.nodes, e.hasCoordPath = false, nil, false }()
+	if e.hasUnanswered {
+		return e.unanswered, true
+	}
+	if e.coordCopies.pending() {
+		return e.coordPath, true
+	}
+	return 0, false
 }
 
 // TxnID returns the transactional id of the epoch.

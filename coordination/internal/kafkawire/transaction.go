@@ -84,11 +84,10 @@ func endedWithin(op string, ended *Error) *Error {
 // without an answer" below). The caller holds e.slot.
 func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) error {
 	err := e.transactOnce(ctx, op, records)
-	if !e.hasUnanswered {
+	path, mayLand := e.copyMayLand()
+	if !mayLand {
 		return err
 	}
-	path := e.unanswered
-	e.hasUnanswered = false
 	e.end(unansweredError(e, path))
 	return err // the transaction's own outcome, which the answers that came say; the next call gets the end
 }

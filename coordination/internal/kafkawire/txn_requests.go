@@ -32,12 +32,7 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p.partition.Partition)
 	}
-	var unanswered bool
-	defer func() {
-		if unanswered {
-			e.noteUnanswered(PathAddPartitions)
-		}
-	}()
+	defer e.noteCoordinatorCopy(PathAddPartitions)
 	return withConcurrentTransactions(ctx, func() error {
 		kresp, err := e.wire.coords.requestTracked(ctx, req.TransactionalID, func() kmsg.Request { return req }, func(kresp kmsg.Response) error {
 			for _, topic := range kresp.(*kmsg.AddPartitionsToTxnResponse).Topics {
@@ -48,7 +43,7 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 				}
 			}
 			return nil
-		}, &unanswered)
+		}, &e.coordCopies)
 		if err != nil {
 			return err
 		}
@@ -82,19 +77,15 @@ func (e *Epoch) addPartitions(ctx context.Context, parts []*partitionBatches) er
 // endTxn sends EndTxn (version 4: the coordinator keeps the epoch) to
 // commit or abort the open transaction of the epoch, again while the
 // coordinator answers CONCURRENT_TRANSACTIONS. An attempt that got no
-// answer is noted (noteUnanswered): the epoch begins no transaction after
-// this one.
+// answer, unless another node answered as the coordinator since
+// (unansweredAt), is noted (noteUnanswered): the epoch begins no
+// transaction after this one.
 func (e *Epoch) endTxn(ctx context.Context, commit bool) error {
-	var unanswered bool
-	defer func() {
-		if unanswered {
-			path := PathAbort
-			if commit {
-				path = PathCommit
-			}
-			e.noteUnanswered(path)
-		}
-	}()
+	path := PathAbort
+	if commit {
+		path = PathCommit
+	}
+	defer e.noteCoordinatorCopy(path)
 	return withConcurrentTransactions(ctx, func() error {
 		_, err := e.wire.coords.requestTracked(ctx, e.txnID, func() kmsg.Request {
 			req := kmsg.NewPtrEndTxnRequest()
@@ -104,7 +95,7 @@ func (e *Epoch) endTxn(ctx context.Context, commit bool) error {
 			return req
 		}, func(resp kmsg.Response) error {
 			return codeError(resp.(*kmsg.EndTxnResponse).ErrorCode)
-		}, &unanswered)
+		}, &e.coordCopies)
 		return err
 	})
 }
