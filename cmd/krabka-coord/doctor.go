@@ -159,8 +159,12 @@ func (c *cluster) printDoctor(report coordination.PreflightReport, parties []str
 		if check.Party != "" && !slices.Contains(parties, check.Party) {
 			continue
 		}
+		// The kafka-acls.sh and kafka-configs.sh lines of the fixes, as
+		// grantCommand writes them for the other commands: this
+		// connection's broker, and the admin's client config (a SASL or
+		// TLS listener needs one).
 		fix := strings.ReplaceAll(check.Fix, "User:<principal>", principal)
-		fix = strings.ReplaceAll(fix, "--bootstrap-server <broker>", "--bootstrap-server "+c.brokers[0])
+		fix = strings.ReplaceAll(fix, "--bootstrap-server <broker>", "--bootstrap-server "+shellQuote(c.brokers[0])+" --command-config admin.properties")
 		counts[check.Level]++
 		out.Checks = append(out.Checks, doctorCheckJSON{Level: string(check.Level), Party: check.Party, Check: check.Check, Detail: check.Detail, Fix: fix})
 	}
