@@ -211,8 +211,8 @@ func createTopic(ctx context.Context, c *cluster, want topicRequest) (createTopi
 	}
 	var differences []string
 	if result.Partitions != want.partitions {
-		differences = append(differences, fmt.Sprintf("it has %d partitions, but --partitions is %d: pass --partitions %d, the count the members use (Kafka cannot take partitions away, and more would move roles)",
-			result.Partitions, want.partitions, result.Partitions))
+		differences = append(differences, fmt.Sprintf("it has %s, but --partitions is %d: pass --partitions %d, the count the members use (Kafka cannot take partitions away, and more would move roles)",
+			fmtCount(result.Partitions, "partition", "partitions"), want.partitions, result.Partitions))
 	}
 	switch {
 	case want.cleanupPolicy == policyDelete && result.CleanupPolicy != "" && strings.Contains(result.CleanupPolicy, "compact"):

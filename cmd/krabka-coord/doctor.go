@@ -173,11 +173,11 @@ func (c *cluster) printDoctor(report coordination.PreflightReport, parties []str
 			continue
 		}
 		// The kafka-acls.sh and kafka-configs.sh lines of the fixes, as
-		// grantCommand writes them for the other commands: this
-		// connection's broker, and the admin's client config (a SASL or
-		// TLS listener needs one).
+		// the other commands write them: this connection's broker, and
+		// for an ACL the admin's client config (grantCommand).
 		fix := strings.ReplaceAll(check.Fix, "User:<principal>", principal)
-		fix = strings.ReplaceAll(fix, "--bootstrap-server <broker>", "--bootstrap-server "+shellQuote(c.brokers[0])+" --command-config admin.properties")
+		fix = strings.ReplaceAll(fix, "kafka-acls.sh --bootstrap-server <broker>", "kafka-acls.sh --bootstrap-server "+shellQuote(c.brokers[0])+" --command-config admin.properties")
+		fix = strings.ReplaceAll(fix, "--bootstrap-server <broker>", "--bootstrap-server "+shellQuote(c.brokers[0]))
 		counts[check.Level]++
 		out.Checks = append(out.Checks, doctorCheckJSON{Level: string(check.Level), Party: check.Party, Check: check.Check, Detail: check.Detail, Fix: fix})
 	}

@@ -116,9 +116,9 @@ func TestDoctorACL(t *testing.T) {
 // missing command topic is a create-topic line that runs as printed on
 // the cluster doctor checked (a single broker here, where
 // --replication-factor 3 is refused), after which doctor passes; the
-// kafka-configs.sh line of a deleting topic names the broker and the
-// admin's client config, as the kafka-acls.sh lines of every command do
-// (kafka-configs.sh refuses a line without --bootstrap-server); and a
+// kafka-configs.sh line of a deleting topic names the broker, as the
+// other commands' lines do (kafka-configs.sh refuses a line without
+// --bootstrap-server); and a
 // topic of one partition is "1 partition".
 func TestDoctorFixesRunAsPrinted(t *testing.T) {
 	cluster := kafkatest.Fake(t)
@@ -146,7 +146,7 @@ func TestDoctorFixesRunAsPrinted(t *testing.T) {
 	deleted := cluster.CreateTopic(t, "doctor-fix-delete", 1, map[string]string{"cleanup.policy": "delete"})
 	code, stdout, _ = doctorRun(t, cluster, "--topic", deleted, "--partitions", "1", "controller")
 	want := `(?m)^FAIL  the state topic's cleanup\.policy: .*; fix: kafka-configs\.sh --bootstrap-server ` + regexp.QuoteMeta(cluster.Brokers[0]) +
-		` --command-config admin\.properties --alter --entity-type topics --entity-name ` + deleted + ` --add-config cleanup\.policy=compact$`
+		` --alter --entity-type topics --entity-name ` + deleted + ` --add-config cleanup\.policy=compact$`
 	if code != doctorBlocker || !regexp.MustCompile(want).MatchString(stdout) {
 		t.Fatalf("doctor of a deleting topic: exit %d; want 2 and a line matching %s", code, want)
 	}
