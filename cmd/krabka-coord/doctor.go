@@ -207,9 +207,16 @@ func (c *cluster) printDoctor(report coordination.PreflightReport, parties []str
 		}
 		fmt.Fprintln(c.g.stdout, oneLine(line))
 	}
+	who := principal
+	if principal == unknownPrincipal {
+		// Kafka has no request that names the principal of a connection:
+		// without SASL it is the listener's (User:ANONYMOUS on plaintext,
+		// the certificate's name on mutual TLS).
+		who = "the connection's principal (no --sasl-user; User:ANONYMOUS on a plaintext listener)"
+	}
 	verdict := map[int]string{doctorOK: "all is well", doctorWarn: "warnings: the members work, but read the WARN lines", doctorBlocker: "a blocker: fix the FAIL lines before the members start"}[code]
 	fmt.Fprintf(c.g.stdout, "doctor: %d FAIL, %d WARN, %d OK as %s (%s): %s\n",
 		counts[coordination.PreflightFail], counts[coordination.PreflightWarn], counts[coordination.PreflightOK],
-		principal, strings.Join(parties, ", "), verdict)
+		who, strings.Join(parties, ", "), verdict)
 	return exitCode(code)
 }

@@ -37,6 +37,8 @@ func TestDoctorExitCodes(t *testing.T) {
 
 	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4", "controller"); code != doctorOK || !strings.Contains(stdout, "all is well") {
 		t.Fatalf("doctor of a healthy topic: exit %d; want 0 and 'all is well'", code)
+	} else if !strings.Contains(stdout, " OK as the connection's principal (no --sasl-user; User:ANONYMOUS on a plaintext listener) (member): all is well") {
+		t.Fatalf("doctor without SASL: the summary does not say whose ACLs were tried")
 	}
 	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4"); code != doctorWarn || !strings.Contains(stdout, "WARN  the ACLs on the roles' transactional ids") {
 		t.Fatalf("doctor without a role: exit %d; want 1 and the WARN of the untried ACLs", code)
