@@ -111,7 +111,7 @@ func pfHealthyTopic(t *testing.T, c *kafkatest.Cluster) {
 	transport := ktTransport(t, c)
 	_, options := ktStateTopic(t, c, transport, 4)
 	report := pfRun(t, transport, nil, nil, append(options, coordination.WithLeaseConfig(coordination.DefaultLeaseConfig()))...)
-	pfWant(t, report, "", "serves the library's requests", coordination.PreflightOK, "EndTxn v4", "Produce v11", "AddPartitionsToTxn v3")
+	pfWant(t, report, "", "serves the library's requests", coordination.PreflightOK, "EndTxn v4", "Produce (transactional) v11", "Produce (plain) v", "AddPartitionsToTxn v3")
 	pfWant(t, report, "", "exists", coordination.PreflightOK)
 	pfWant(t, report, "", "partition count", coordination.PreflightOK)
 	pfWant(t, report, "", "cleanup.policy", coordination.PreflightOK, "compact")
