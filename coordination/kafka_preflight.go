@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +110,7 @@ func (t *KafkaTransport) Preflight(ctx context.Context, roles []Role, commandTop
 		return PreflightReport{}, kafkaError(err)
 	}
 	p.brokers = len(brokers)
+	p.versions = brokers
 	p.checkVersions(brokers)
 	p.checkTransactionVersion(brokers)
 	p.checkLease(ctx, brokers)
@@ -124,7 +126,8 @@ type preflight struct {
 	roles         []Role
 	commandTopics []string
 	checks        []PreflightCheck
-	brokers       int // the brokers of the cluster's Metadata answer
+	brokers       int                        // the brokers of the cluster's Metadata answer
+	versions      []kafkawire.BrokerVersions // their ApiVersions answers
 
 	state       *kafkawire.TopicFacts            // the state topic, nil when it could not be described
 	stateDenied bool                             // DESCRIBE on the state topic was refused
@@ -408,9 +411,14 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 	switch {
 	case !ok:
 		p.add(PreflightWarn, "", check, fmt.Sprintf("min.insync.replicas=%q is not a count", facts.Configs["min.insync.replicas"]), "set min.insync.replicas=2 on the topic")
-	case isr > rf:
-		p.add(PreflightFail, "", check, fmt.Sprintf("min.insync.replicas=%d is above the replication factor %d: every write is refused (NOT_ENOUGH_REPLICAS)", isr, rf),
+	case isr > rf && !p.minISRCapped():
+		p.add(PreflightFail, "", check, fmt.Sprintf("min.insync.replicas=%d is above the replication factor %d, on a broker older than Kafka 3.7 by its ApiVersions (or of unknown release): such a broker refuses every write (NOT_ENOUGH_REPLICAS)", isr, rf),
 			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d", p.s.topic, max(1, min(2, rf))))
+	case isr > rf && multi:
+		p.add(PreflightWarn, "", check, fmt.Sprintf("min.insync.replicas=%d is above the replication factor %d: Kafka 3.7 and later take the replication factor instead (KAFKA-15583), so the writes pass, but the loss of any replica stops every write of its partitions", isr, rf),
+			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d", p.s.topic, max(1, min(2, rf-1))))
+	case isr > rf:
+		p.add(PreflightOK, "", check, fmt.Sprintf("min.insync.replicas=%d above the replication factor %d on a single broker: Kafka 3.7 and later take %d (KAFKA-15583)", isr, rf, rf), "")
 	case multi && isr < 2:
 		p.add(PreflightWarn, "", check,
 			fmt.Sprintf("min.insync.replicas=%d on a cluster of %d brokers: a lease or a command acknowledged by one replica is lost with that broker, so the promise \"durable in a quorum before the dispatch\" does not hold", isr, facts.Brokers),
@@ -435,6 +443,36 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 		p.add(PreflightOK, "", check, "unclean.leader.election.enable="+cmpOr(unclean, "false"), "")
 	}
 }
+
+// minISRCapped reports whether every broker that answered ApiVersions
+// runs Kafka 3.7 or later by franz-go's guess from its ranges: since 3.7
+// (KAFKA-15583) a broker takes min(min.insync.replicas, the partition's
+// replicas) as the minimum ISR of an acks=all write, where an older one
+// refuses every write of a topic whose min.insync.replicas is above its
+// replication factor. An unknown release counts as older.
+func (p *preflight) minISRCapped() bool {
+	answered := 0
+	for _, b := range p.versions {
+		if b.Err != nil {
+			continue
+		}
+		answered++
+		m := releaseGuess.FindStringSubmatch(b.Guess)
+		if m == nil || strings.HasPrefix(b.Guess, "not even") {
+			return false
+		}
+		major, _ := strconv.Atoi(m[1])
+		minor, _ := strconv.Atoi(m[2])
+		if major < 3 || major == 3 && minor < 7 {
+			return false
+		}
+	}
+	return answered > 0
+}
+
+// releaseGuess finds the first release of a kversion guess ("v3.9",
+// "at least v4.4", "between v3.7 and v3.8").
+var releaseGuess = regexp.MustCompile(`v(\d+)\.(\d+)`)
 
 // brokerCount is "1 broker" or "n brokers".
 func brokerCount(n int) string {
