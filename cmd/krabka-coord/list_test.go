@@ -130,3 +130,25 @@ func TestRegisteredNeverTakenRole(t *testing.T) {
 	}
 	assertOneLine(t, stderr, "role epsilon has never been taken and has no members: no record of the state topic names it; check the name ('krabka-coord list' shows the roles of the state topic)")
 }
+
+// describe --all of a state topic without a role says so, as list does,
+// and exits 0; it printed nothing (issue 29: a new user took the silence
+// for a hang or a wrong topic). JSON output stays empty.
+func TestDescribeAllWithoutRole(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "empty"}
+	createStateTopic(t, conn)
+	for _, command := range []string{"list", "describe"} {
+		args := append([]string{command}, conn...)
+		if command == "describe" {
+			args = append(args, "--all")
+		}
+		code, stdout, stderr := runCLI(t, nil, args...)
+		if code != exitOK || stdout != "no role on empty\n" {
+			t.Fatalf("%s of a topic without a role: exit %d, stdout %q, stderr %q; want 0 and \"no role on empty\"", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := runCLI(t, nil, append([]string{"describe", "--all", "--output", "json"}, conn...)...); code != exitOK || stdout != "" {
+		t.Fatalf("describe --all --output json of a topic without a role: exit %d, stdout %q, stderr %q; want 0 and no line", code, stdout, stderr)
+	}
+}
