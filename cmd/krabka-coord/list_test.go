@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,28 @@ func TestDescribeAllWithoutRole(t *testing.T) {
 	}
 	if code, stdout, stderr := runCLI(t, nil, append([]string{"describe", "--all", "--output", "json"}, conn...)...); code != exitOK || stdout != "" {
 		t.Fatalf("describe --all --output json of a topic without a role: exit %d, stdout %q, stderr %q; want 0 and no line", code, stdout, stderr)
+	}
+}
+
+// watch gives the library its logger, as elect and run do: a record of
+// the state topic that does not decode is a structured warning on the
+// command's stderr, not a line of Go's default logger (issue 29: watch
+// --all mixed two formats on stderr, and --verbose did not reach the
+// library's log).
+func TestWatchLogsThroughTheCommand(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "1", "--topic", "garbled"}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cluster.Client(t).ProduceSync(ctx, &kgo.Record{Topic: "garbled", Key: []byte("not a key of the layout"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	cli := startCLI(watchCtx, nil, append([]string{"watch", "--all"}, conn...)...)
+	cli.waitFor(t, regexp.MustCompile(`level=WARN msg="coordination: observe: skipped a record of the state partition that does not decode"`), 10*time.Second)
+	stop()
+	if r := cli.wait(); r.code != exitOK {
+		t.Fatalf("watch --all stopped: exit %d, stderr %q; want 0", r.code, r.stderr)
 	}
 }
