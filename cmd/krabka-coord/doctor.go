@@ -82,6 +82,9 @@ answers.`,
 				}
 			}
 			for _, topic := range commandTopics {
+				if topic == "" {
+					return usageError("--command-topic \"\": empty; pass the name of a topic of guarded writes, such as commands")
+				}
 				if problem := topicNameProblem(topic); problem != "" {
 					return usageError("--command-topic %q: %s", topic, problem)
 				}

@@ -61,6 +61,13 @@ func TestDoctorExitCodes(t *testing.T) {
 	if code, _, stderr := runCLI(t, nil, "doctor", "--brokers", strings.Join(cluster.Brokers, ","), "--as", "admin"); code != exitUsage || !strings.Contains(stderr, `--as "admin"`) {
 		t.Fatalf("doctor --as admin: exit %d (%s); want %d and the flag named", code, stderr, exitUsage)
 	}
+	// An empty --command-topic (a,,b) is named as a command topic, not
+	// as the state topic.
+	if code, stdout, stderr := runCLI(t, nil, "doctor", "--brokers", strings.Join(cluster.Brokers, ","), "--command-topic", "a,,b", "controller"); code != exitUsage || stdout != "" {
+		t.Fatalf("doctor --command-topic a,,b: exit %d, stdout %q; want %d and nothing on stdout", code, stdout, exitUsage)
+	} else {
+		assertOneLine(t, stderr, `--command-topic "": empty; pass the name of a topic of guarded writes`)
+	}
 }
 
 // TestDoctorJSON: --output json writes one object with the keys of
