@@ -605,6 +605,13 @@ func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVer
 		p.add(PreflightWarn, "", "the ACLs on the roles' transactional ids", "no role named, so WRITE and DESCRIBE on a TransactionalId were not tried",
 			"name the roles the members take (krabka-coord doctor ROLE...)")
 	}
+	if len(p.commandTopics) == 0 {
+		// A device reads nothing but its command topics: without one, none
+		// of its ACLs on them was tried. A member's guarded writes are
+		// optional, and its state topic's ACLs are tried above.
+		p.add(PreflightWarn, "device", "the ACLs on the command topics", "no command topic named, so READ on the topic that devices read was not tried",
+			"name the command topics (krabka-coord doctor --command-topic TOPIC, or the commandTopics of Preflight)")
+	}
 	for _, a := range acls {
 		for _, party := range a.parties {
 			switch {

@@ -43,6 +43,9 @@ func TestDoctorExitCodes(t *testing.T) {
 	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4"); code != doctorWarn || !strings.Contains(stdout, "WARN  the ACLs on the roles' transactional ids") {
 		t.Fatalf("doctor without a role: exit %d; want 1 and the WARN of the untried ACLs", code)
 	}
+	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4", "--as", "device", "controller"); code != doctorWarn || !strings.Contains(stdout, "WARN  device: the ACLs on the command topics: no command topic named") {
+		t.Fatalf("doctor --as device without --command-topic: exit %d; want 1 and the WARN of the untried READ (it said all is well)", code)
+	}
 	code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4", "--lease-duration", "3s", "--renew-interval", "1s", "controller")
 	if code != doctorWarn || !regexp.MustCompile(`(?m)^WARN  the lease against broker\.session\.timeout\.ms: .*; fix: pick a lease of at least `).MatchString(stdout) {
 		t.Fatalf("doctor with a 3 s lease: exit %d; want 1 and a WARN line with its fix", code)
