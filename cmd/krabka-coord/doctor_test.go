@@ -150,7 +150,7 @@ func TestDoctorFixesRunAsPrinted(t *testing.T) {
 			t.Fatalf("the fix %q as printed: exit %d: %s", fix[1], code, stderr)
 		}
 	}
-	code, stdout, _ = doctorRun(t, cluster, "--topic", state, "--partitions", "2", "--as", "member,device", "--command-topic", commands, "controller")
+	code, _, _ = doctorRun(t, cluster, "--topic", state, "--partitions", "2", "--as", "member,device", "--command-topic", commands, "controller")
 	if code != doctorOK {
 		t.Fatalf("doctor after the create-topic fixes: exit %d; want 0", code)
 	}
