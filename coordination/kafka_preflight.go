@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,8 +35,8 @@ const (
 
 // PreflightCheck is one line of a [PreflightReport]: Check names what was
 // checked, Detail what was found and why it matters, and Fix what to do
-// (empty when Level is PreflightOK; a kafka-acls.sh line in it holds the
-// placeholders <broker> and User:<principal>). Party is "member", "observer" or
+// (empty when Level is PreflightOK; a kafka-acls.sh or kafka-configs.sh
+// line in it holds the placeholders <broker> and User:<principal>). Party is "member", "observer" or
 // "device" for a check of an ACL that only that party needs, and empty for
 // a check that concerns everyone.
 type PreflightCheck struct {
@@ -108,6 +109,8 @@ func (t *KafkaTransport) Preflight(ctx context.Context, roles []Role, commandTop
 	if err != nil {
 		return PreflightReport{}, kafkaError(err)
 	}
+	p.brokers = len(brokers)
+	p.versions = brokers
 	p.checkVersions(brokers)
 	p.checkTransactionVersion(brokers)
 	p.checkLease(ctx, brokers)
@@ -123,6 +126,8 @@ type preflight struct {
 	roles         []Role
 	commandTopics []string
 	checks        []PreflightCheck
+	brokers       int                        // the brokers of the cluster's Metadata answer
+	versions      []kafkawire.BrokerVersions // their ApiVersions answers
 
 	state       *kafkawire.TopicFacts            // the state topic, nil when it could not be described
 	stateDenied bool                             // DESCRIBE on the state topic was refused
@@ -314,14 +319,14 @@ func (p *preflight) checkTopics(ctx context.Context) {
 		switch {
 		case kafkawire.ClassOf(err) == kafkawire.Missing:
 			p.add(PreflightFail, "", check, "the topic does not exist: guarded writes fail, and a device reads nothing",
-				"create it (kafka-topics.sh --create, or kadm), with the replication of the state topic")
+				fmt.Sprintf("create it: 'krabka-coord create-topic --topic %s --partitions 1 --cleanup-policy delete%s' (or kadm's CreateTopic)", topic, p.replicationFlags()))
 		case kafkawire.ClassOf(err) == kafkawire.NotAuthorized:
 			p.commands[topic] = nil // the ACL checks say what is missing
 		case err != nil:
 			p.add(PreflightFail, "", check, "cannot describe it: "+kafkawire.Brief(err), "check that the cluster is healthy, then run doctor again")
 		default:
 			p.commands[topic] = &facts
-			p.add(PreflightOK, "", check, fmt.Sprintf("%d partitions", facts.Partitions), "")
+			p.add(PreflightOK, "", check, plural(facts.Partitions, "partition"), "")
 		}
 	}
 }
@@ -335,7 +340,7 @@ func (p *preflight) checkStateTopic(ctx context.Context) {
 	switch {
 	case kafkawire.ClassOf(err) == kafkawire.Missing:
 		p.add(PreflightFail, "", check, "the topic does not exist: no member can register",
-			fmt.Sprintf("create it: 'krabka-coord create-topic --topic %s --partitions %d --replication-factor 3 --min-insync-replicas 2' (or CreateStateTopic)", topic, p.s.partitions))
+			fmt.Sprintf("create it: 'krabka-coord create-topic --topic %s --partitions %d%s' (or CreateStateTopic)", topic, p.s.partitions, p.replicationFlags()))
 		return
 	case kafkawire.ClassOf(err) == kafkawire.NotAuthorized:
 		p.stateDenied = true // the ACL checks say which
@@ -347,12 +352,12 @@ func (p *preflight) checkStateTopic(ctx context.Context) {
 		return
 	}
 	p.state = &facts
-	p.add(PreflightOK, "", check, fmt.Sprintf("%d partitions on a cluster of %s", facts.Partitions, brokerCount(facts.Brokers)), "")
+	p.add(PreflightOK, "", check, fmt.Sprintf("%s on a cluster of %s", plural(facts.Partitions, "partition"), brokerCount(facts.Brokers)), "")
 
 	check = "the state topic's partition count"
 	if facts.Partitions != p.s.partitions {
 		p.add(PreflightFail, "", check,
-			fmt.Sprintf("the topic has %d partitions, but the members are configured for %d: members with different counts put a role on different partitions and never see each other's leases; CheckStateTopic refuses the topic", facts.Partitions, p.s.partitions),
+			fmt.Sprintf("the topic has %s, but the members are configured for %d: members with different counts put a role on different partitions and never see each other's leases; CheckStateTopic refuses the topic", plural(facts.Partitions, "partition"), p.s.partitions),
 			fmt.Sprintf("pass WithPartitions(%d) (--partitions %d) to every member, the topic's count", facts.Partitions, facts.Partitions))
 	} else {
 		p.add(PreflightOK, "", check, fmt.Sprintf("%d, as the members expect", facts.Partitions), "")
@@ -395,7 +400,7 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 	if !compact {
 		p.add(PreflightFail, "", check,
 			fmt.Sprintf("cleanup.policy=%s: retention deletes the registrations and leases that rank the members; CheckStateTopic refuses the topic", policy),
-			fmt.Sprintf("kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact", p.s.topic))
+			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact", p.s.topic))
 	} else {
 		p.add(PreflightOK, "", check, "cleanup.policy="+policy, "")
 	}
@@ -406,13 +411,18 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 	switch {
 	case !ok:
 		p.add(PreflightWarn, "", check, fmt.Sprintf("min.insync.replicas=%q is not a count", facts.Configs["min.insync.replicas"]), "set min.insync.replicas=2 on the topic")
+	case isr > rf && !p.minISRCapped():
+		p.add(PreflightFail, "", check, fmt.Sprintf("min.insync.replicas=%d is above the replication factor %d, on a broker older than Kafka 3.7 by its ApiVersions (or of unknown release): such a broker refuses every write (NOT_ENOUGH_REPLICAS)", isr, rf),
+			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d", p.s.topic, max(1, min(2, rf))))
+	case isr > rf && multi:
+		p.add(PreflightWarn, "", check, fmt.Sprintf("min.insync.replicas=%d is above the replication factor %d: Kafka 3.7 and later take the replication factor instead (KAFKA-15583), so the writes pass, but the loss of any replica stops every write of its partitions", isr, rf),
+			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d", p.s.topic, max(1, min(2, rf-1))))
 	case isr > rf:
-		p.add(PreflightFail, "", check, fmt.Sprintf("min.insync.replicas=%d is above the replication factor %d: every write is refused (NOT_ENOUGH_REPLICAS)", isr, rf),
-			fmt.Sprintf("kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=%d", p.s.topic, max(1, min(2, rf))))
+		p.add(PreflightOK, "", check, fmt.Sprintf("min.insync.replicas=%d above the replication factor %d on a single broker: Kafka 3.7 and later take %d (KAFKA-15583)", isr, rf, rf), "")
 	case multi && isr < 2:
 		p.add(PreflightWarn, "", check,
 			fmt.Sprintf("min.insync.replicas=%d on a cluster of %d brokers: a lease or a command acknowledged by one replica is lost with that broker, so the promise \"durable in a quorum before the dispatch\" does not hold", isr, facts.Brokers),
-			fmt.Sprintf("kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=2", p.s.topic))
+			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config min.insync.replicas=2", p.s.topic))
 	case multi && isr == rf:
 		p.add(PreflightWarn, "", check, fmt.Sprintf("min.insync.replicas=%d equals the replication factor: the loss of any broker stops every write of its partitions", isr),
 			"add a replica, or lower min.insync.replicas to one below the replication factor")
@@ -426,7 +436,7 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 	case unclean == "true" && multi:
 		p.add(PreflightFail, "", check,
 			"unclean.leader.election.enable=true: a replica that missed acknowledged writes can become leader and truncate them, losing registrations, leases and guarded commands that the members saw committed",
-			fmt.Sprintf("kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config unclean.leader.election.enable=false", p.s.topic))
+			fmt.Sprintf("kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config unclean.leader.election.enable=false", p.s.topic))
 	case unclean == "true":
 		p.add(PreflightOK, "", check, "true, but moot on a single broker", "")
 	default:
@@ -434,12 +444,63 @@ func (p *preflight) checkTopicConfigs(facts kafkawire.TopicFacts, multi bool) {
 	}
 }
 
+// minISRCapped reports whether every broker that answered ApiVersions
+// runs Kafka 3.7 or later by franz-go's guess from its ranges: since 3.7
+// (KAFKA-15583) a broker takes min(min.insync.replicas, the partition's
+// replicas) as the minimum ISR of an acks=all write, where an older one
+// refuses every write of a topic whose min.insync.replicas is above its
+// replication factor. An unknown release counts as older.
+func (p *preflight) minISRCapped() bool {
+	answered := 0
+	for _, b := range p.versions {
+		if b.Err != nil {
+			continue
+		}
+		answered++
+		m := releaseGuess.FindStringSubmatch(b.Guess)
+		if m == nil || strings.HasPrefix(b.Guess, "not even") {
+			return false
+		}
+		major, _ := strconv.Atoi(m[1])
+		minor, _ := strconv.Atoi(m[2])
+		if major < 3 || major == 3 && minor < 7 {
+			return false
+		}
+	}
+	return answered > 0
+}
+
+// releaseGuess finds the first release of a kversion guess ("v3.9",
+// "at least v4.4", "between v3.7 and v3.8").
+var releaseGuess = regexp.MustCompile(`v(\d+)\.(\d+)`)
+
 // brokerCount is "1 broker" or "n brokers".
 func brokerCount(n int) string {
+	return plural(n, "broker")
+}
+
+// plural is "1 noun" or "n nouns".
+func plural(n int, noun string) string {
 	if n == 1 {
-		return "1 broker"
+		return "1 " + noun
 	}
-	return strconv.Itoa(n) + " brokers"
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// replicationFlags are the flags of create-topic that a fix names for a
+// new topic: 3 replicas and min.insync.replicas 2 on a cluster of 3 or
+// more brokers, as many replicas as brokers on a smaller one (create-topic
+// refuses a replication factor above the live brokers), and none on a
+// single broker, whose defaults are the only values it takes.
+func (p *preflight) replicationFlags() string {
+	switch {
+	case p.brokers >= 3:
+		return " --replication-factor 3 --min-insync-replicas 2"
+	case p.brokers == 2:
+		return " --replication-factor 2 --min-insync-replicas 1"
+	default:
+		return ""
+	}
 }
 
 func cmpOr(value, fallback string) string {
@@ -543,6 +604,13 @@ func (p *preflight) checkACLs(ctx context.Context, brokers []kafkawire.BrokerVer
 	if len(p.roles) == 0 {
 		p.add(PreflightWarn, "", "the ACLs on the roles' transactional ids", "no role named, so WRITE and DESCRIBE on a TransactionalId were not tried",
 			"name the roles the members take (krabka-coord doctor ROLE...)")
+	}
+	if len(p.commandTopics) == 0 {
+		// A device reads nothing but its command topics: without one, none
+		// of its ACLs on them was tried. A member's guarded writes are
+		// optional, and its state topic's ACLs are tried above.
+		p.add(PreflightWarn, "device", "the ACLs on the command topics", "no command topic named, so READ on the topic that devices read was not tried",
+			"name the command topics (krabka-coord doctor --command-topic TOPIC, or the commandTopics of Preflight)")
 	}
 	for _, a := range acls {
 		for _, party := range a.parties {

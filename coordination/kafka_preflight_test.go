@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
@@ -43,6 +44,7 @@ func runPreflightSuite(t *testing.T, cluster func(*testing.T) *kafkatest.Cluster
 		{"LeaseAboveTransactionalIDExpiration", pfLeaseAboveTxnIDExpiration},
 		{"ShortLeaseAgainstSessionTimeout", pfShortLease},
 		{"ProbesLeaveALiveRoleAlone", pfProbesLeaveALiveRoleAlone},
+		{"MinInsyncReplicasAboveReplication", pfMinISRAboveReplication},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, cluster(t)) })
 	}
@@ -111,7 +113,7 @@ func pfHealthyTopic(t *testing.T, c *kafkatest.Cluster) {
 	transport := ktTransport(t, c)
 	_, options := ktStateTopic(t, c, transport, 4)
 	report := pfRun(t, transport, nil, nil, append(options, coordination.WithLeaseConfig(coordination.DefaultLeaseConfig()))...)
-	pfWant(t, report, "", "serves the library's requests", coordination.PreflightOK, "EndTxn v4", "Produce v11", "AddPartitionsToTxn v3")
+	pfWant(t, report, "", "serves the library's requests", coordination.PreflightOK, "EndTxn v4", "Produce (transactional) v11", "Produce (plain) v", "AddPartitionsToTxn v3")
 	pfWant(t, report, "", "exists", coordination.PreflightOK)
 	pfWant(t, report, "", "partition count", coordination.PreflightOK)
 	pfWant(t, report, "", "cleanup.policy", coordination.PreflightOK, "compact")
@@ -136,6 +138,9 @@ func pfHealthyTopic(t *testing.T, c *kafkatest.Cluster) {
 	if got := report.Level("member"); got == coordination.PreflightFail {
 		t.Fatalf("report.Level(member) = %s on a healthy topic; want no FAIL", got)
 	}
+	// No command topic named: a device's one need, READ on it, was not
+	// tried, which is a WARN of the device only.
+	pfWant(t, report, "device", "the ACLs on the command topics", coordination.PreflightWarn, "no command topic named")
 }
 
 // pfMissingTopic: the topic the options name does not exist.
@@ -155,6 +160,34 @@ func pfDeletePolicy(t *testing.T, c *kafkatest.Cluster) {
 	name := c.CreateTopic(t, "coord-delete", 2, map[string]string{"cleanup.policy": "delete"})
 	report := pfRun(t, transport, nil, nil, coordination.WithTopic(name), coordination.WithPartitions(2))
 	pfWant(t, report, "", "cleanup.policy", coordination.PreflightFail, "cleanup.policy=delete")
+}
+
+// pfMinISRAboveReplication: a topic of one replica with
+// min.insync.replicas=2 on a single broker of Kafka 3.7 or later, which
+// takes the replication factor instead (KAFKA-15583): the writes pass, so
+// it is no blocker (it was a FAIL that said every write is refused).
+// kfake's ApiVersions read as Kafka 1.0, a release that refuses them: a
+// FAIL there.
+func pfMinISRAboveReplication(t *testing.T, c *kafkatest.Cluster) {
+	transport := ktTransport(t, c)
+	name := c.CreateTopic(t, "coord-isr-above", 2, map[string]string{"cleanup.policy": "compact", "min.insync.replicas": "2"})
+	report := pfRun(t, transport, nil, nil, coordination.WithTopic(name), coordination.WithPartitions(2))
+	if c.Fake != nil {
+		pfWant(t, report, "", "min.insync.replicas", coordination.PreflightFail, "older than Kafka 3.7", "refuses every write")
+		return
+	}
+	pfWant(t, report, "", "min.insync.replicas", coordination.PreflightOK, "min.insync.replicas=2 above the replication factor 1", "KAFKA-15583")
+}
+
+// TestPreflightFakeMinISRAboveReplicationOnOldBroker: the same topic on a
+// broker of Kafka 3.6 (kfake's MaxVersions), which refuses every write of
+// it, is a blocker.
+func TestPreflightFakeMinISRAboveReplicationOnOldBroker(t *testing.T) {
+	c := kafkatest.Fake(t, kfake.MaxVersions(kversion.V3_6_0()))
+	transport := ktTransport(t, c)
+	name := c.CreateTopic(t, "coord-isr-above-old", 2, map[string]string{"cleanup.policy": "compact", "min.insync.replicas": "2"})
+	report := pfRun(t, transport, nil, nil, coordination.WithTopic(name), coordination.WithPartitions(2))
+	pfWant(t, report, "", "min.insync.replicas", coordination.PreflightFail, "older than Kafka 3.7", "refuses every write")
 }
 
 // pfWrongPartitionCount: the members expect 8 partitions, the topic has 4.
@@ -273,7 +306,8 @@ func TestPreflightFakeBrokerDropsACappedVersion(t *testing.T) {
 
 // TestPreflightCluster runs the rows of durability on the 3-node cluster:
 // a topic of replication factor 1 (FAIL), one with min.insync.replicas=1
-// (WARN), one with unclean leader election on (FAIL), and a healthy one
+// (WARN), one of 2 replicas with min.insync.replicas=3 (WARN: Kafka 4.4
+// takes 2), one with unclean leader election on (FAIL), and a healthy one
 // (replication factor 3, min.insync.replicas 2: OK).
 func TestPreflightCluster(t *testing.T) {
 	c := kafkatest.KafkaCluster(t)
@@ -301,6 +335,15 @@ func TestPreflightCluster(t *testing.T) {
 	report = run(create("coord-pf-isr1", 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("1")}))
 	pfWant(t, report, "", "replication factor", coordination.PreflightOK)
 	pfWant(t, report, "", "min.insync.replicas", coordination.PreflightWarn, "min.insync.replicas=1", "3 brokers")
+
+	above := create("coord-pf-isr-above", 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")})
+	report = run(above)
+	pfWant(t, report, "", "min.insync.replicas", coordination.PreflightWarn, "min.insync.replicas=3 is above the replication factor 2", "KAFKA-15583")
+	// What the WARN says: the broker takes the replication factor, so an
+	// acks=all write passes (before Kafka 3.7: NOT_ENOUGH_REPLICAS).
+	if err := c.Client(t).ProduceSync(ktContext(t), &kgo.Record{Topic: above, Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("an acks=all write to %s (2 replicas, min.insync.replicas 3): %v; want it to pass on Kafka 3.7 and later", above, err)
+	}
 
 	report = run(create("coord-pf-unclean", 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2"),
 		"unclean.leader.election.enable": kadm.StringPtr("true")}))

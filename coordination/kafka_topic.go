@@ -47,7 +47,7 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 	case minInsyncReplicas < 1:
 		return fmt.Errorf("coordination: CreateStateTopic: min.insync.replicas %d: want at least 1", minInsyncReplicas)
 	case replicationFactor > 0 && minInsyncReplicas > replicationFactor:
-		return fmt.Errorf("coordination: CreateStateTopic: min.insync.replicas %d above the replication factor %d: no write could succeed", minInsyncReplicas, replicationFactor)
+		return fmt.Errorf("coordination: CreateStateTopic: min.insync.replicas %d above the replication factor %d: a broker older than Kafka 3.7 refuses every write, a later one takes the replication factor instead", minInsyncReplicas, replicationFactor)
 	}
 	if t.isClosed() {
 		return errTransportClosed

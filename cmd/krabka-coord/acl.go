@@ -116,8 +116,12 @@ func (g *globals) principal() string {
 	if g.saslMechanism != "" && g.saslUser != "" {
 		return "User:" + g.saslUser
 	}
-	return "User:<your principal>"
+	return unknownPrincipal
 }
+
+// unknownPrincipal is the principal of a connection without SASL, which
+// the broker derives itself.
+const unknownPrincipal = "User:<your principal>"
 
 // deniedError is the error of a step that the cluster refused for a
 // missing ACL: exit code 4, and one line that names the step, the ACL and

@@ -275,8 +275,8 @@ func (c *cluster) checkTopic(ctx context.Context) error {
 	case err != nil:
 		return clusterError("describe the state topic %s: %s", topic, oneLine(err.Error()))
 	case partitions != c.g.partitions:
-		return clusterError("the state topic %s has %d partitions, but --partitions is %d: pass --partitions %d, the count the members use (a role lands on another partition under another count)",
-			topic, partitions, c.g.partitions, partitions)
+		return clusterError("the state topic %s has %s, but --partitions is %d: pass --partitions %d, the count the members use (a role lands on another partition under another count)",
+			topic, fmtCount(partitions, "partition", "partitions"), c.g.partitions, partitions)
 	}
 	configs, err := topicConfigs(ctx, client, topic)
 	switch {

@@ -158,3 +158,29 @@ func TestSignalWhileConnecting(t *testing.T) {
 		})
 	}
 }
+
+// A signal that stops doctor before its checks end exits 2, as a blocker,
+// and says the cluster was not checked: doctor's 0 means every check
+// passed, and a deployment gated on it must not go on (issue 29). It
+// exited 0, as every other command interrupted before it changed
+// anything. The broker here accepts the connection and never answers.
+func TestDoctorSignalIsNotAllWell(t *testing.T) {
+	addr, connecting := silentBroker(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	cli := startCLI(ctx, nil, "doctor", "controller", "--brokers", addr, "--connect-timeout", "30s")
+	select {
+	case <-connecting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("doctor did not connect to the broker")
+	}
+	cancel(errInterrupted) // what the first SIGINT does to the command's context
+	select {
+	case r := <-cli.done:
+		if r.code != doctorBlocker || !strings.Contains(r.stderr, "the cluster was not checked") || r.stdout != "" {
+			t.Fatalf("doctor interrupted: exit %d, stdout %q, stderr %q; want 2, nothing on stdout, and 'the cluster was not checked'", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("doctor did not end on the signal")
+	}
+}

@@ -66,7 +66,7 @@ kept, with the same flags otherwise (--topic names it).`,
 			case minISRSet && minISR < 1:
 				return usageError("--min-insync-replicas %d: want at least 1", minISR)
 			case minISRSet && replicationFactor > 0 && minISR > replicationFactor:
-				return usageError("--min-insync-replicas %d is above --replication-factor %d: no write could succeed", minISR, replicationFactor)
+				return usageError("--min-insync-replicas %d is above --replication-factor %d: a broker older than Kafka 3.7 refuses every write, a later one takes the replication factor instead; pass at most %d", minISR, replicationFactor, replicationFactor)
 			}
 			if policy != policyCompact && policy != policyDelete {
 				return usageError("--cleanup-policy %q: want compact (the state topic) or delete (a command topic)", policy)
@@ -211,8 +211,8 @@ func createTopic(ctx context.Context, c *cluster, want topicRequest) (createTopi
 	}
 	var differences []string
 	if result.Partitions != want.partitions {
-		differences = append(differences, fmt.Sprintf("it has %d partitions, but --partitions is %d: pass --partitions %d, the count the members use (Kafka cannot take partitions away, and more would move roles)",
-			result.Partitions, want.partitions, result.Partitions))
+		differences = append(differences, fmt.Sprintf("it has %s, but --partitions is %d: pass --partitions %d, the count the members use (Kafka cannot take partitions away, and more would move roles)",
+			fmtCount(result.Partitions, "partition", "partitions"), want.partitions, result.Partitions))
 	}
 	switch {
 	case want.cleanupPolicy == policyDelete && result.CleanupPolicy != "" && strings.Contains(result.CleanupPolicy, "compact"):
@@ -255,7 +255,7 @@ func (c *cluster) newTopic(ctx context.Context, client *kgo.Client, want topicRe
 		replication = -1
 		if defaultRF, ok := c.brokerConfigInt(ctx, "default.replication.factor"); ok {
 			if int64(want.minISR) > defaultRF {
-				return usageError("--min-insync-replicas %d is above the cluster's default.replication.factor %d: no write could succeed; pass --replication-factor too", want.minISR, defaultRF)
+				return usageError("--min-insync-replicas %d is above the cluster's default.replication.factor %d: a broker older than Kafka 3.7 refuses every write, a later one takes the replication factor instead; pass --replication-factor too", want.minISR, defaultRF)
 			}
 		}
 	}

@@ -82,6 +82,10 @@ broker within about ten seconds.`,
 					for _, fold := range scanned {
 						roles = append(roles, fold.role)
 					}
+					if len(roles) == 0 && !g.json() {
+						fmt.Fprintf(g.stdout, "no role on %s\n", g.topic) // as list says it
+						return nil
+					}
 				}
 				var unknown []string
 				for i, role := range roles {

@@ -58,8 +58,9 @@ which the coordinator refuses after the ACL; WRITE on a topic with a
 Produce without a record batch, which the broker refuses after the ACL;
 READ with a Fetch of one byte. docs/preflight.md says more.
 
-Exit codes: 0 all is well; 1 warnings; 2 a blocker (or bad usage); 4 no
-broker answers.`,
+Exit codes: 0 all is well; 1 warnings; 2 a blocker (or bad usage, or a
+stop signal before the checks ended: nothing is known); 4 no broker
+answers.`,
 		Example: `  krabka-coord doctor controller
   krabka-coord doctor controller scheduler --command-topic commands --as member,device
   krabka-coord doctor controller --lease-duration 10s --renew-interval 3s --output json`,
@@ -81,6 +82,9 @@ broker answers.`,
 				}
 			}
 			for _, topic := range commandTopics {
+				if topic == "" {
+					return usageError("--command-topic \"\": empty; pass the name of a topic of guarded writes, such as commands")
+				}
 				if problem := topicNameProblem(topic); problem != "" {
 					return usageError("--command-topic %q: %s", topic, problem)
 				}
@@ -95,6 +99,9 @@ broker answers.`,
 			defer cancel()
 			c, err := g.connect(ctx)
 			if err != nil {
+				if interruptedBy(ctx) {
+					return doctorInterrupted("while connecting to Kafka")
+				}
 				return err
 			}
 			transport, err := c.transport(lease)
@@ -105,10 +112,10 @@ broker answers.`,
 			defer s.close()
 			options := append(g.coordOptions(), flags.options(lease)...)
 			report, err := transport.Preflight(ctx, roles, commandTopics, options...)
+			if interruptedBy(ctx) {
+				return doctorInterrupted("before doctor finished")
+			}
 			if err != nil {
-				if interruptedBy(ctx) {
-					return interruptedError("before doctor finished")
-				}
 				return clusterError("doctor: %s", errText(err))
 			}
 			return c.printDoctor(report, parties, roles, commandTopics, lease)
@@ -118,6 +125,15 @@ broker answers.`,
 	cmd.Flags().StringSliceVar(&commandTopics, "command-topic", nil, "a topic of guarded writes that devices read (repeat, or a comma-separated list); its ACLs are checked")
 	cmd.Flags().StringSliceVar(&parties, "as", []string{"member"}, "the parties this principal acts as, whose ACLs are checked: member, observer, device (a comma-separated list)")
 	return cmd
+}
+
+// doctorInterrupted is the end of a doctor that a stop signal
+// interrupted: exit code 2, as a blocker, not the 0 that other commands
+// give an interruption that changed nothing, because doctor's 0 says the
+// cluster passed every check, and a script that gates a deployment on it
+// must not go on with a cluster that was not checked.
+func doctorInterrupted(what string) error {
+	return &exitError{code: doctorBlocker, err: fmt.Errorf("interrupted %s: the cluster was not checked (exit %d, as a blocker); run doctor again", what, doctorBlocker)}
 }
 
 // doctorJSON is the result of doctor.
@@ -159,8 +175,12 @@ func (c *cluster) printDoctor(report coordination.PreflightReport, parties []str
 		if check.Party != "" && !slices.Contains(parties, check.Party) {
 			continue
 		}
+		// The kafka-acls.sh and kafka-configs.sh lines of the fixes, as
+		// the other commands write them: this connection's broker, and
+		// for an ACL the admin's client config (grantCommand).
 		fix := strings.ReplaceAll(check.Fix, "User:<principal>", principal)
-		fix = strings.ReplaceAll(fix, "--bootstrap-server <broker>", "--bootstrap-server "+c.brokers[0])
+		fix = strings.ReplaceAll(fix, "kafka-acls.sh --bootstrap-server <broker>", "kafka-acls.sh --bootstrap-server "+shellQuote(c.brokers[0])+" --command-config admin.properties")
+		fix = strings.ReplaceAll(fix, "--bootstrap-server <broker>", "--bootstrap-server "+shellQuote(c.brokers[0]))
 		counts[check.Level]++
 		out.Checks = append(out.Checks, doctorCheckJSON{Level: string(check.Level), Party: check.Party, Check: check.Check, Detail: check.Detail, Fix: fix})
 	}
@@ -190,9 +210,16 @@ func (c *cluster) printDoctor(report coordination.PreflightReport, parties []str
 		}
 		fmt.Fprintln(c.g.stdout, oneLine(line))
 	}
+	who := principal
+	if principal == unknownPrincipal {
+		// Kafka has no request that names the principal of a connection:
+		// without SASL it is the listener's (User:ANONYMOUS on plaintext,
+		// the certificate's name on mutual TLS).
+		who = "the connection's principal (no --sasl-user; User:ANONYMOUS on a plaintext listener)"
+	}
 	verdict := map[int]string{doctorOK: "all is well", doctorWarn: "warnings: the members work, but read the WARN lines", doctorBlocker: "a blocker: fix the FAIL lines before the members start"}[code]
 	fmt.Fprintf(c.g.stdout, "doctor: %d FAIL, %d WARN, %d OK as %s (%s): %s\n",
 		counts[coordination.PreflightFail], counts[coordination.PreflightWarn], counts[coordination.PreflightOK],
-		principal, strings.Join(parties, ", "), verdict)
+		who, strings.Join(parties, ", "), verdict)
 	return exitCode(code)
 }

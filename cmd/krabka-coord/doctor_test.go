@@ -37,9 +37,14 @@ func TestDoctorExitCodes(t *testing.T) {
 
 	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4", "controller"); code != doctorOK || !strings.Contains(stdout, "all is well") {
 		t.Fatalf("doctor of a healthy topic: exit %d; want 0 and 'all is well'", code)
+	} else if !strings.Contains(stdout, " OK as the connection's principal (no --sasl-user; User:ANONYMOUS on a plaintext listener) (member): all is well") {
+		t.Fatalf("doctor without SASL: the summary does not say whose ACLs were tried")
 	}
 	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4"); code != doctorWarn || !strings.Contains(stdout, "WARN  the ACLs on the roles' transactional ids") {
 		t.Fatalf("doctor without a role: exit %d; want 1 and the WARN of the untried ACLs", code)
+	}
+	if code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4", "--as", "device", "controller"); code != doctorWarn || !strings.Contains(stdout, "WARN  device: the ACLs on the command topics: no command topic named") {
+		t.Fatalf("doctor --as device without --command-topic: exit %d; want 1 and the WARN of the untried READ (it said all is well)", code)
 	}
 	code, stdout, _ := doctorRun(t, cluster, "--topic", good, "--partitions", "4", "--lease-duration", "3s", "--renew-interval", "1s", "controller")
 	if code != doctorWarn || !regexp.MustCompile(`(?m)^WARN  the lease against broker\.session\.timeout\.ms: .*; fix: pick a lease of at least `).MatchString(stdout) {
@@ -58,6 +63,13 @@ func TestDoctorExitCodes(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, nil, "doctor", "--brokers", strings.Join(cluster.Brokers, ","), "--as", "admin"); code != exitUsage || !strings.Contains(stderr, `--as "admin"`) {
 		t.Fatalf("doctor --as admin: exit %d (%s); want %d and the flag named", code, stderr, exitUsage)
+	}
+	// An empty --command-topic (a,,b) is named as a command topic, not
+	// as the state topic.
+	if code, stdout, stderr := runCLI(t, nil, "doctor", "--brokers", strings.Join(cluster.Brokers, ","), "--command-topic", "a,,b", "controller"); code != exitUsage || stdout != "" {
+		t.Fatalf("doctor --command-topic a,,b: exit %d, stdout %q; want %d and nothing on stdout", code, stdout, exitUsage)
+	} else {
+		assertOneLine(t, stderr, `--command-topic "": empty; pass the name of a topic of guarded writes`)
 	}
 }
 
@@ -100,7 +112,7 @@ func TestDoctorACL(t *testing.T) {
 		t.Fatalf("doctor as bob: exit %d; want 2", code)
 	}
 	for _, want := range []string{
-		`(?m)^FAIL  member: WRITE on the TransactionalId ` + role + `: refused \(TRANSACTIONAL_ID_AUTHORIZATION_FAILED.*; fix: kafka-acls\.sh --bootstrap-server \S+ --add --allow-principal User:bob --operation Write --transactional-id ` + role + `$`,
+		`(?m)^FAIL  member: WRITE on the TransactionalId ` + role + `: refused \(TRANSACTIONAL_ID_AUTHORIZATION_FAILED.*; fix: kafka-acls\.sh --bootstrap-server \S+ --command-config admin\.properties --add --allow-principal User:bob --operation Write --transactional-id ` + role + `$`,
 		`(?m)^FAIL  member: DESCRIBE on the TransactionalId ` + role + `: refused`,
 		`(?m)^FAIL  member: READ on the state topic ` + topic + `: refused .*--allow-principal User:bob --operation Read --topic ` + topic + `$`,
 		`(?m)^FAIL  member: WRITE on the state topic ` + topic + `: refused`,
@@ -109,5 +121,48 @@ func TestDoctorACL(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("doctor as bob: no line matches %s", want)
 		}
+	}
+}
+
+// TestDoctorFixesRunAsPrinted: the fix of a missing state topic and of a
+// missing command topic is a create-topic line that runs as printed on
+// the cluster doctor checked (a single broker here, where
+// --replication-factor 3 is refused), after which doctor passes; the
+// kafka-configs.sh line of a deleting topic names the broker, as the
+// other commands' lines do (kafka-configs.sh refuses a line without
+// --bootstrap-server); and a
+// topic of one partition is "1 partition".
+func TestDoctorFixesRunAsPrinted(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	brokers := strings.Join(cluster.Brokers, ",")
+	state := kafkatest.TopicName("doctor-fix-state")
+	commands := kafkatest.TopicName("doctor-fix-commands")
+	createLine := regexp.MustCompile(`fix: create it: '(krabka-coord create-topic [^']*)'`)
+
+	code, stdout, _ := doctorRun(t, cluster, "--topic", state, "--partitions", "2", "--as", "member,device", "--command-topic", commands, "controller")
+	fixes := createLine.FindAllStringSubmatch(stdout, -1)
+	if code != doctorBlocker || len(fixes) != 2 {
+		t.Fatalf("doctor of a missing state topic and command topic: exit %d, %d create-topic fixes; want 2 and 2", code, len(fixes))
+	}
+	for _, fix := range fixes {
+		args := append(strings.Fields(strings.TrimPrefix(fix[1], "krabka-coord ")), "--brokers", brokers)
+		if code, _, stderr := runCLI(t, nil, args...); code != exitOK {
+			t.Fatalf("the fix %q as printed: exit %d: %s", fix[1], code, stderr)
+		}
+	}
+	code, _, _ = doctorRun(t, cluster, "--topic", state, "--partitions", "2", "--as", "member,device", "--command-topic", commands, "controller")
+	if code != doctorOK {
+		t.Fatalf("doctor after the create-topic fixes: exit %d; want 0", code)
+	}
+
+	deleted := cluster.CreateTopic(t, "doctor-fix-delete", 1, map[string]string{"cleanup.policy": "delete"})
+	code, stdout, _ = doctorRun(t, cluster, "--topic", deleted, "--partitions", "1", "controller")
+	want := `(?m)^FAIL  the state topic's cleanup\.policy: .*; fix: kafka-configs\.sh --bootstrap-server ` + regexp.QuoteMeta(cluster.Brokers[0]) +
+		` --alter --entity-type topics --entity-name ` + deleted + ` --add-config cleanup\.policy=compact$`
+	if code != doctorBlocker || !regexp.MustCompile(want).MatchString(stdout) {
+		t.Fatalf("doctor of a deleting topic: exit %d; want 2 and a line matching %s", code, want)
+	}
+	if !strings.Contains(stdout, "OK    the state topic "+deleted+" exists: 1 partition on a cluster of 1 broker") {
+		t.Fatalf("doctor of a topic of one partition: want \"1 partition on a cluster of 1 broker\"")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +130,49 @@ func TestRegisteredNeverTakenRole(t *testing.T) {
 		t.Fatalf("describe of a name no record carries: exit %d", code)
 	}
 	assertOneLine(t, stderr, "role epsilon has never been taken and has no members: no record of the state topic names it; check the name ('krabka-coord list' shows the roles of the state topic)")
+}
+
+// describe --all of a state topic without a role says so, as list does,
+// and exits 0; it printed nothing (issue 29: a new user took the silence
+// for a hang or a wrong topic). JSON output stays empty.
+func TestDescribeAllWithoutRole(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", "empty"}
+	createStateTopic(t, conn)
+	for _, command := range []string{"list", "describe"} {
+		args := append([]string{command}, conn...)
+		if command == "describe" {
+			args = append(args, "--all")
+		}
+		code, stdout, stderr := runCLI(t, nil, args...)
+		if code != exitOK || stdout != "no role on empty\n" {
+			t.Fatalf("%s of a topic without a role: exit %d, stdout %q, stderr %q; want 0 and \"no role on empty\"", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := runCLI(t, nil, append([]string{"describe", "--all", "--output", "json"}, conn...)...); code != exitOK || stdout != "" {
+		t.Fatalf("describe --all --output json of a topic without a role: exit %d, stdout %q, stderr %q; want 0 and no line", code, stdout, stderr)
+	}
+}
+
+// watch gives the library its logger, as elect and run do: a record of
+// the state topic that does not decode is a structured warning on the
+// command's stderr, not a line of Go's default logger (issue 29: watch
+// --all mixed two formats on stderr, and --verbose did not reach the
+// library's log).
+func TestWatchLogsThroughTheCommand(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "1", "--topic", "garbled"}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cluster.Client(t).ProduceSync(ctx, &kgo.Record{Topic: "garbled", Key: []byte("not a key of the layout"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	cli := startCLI(watchCtx, nil, append([]string{"watch", "--all"}, conn...)...)
+	cli.waitFor(t, regexp.MustCompile(`level=WARN msg="coordination: observe: skipped a record of the state partition that does not decode"`), 10*time.Second)
+	stop()
+	if r := cli.wait(); r.code != exitOK {
+		t.Fatalf("watch --all stopped: exit %d, stderr %q; want 0", r.code, r.stderr)
+	}
 }

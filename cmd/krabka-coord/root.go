@@ -82,7 +82,8 @@ role), or run's lease guard stopped its command; 4 cluster unreachable,
 credentials or an ACL refused, or the state topic missing, with another
 partition count, or not compacted. run exits with its command's code (3
 after a fence), and 0 when a signal stops it before it was elected. doctor
-exits 0 when all is well, 1 on warnings, 2 on a blocker.
+exits 0 when all is well, 1 on warnings, 2 on a blocker or when a signal
+stops it before its checks end.
 
 --output json writes one JSON object per line: see cmd/krabka-coord/json.md.`,
 		Example: `  krabka-coord demo

@@ -115,7 +115,7 @@ func watchRoles(ctx context.Context, g *globals, roles []coordination.Role, all 
 		printer:  &eventPrinter{w: g.stdout, json: g.json(), verbose: g.verbose, withRole: all || len(roles) > 1}}
 
 	observeCtx, stopObserving := context.WithCancel(ctx)
-	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(watchHeartbeat(view)))
+	options := append(g.coordOptions(), coordination.WithHeartbeatInterval(watchHeartbeat(view)), coordination.WithLogger(g.logger()))
 	seq := coordination.ObserveAll(observeCtx, s.transport, options...)
 	if !all {
 		seq = coordination.Observe(observeCtx, s.transport, roles, options...)

@@ -28,16 +28,24 @@ type RequestNeed struct {
 	Min, Max int16
 	Optional bool
 	Why      string
+	// Client names the client that sends it ("transactional", "plain",
+	// "reader") when the table has a row per client of this key, and is
+	// empty otherwise.
+	Client string
 }
 
 // Name is the request's name in Kafka's protocol (EndTxn, Fetch,
 // InitProducerId), with the client that sends it when the table has
 // a row per client.
 func (r RequestNeed) Name() string {
+	name := kmsg.NameForKey(r.Key)
 	if r.Key == kmsg.InitProducerID.Int16() {
-		return "InitProducerId" // kmsg spells it InitProducerID
+		name = "InitProducerId" // kmsg spells it InitProducerID
 	}
-	return kmsg.NameForKey(r.Key)
+	if r.Client != "" {
+		name += " (" + r.Client + ")"
+	}
+	return name
 }
 
 // Requests returns the requests that the wire sends, with the versions of
@@ -45,13 +53,21 @@ func (r RequestNeed) Name() string {
 // that several clients send at different ranges has a row for each.
 func (w *Wire) Requests() []RequestNeed {
 	rows := Requests(w.versions)
+	perKey := map[kmsg.Key]int{}
+	for _, r := range rows {
+		perKey[r.Key]++
+	}
 	needs := make([]RequestNeed, 0, len(rows))
 	for _, r := range rows {
 		why := r.Why
 		if r.Client != "every" {
 			why = r.Client + " client: " + why
 		}
-		needs = append(needs, RequestNeed{Key: r.Key.Int16(), Min: r.Min, Max: r.Max, Optional: r.Optional, Why: why})
+		need := RequestNeed{Key: r.Key.Int16(), Min: r.Min, Max: r.Max, Optional: r.Optional, Why: why}
+		if perKey[r.Key] > 1 {
+			need.Client = r.Client
+		}
+		needs = append(needs, need)
 	}
 	return needs
 }
