@@ -48,7 +48,9 @@
 # coordinator answers for a probe transactional id (so __transaction_state exists,
 # RF 3, with a leader for each partition).
 #
-# Environment (all optional; the jar settings of scripts/kafka-env.sh apply too):
+# Environment (all optional; the settings of scripts/kafka-env.sh apply too, among them
+# KRABKA_KAFKA_VERSION, the release, and KRABKA_KAFKA_TXN_VERSION, the transaction.version
+# a new cluster is formatted with, e.g. 1 for a cluster upgraded from 3.x):
 #   KRABKA_CLUSTER_DIR        run dir (default /tmp/krabka-cluster): cluster.env,
 #                             log4j2.properties, node-N/{server.properties,node.pid,
 #                             node.log,node.log.prev,format.log,data/}
@@ -173,7 +175,7 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = ${KRABKA_KAFKA_LOG_LEVEL:-INFO}
 rootLogger.appenderRef.out.ref = OUT
 logger.request.name = kafka.request.logger
-logger.request.level = WARN
+logger.request.level = $KRABKA_KAFKA_REQUEST_LOG
 logger.statechange.name = state.change.logger
 logger.statechange.level = WARN
 EOF
@@ -236,12 +238,15 @@ format_storage() {
     cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
   done
   printf 'BASE_PORT=%s\nCLUSTER_ID=%s\nSESSION_TIMEOUT_MS=%s\n' "$BASE_PORT" "$cluster_id" "$SESSION_TIMEOUT_MS" >"$CLUSTER_DIR/cluster.env"
-  log "formatting 3 storage dirs (cluster id $cluster_id)"
+  local features
+  mapfile -t features < <(krabka_kafka_format_features)
+  log "formatting 3 storage dirs for Kafka $KRABKA_KAFKA_VERSION (cluster id $cluster_id${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION})"
   local pids=()
   for n in "${NODES[@]}"; do
     java -Dlog4j2.configurationFile="$CLUSTER_DIR/log4j2-tools.properties" -XX:TieredStopAtLevel=1 \
       -cp "$KRABKA_KAFKA_LIBS/*" kafka.tools.StorageTool format \
       --config "$(node_dir "$n")/server.properties" --cluster-id "$cluster_id" \
+      ${features[@]+"${features[@]}"} \
       </dev/null >"$(node_dir "$n")/format.log" 2>&1 &
     pids+=($!)
   done

@@ -154,7 +154,7 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = ${KRABKA_KAFKA_LOG_LEVEL:-INFO}
 rootLogger.appenderRef.out.ref = OUT
 logger.request.name = kafka.request.logger
-logger.request.level = WARN
+logger.request.level = $KRABKA_KAFKA_REQUEST_LOG
 logger.statechange.name = state.change.logger
 logger.statechange.level = WARN
 EOF
@@ -210,10 +210,12 @@ EOF
   while [[ $cluster_id == -* ]]; do
     cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
   done
-  krabka_log "formatting storage (cluster id $cluster_id)"
+  mapfile -t features < <(krabka_kafka_format_features)
+  krabka_log "formatting storage for Kafka $KRABKA_KAFKA_VERSION (cluster id $cluster_id${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION})"
   # shellcheck disable=SC2086
   if ! java $JAVA_LOG4J -cp "$KRABKA_KAFKA_LIBS/*" kafka.tools.StorageTool format \
       --config "$KRABKA_KAFKA_DIR/server.properties" --cluster-id "$cluster_id" --standalone \
+      ${features[@]+"${features[@]}"} \
       --add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]' \
       --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
       --add-scram 'SCRAM-SHA-256=[name=bob,password=bob-secret]' \
