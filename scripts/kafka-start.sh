@@ -32,7 +32,10 @@
 # log4j2.properties, ports.env, broker.pid, broker.log (+ broker.log.prev from the
 # previous start), format.log, data/ (log.dirs and KRaft metadata log).
 # Other knobs: see scripts/kafka-env.sh; KRABKA_KAFKA_START_TIMEOUT (s, default 90),
-# KRABKA_KAFKA_LOG_LEVEL (root log level, default INFO).
+# KRABKA_KAFKA_LOG_LEVEL (root log level, default INFO), KRABKA_KAFKA_WAIT_TXN=1 (ready
+# means also that the transaction coordinator answers a DescribeTransactions of a probe
+# transactional id: __transaction_state exists and is loaded, so the first mints of a
+# test do not meet COORDINATOR_NOT_AVAILABLE; scripts/matrix.sh sets it).
 set -euo pipefail
 
 mode=fresh
@@ -77,6 +80,25 @@ wait_ready() {
     sleep 0.25
   done
   krabka_log "broker (pid $pid) not ready after ${START_TIMEOUT}s"
+  return 1
+}
+
+# wait_transactions PID: wait until the transaction coordinator answers a describe of a
+# probe transactional id with "not found" (its FindCoordinator creates
+# __transaction_state; the coordinator of the probe's partition has loaded it).
+wait_transactions() {
+  local pid=$1 deadline=$((SECONDS + START_TIMEOUT)) out
+  printf 'status = error\nrootLogger.level = OFF\n' >"$KRABKA_KAFKA_DIR/log4j2-tools.properties"
+  while ((SECONDS < deadline)); do
+    out="$(java -Xms32m -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+      -Dlog4j2.configurationFile="$KRABKA_KAFKA_DIR/log4j2-tools.properties" -cp "$KRABKA_KAFKA_LIBS/*" \
+      org.apache.kafka.tools.TransactionsCommand --bootstrap-server "127.0.0.1:$KRABKA_KAFKA_PORT" \
+      describe --transactional-id krabka-start-probe </dev/null 2>&1 || true)"
+    if grep -qE 'TransactionalIdNotFound|ID could not be found' <<<"$out"; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || { krabka_log "broker (pid $pid) exited while the transaction coordinator loaded"; return 1; }
+    sleep 0.5
+  done
+  krabka_log "the transaction coordinator is not ready after ${START_TIMEOUT}s: $(tail -n 3 <<<"$out")"
   return 1
 }
 
@@ -240,6 +262,11 @@ printf '%s\n' "$pid" >"$KRABKA_KAFKA_PIDFILE"
 
 t0=$SECONDS
 if ! wait_ready "$pid"; then
+  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$KRABKA_KAFKA_PIDFILE"
+  fail_with_log
+fi
+if [[ "${KRABKA_KAFKA_WAIT_TXN:-0}" == 1 ]] && ! wait_transactions "$pid"; then
   if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   rm -f "$KRABKA_KAFKA_PIDFILE"
   fail_with_log
