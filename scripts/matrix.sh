@@ -201,7 +201,7 @@ request_coverage() {
   local name=$1 slot=$2 k missing=()
   grep -oE '"requestApiKey":[0-9]+,"requestApiVersion":[0-9]+,"correlationId":[0-9]+,"clientId":"kgo"' \
     "$dir_prefix-$slot/broker.log" 2>/dev/null |
-    sed -E 's/"requestApiKey":([0-9]+),"requestApiVersion":([0-9]+).*/\1 \2/' | sort -n -u >"$out/$name.sent" || true
+    sed -E 's/"requestApiKey":([0-9]+),"requestApiVersion":([0-9]+).*/\1 \2/' | sort -u | sort -k1,1n -k2,2n >"$out/$name.sent" || true
   for k in $(grep -oE 'krabka-api key=[0-9]+' "$out/$name.kafkawire.log" | cut -d= -f2); do
     case $k in
       17|36)
@@ -267,6 +267,12 @@ for i in "${!configs[@]}"; do
       sed -E 's/krabka-api key=[0-9]+ name=([A-Za-z]+) .*broker=([0-9a-z-]+) negotiated=([0-9a-z]+)/\1 v\3 (broker \2)/' | paste -sd, - | sed 's/,/, /g')
     log "  negotiated: $negotiated"
     echo "$config $negotiated" >>"$out/negotiated.txt"
+  fi
+  if [[ -s "$out/$name.sent" ]]; then
+    # Every version of every key that a franz-go client of the tests sent (the
+    # library's clients and the tests' own, e.g. the uncapped control client).
+    log "  seen in the request log: $(awk '{v[$1]=v[$1] (v[$1] == "" ? "" : ",") $2} END {for (k in v) print k, v[k]}' "$out/$name.sent" |
+      sort -n | awk '{printf "%s%s v%s", (NR > 1 ? "; " : ""), "key " $1, $2}')"
   fi
   if [[ $verdict != PASS ]]; then
     for bin in kafkawire coordination krabka-coord; do
