@@ -29,8 +29,10 @@
 # Jars: resolved once by Maven (scripts/kafka/pom.xml) into
 # ${KRABKA_CACHE_DIR:-~/.cache/krabka-coord}/kafka-<version>/libs and reused.
 # Layout of ${KRABKA_KAFKA_DIR:-/tmp/krabka-kafka}: server.properties,
-# log4j2.properties, ports.env, broker.pid, broker.log (+ broker.log.prev from the
-# previous start), format.log, data/ (log.dirs and KRaft metadata log).
+# log4j2.properties, ports.env, release.env (the release and transaction.version
+# it was formatted with: a running broker of another one is refused, not reused),
+# broker.pid, broker.log (+ broker.log.prev from the previous start), format.log,
+# data/ (log.dirs and KRaft metadata log).
 # Other knobs: see scripts/kafka-env.sh; KRABKA_KAFKA_START_TIMEOUT (s, default 90),
 # KRABKA_KAFKA_LOG_LEVEL (root log level, default INFO), KRABKA_KAFKA_WAIT_TXN=1 (ready
 # means also that the transaction coordinator answers a DescribeTransactions of a probe
@@ -108,10 +110,21 @@ fail_with_log() {
   exit 1
 }
 
+krabka_kafka_check_version || exit 2
+# What a fresh start records in $KRABKA_KAFKA_DIR/release.env, and a running
+# broker must match (a broker of another release is not reused silently).
+release_line="KRABKA_KAFKA_RUNNING=$KRABKA_KAFKA_VERSION${KRABKA_KAFKA_TXN_VERSION:+:tv$KRABKA_KAFKA_TXN_VERSION}"
+
 # --- already running? -------------------------------------------------------
 if [[ $mode == fresh ]] && pid="$(krabka_kafka_pid)"; then
   load_ports
   krabka_log "broker already running (pid $pid, $KRABKA_KAFKA_DIR)"
+  if [[ -f "$KRABKA_KAFKA_DIR/release.env" && "$(cat "$KRABKA_KAFKA_DIR/release.env")" != "$release_line" ]]; then
+    krabka_log "the broker that runs in $KRABKA_KAFKA_DIR is $(cut -d= -f2 "$KRABKA_KAFKA_DIR/release.env"), not the" \
+      "${release_line#*=} asked for (KRABKA_KAFKA_VERSION, KRABKA_KAFKA_TXN_VERSION): stop it with" \
+      "scripts/kafka-stop.sh, or use another KRABKA_KAFKA_DIR and ports"
+    exit 1
+  fi
   wait_ready "$pid" || fail_with_log
   print_brokers
   exit 0
@@ -157,6 +170,7 @@ if [[ $mode == fresh ]]; then
   fi
   mkdir -p "$KRABKA_KAFKA_DIR/data"
   : >"$KRABKA_KAFKA_MARKER"
+  printf '%s\n' "$release_line" >"$KRABKA_KAFKA_DIR/release.env"
   cat >"$KRABKA_KAFKA_DIR/ports.env" <<EOF
 KRABKA_KAFKA_PORT=$KRABKA_KAFKA_PORT
 KRABKA_KAFKA_SASL_PORT=$KRABKA_KAFKA_SASL_PORT
