@@ -88,6 +88,10 @@ ISR_TIMEOUT="${KRABKA_CLUSTER_ISR_TIMEOUT:-120}"
 MARKER="$CLUSTER_DIR/.krabka-cluster"
 NODES=(1 2 3)
 SESSION_TIMEOUT_MS="${KRABKA_CLUSTER_SESSION_TIMEOUT_MS:-}"
+# The release (and transaction.version) asked for; cluster.env records the one a
+# cluster was formatted with, and `start` refuses to reuse a cluster of another.
+WANT_RELEASE="$KRABKA_KAFKA_VERSION${KRABKA_KAFKA_TXN_VERSION:+:tv$KRABKA_KAFKA_TXN_VERSION}"
+RELEASE=""
 
 log() { printf '[krabka-cluster] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -237,7 +241,7 @@ format_storage() {
   while [[ $cluster_id == -* ]]; do
     cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
   done
-  printf 'BASE_PORT=%s\nCLUSTER_ID=%s\nSESSION_TIMEOUT_MS=%s\n' "$BASE_PORT" "$cluster_id" "$SESSION_TIMEOUT_MS" >"$CLUSTER_DIR/cluster.env"
+  printf 'BASE_PORT=%s\nCLUSTER_ID=%s\nSESSION_TIMEOUT_MS=%s\nRELEASE=%s\n' "$BASE_PORT" "$cluster_id" "$SESSION_TIMEOUT_MS" "$WANT_RELEASE" >"$CLUSTER_DIR/cluster.env"
   local features
   mapfile -t features < <(krabka_kafka_format_features)
   log "formatting 3 storage dirs for Kafka $KRABKA_KAFKA_VERSION (cluster id $cluster_id${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION})"
@@ -396,6 +400,10 @@ cmd_start() {
       dead+=("$n")
     fi
   done
+  if ((${#alive[@]} > 0)) && [[ -n "$RELEASE" && "$RELEASE" != "$WANT_RELEASE" ]]; then
+    die "the cluster that runs in $CLUSTER_DIR is $RELEASE, not the $WANT_RELEASE asked for" \
+      "(KRABKA_KAFKA_VERSION, KRABKA_KAFKA_TXN_VERSION): '$0 stop' it, or use another KRABKA_CLUSTER_DIR and base port"
+  fi
   krabka_kafka_ensure_libs
   if ((${#alive[@]} == 0)); then
     if [[ -e "$CLUSTER_DIR" ]]; then
