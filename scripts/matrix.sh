@@ -132,7 +132,8 @@ for c in "${configs[@]}"; do
 done
 (
   for v in "${versions[@]}"; do
-    if (source scripts/kafka-env.sh && KRABKA_KAFKA_VERSION=$v && krabka_kafka_ensure_libs) \
+    # The version before kafka-env.sh: it derives the jar directory from it.
+    if (export KRABKA_KAFKA_VERSION=$v && source scripts/kafka-env.sh && krabka_kafka_ensure_libs) \
         >"$out/resolve-$v.log" 2>&1; then
       : >"$out/resolved-$v"
     else
