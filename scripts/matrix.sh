@@ -257,6 +257,10 @@ for i in "${!configs[@]}"; do
     fi
     if ((${#failed[@]} == 0)); then verdict=PASS; else detail=" (failed: ${failed[*]})"; fi
   fi
+  if [[ $verdict != PASS && -f "$dir_prefix-$slot/broker.log" ]]; then
+    # The broker's log goes with the failure (kafka-stop.sh removes the run dir).
+    gzip -c "$dir_prefix-$slot/broker.log" >"$out/$name.broker.log.gz" || true
+  fi
   stop_slot "$slot"
   secs=$((SECONDS - t0))
   [[ $verdict == PASS ]] || overall=1
@@ -276,9 +280,20 @@ for i in "${!configs[@]}"; do
       sort -n | awk '{printf "%s%s v%s", (NR > 1 ? "; " : ""), "key " $1, $2}')"
   fi
   if [[ $verdict != PASS ]]; then
+    # Each failed test with the lines it logged (the last 6 of each), and the
+    # broker's own exceptions, if it had any.
     for bin in kafkawire coordination krabka-coord; do
-      [[ -f "$out/$name.$bin.log" ]] && grep -E '^\s*--- FAIL|^\s+\S+_test.go:[0-9]+:' "$out/$name.$bin.log" | grep -B1 -- '--- FAIL' | head -n 30 >&2 || true
+      [[ -f "$out/$name.$bin.log" ]] || continue
+      awk '/^=== (RUN|CONT|PAUSE)/ {cur = $3; next}
+           /^[[:space:]]+[^[:space:]]+_test\.go:[0-9]+:/ {n[cur]++; line[cur, n[cur]] = $0; next}
+           /^[[:space:]]*--- FAIL: / {t = $3; print "  " $0
+             for (i = (n[t] > 6 ? n[t] - 5 : 1); i <= n[t]; i++) print "    " substr(line[t, i], 1, 400)}' \
+        "$out/$name.$bin.log" >&2 || true
     done
+    if [[ -f "$out/$name.broker.log.gz" ]]; then
+      zgrep -A1 'Unexpected error handling request' "$out/$name.broker.log.gz" | grep -v '^--' |
+        sed -E 's/ with context RequestContext.*//' | cut -c1-300 | head -n 6 | sed 's/^/  broker: /' >&2 || true
+    fi
   fi
   slot=$((1 - slot))
 done
