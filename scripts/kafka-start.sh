@@ -285,5 +285,13 @@ if [[ "${KRABKA_KAFKA_WAIT_TXN:-0}" == 1 ]] && ! wait_transactions "$pid"; then
   rm -f "$KRABKA_KAFKA_PIDFILE"
   fail_with_log
 fi
-krabka_log "broker ready (pid $pid) after $((SECONDS - t0)) s; log: $KRABKA_KAFKA_LOG"
+# The release the broker says it is (AppInfoParser's line) must be the one asked for.
+running_version="$(grep -oE 'Kafka version: [^ ]+' "$KRABKA_KAFKA_LOG" | head -n1 | cut -d' ' -f3)"
+if [[ -n "$running_version" && "$running_version" != "$KRABKA_KAFKA_VERSION" ]]; then
+  krabka_log "the broker says it is Kafka $running_version, not the $KRABKA_KAFKA_VERSION asked for (jars: $KRABKA_KAFKA_LIBS)"
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$KRABKA_KAFKA_PIDFILE"
+  exit 1
+fi
+krabka_log "broker ready (pid $pid, Kafka ${running_version:-?}${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION}) after $((SECONDS - t0)) s; log: $KRABKA_KAFKA_LOG"
 print_brokers
