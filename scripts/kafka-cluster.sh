@@ -48,7 +48,9 @@
 # coordinator answers for a probe transactional id (so __transaction_state exists,
 # RF 3, with a leader for each partition).
 #
-# Environment (all optional; the jar settings of scripts/kafka-env.sh apply too):
+# Environment (all optional; the settings of scripts/kafka-env.sh apply too, among them
+# KRABKA_KAFKA_VERSION, the release, and KRABKA_KAFKA_TXN_VERSION, the transaction.version
+# a new cluster is formatted with, e.g. 1 for a cluster upgraded from 3.x):
 #   KRABKA_CLUSTER_DIR        run dir (default /tmp/krabka-cluster): cluster.env,
 #                             log4j2.properties, node-N/{server.properties,node.pid,
 #                             node.log,node.log.prev,format.log,data/}
@@ -86,6 +88,10 @@ ISR_TIMEOUT="${KRABKA_CLUSTER_ISR_TIMEOUT:-120}"
 MARKER="$CLUSTER_DIR/.krabka-cluster"
 NODES=(1 2 3)
 SESSION_TIMEOUT_MS="${KRABKA_CLUSTER_SESSION_TIMEOUT_MS:-}"
+# The release (and transaction.version) asked for; cluster.env records the one a
+# cluster was formatted with, and `start` refuses to reuse a cluster of another.
+WANT_RELEASE="$KRABKA_KAFKA_VERSION${KRABKA_KAFKA_TXN_VERSION:+:tv$KRABKA_KAFKA_TXN_VERSION}"
+RELEASE=""
 
 log() { printf '[krabka-cluster] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -173,7 +179,7 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = ${KRABKA_KAFKA_LOG_LEVEL:-INFO}
 rootLogger.appenderRef.out.ref = OUT
 logger.request.name = kafka.request.logger
-logger.request.level = WARN
+logger.request.level = $KRABKA_KAFKA_REQUEST_LOG
 logger.statechange.name = state.change.logger
 logger.statechange.level = WARN
 EOF
@@ -235,13 +241,16 @@ format_storage() {
   while [[ $cluster_id == -* ]]; do
     cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
   done
-  printf 'BASE_PORT=%s\nCLUSTER_ID=%s\nSESSION_TIMEOUT_MS=%s\n' "$BASE_PORT" "$cluster_id" "$SESSION_TIMEOUT_MS" >"$CLUSTER_DIR/cluster.env"
-  log "formatting 3 storage dirs (cluster id $cluster_id)"
+  printf 'BASE_PORT=%s\nCLUSTER_ID=%s\nSESSION_TIMEOUT_MS=%s\nRELEASE=%s\n' "$BASE_PORT" "$cluster_id" "$SESSION_TIMEOUT_MS" "$WANT_RELEASE" >"$CLUSTER_DIR/cluster.env"
+  local features
+  mapfile -t features < <(krabka_kafka_format_features)
+  log "formatting 3 storage dirs for Kafka $KRABKA_KAFKA_VERSION (cluster id $cluster_id${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION})"
   local pids=()
   for n in "${NODES[@]}"; do
     java -Dlog4j2.configurationFile="$CLUSTER_DIR/log4j2-tools.properties" -XX:TieredStopAtLevel=1 \
       -cp "$KRABKA_KAFKA_LIBS/*" kafka.tools.StorageTool format \
       --config "$(node_dir "$n")/server.properties" --cluster-id "$cluster_id" \
+      ${features[@]+"${features[@]}"} \
       </dev/null >"$(node_dir "$n")/format.log" 2>&1 &
     pids+=($!)
   done
@@ -391,6 +400,10 @@ cmd_start() {
       dead+=("$n")
     fi
   done
+  if ((${#alive[@]} > 0)) && [[ -n "$RELEASE" && "$RELEASE" != "$WANT_RELEASE" ]]; then
+    die "the cluster that runs in $CLUSTER_DIR is $RELEASE, not the $WANT_RELEASE asked for" \
+      "(KRABKA_KAFKA_VERSION, KRABKA_KAFKA_TXN_VERSION): '$0 stop' it, or use another KRABKA_CLUSTER_DIR and base port"
+  fi
   krabka_kafka_ensure_libs
   if ((${#alive[@]} == 0)); then
     if [[ -e "$CLUSTER_DIR" ]]; then

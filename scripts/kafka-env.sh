@@ -7,7 +7,19 @@
 #
 # Environment (all optional):
 #   KRABKA_KAFKA_VERSION   Kafka release to resolve (default 4.4.0, the newest 4.4.x
-#                          on Maven Central when this was written)
+#                          on Maven Central when this was written). Any Apache Kafka
+#                          release from 3.9.0 on (KRaft with a dynamic quorum,
+#                          `format --standalone`, KIP-853); an older one is refused.
+#                          scripts/matrix.sh runs the tests on several.
+#   KRABKA_KAFKA_TXN_VERSION  transaction.version a NEW broker or cluster is formatted
+#                          with (kafka-storage format --feature transaction.version=N):
+#                          unset = the release's default (2 from Kafka 4.0 on, 0 on
+#                          3.9); 1 = a cluster upgraded from 3.x and never finalized
+#                          (no epoch bump per commit, no Produce v12). Needs 4.0+ for 1
+#                          or 2.
+#   KRABKA_KAFKA_REQUEST_LOG  level of the broker's kafka.request.logger (default WARN);
+#                          DEBUG logs every request with its API key and version (the
+#                          matrix reads them back to show which requests its tests sent)
 #   KRABKA_CACHE_DIR       jar cache root (default $HOME/.cache/krabka-coord); the jars
 #                          land in $KRABKA_CACHE_DIR/kafka-<version>/libs. ~/.m2 is used
 #                          as usual by Maven, so a wiped cache re-resolves offline-fast.
@@ -41,7 +53,42 @@ KRABKA_KAFKA_LOG="$KRABKA_KAFKA_DIR/broker.log"
 # directory is ever rm -rf'ed).
 KRABKA_KAFKA_MARKER="$KRABKA_KAFKA_DIR/.krabka-kafka"
 
+KRABKA_KAFKA_TXN_VERSION="${KRABKA_KAFKA_TXN_VERSION:-}"
+KRABKA_KAFKA_REQUEST_LOG="${KRABKA_KAFKA_REQUEST_LOG:-WARN}"
+
 krabka_log() { printf '[krabka-kafka] %s\n' "$*" >&2; }
+
+# krabka_kafka_check_version: fail, saying why, unless $KRABKA_KAFKA_VERSION is a
+# release these scripts can start (3.9.0 or later) and $KRABKA_KAFKA_TXN_VERSION a
+# level it knows.
+krabka_kafka_check_version() {
+  local major minor
+  if [[ ! "$KRABKA_KAFKA_VERSION" =~ ^([0-9]+)\.([0-9]+)\.[0-9]+(-[A-Za-z0-9.]+)?$ ]]; then
+    krabka_log "KRABKA_KAFKA_VERSION=$KRABKA_KAFKA_VERSION is not a Kafka release (want e.g. 3.9.2 or 4.4.0)"
+    return 1
+  fi
+  major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
+  if ((major < 3 || (major == 3 && minor < 9))); then
+    krabka_log "KRABKA_KAFKA_VERSION=$KRABKA_KAFKA_VERSION is older than 3.9.0: these scripts format a KRaft" \
+      "node with a dynamic quorum (format --standalone, KIP-853), which 3.9 introduced"
+    return 1
+  fi
+  case "$KRABKA_KAFKA_TXN_VERSION" in
+    "") ;;
+    0|1|2)
+      if ((major < 4 && KRABKA_KAFKA_TXN_VERSION > 0)); then
+        krabka_log "KRABKA_KAFKA_TXN_VERSION=$KRABKA_KAFKA_TXN_VERSION needs Kafka 4.0 or later (Kafka $KRABKA_KAFKA_VERSION has no transaction version 1 or 2 for production use)"
+        return 1
+      fi ;;
+    *) krabka_log "KRABKA_KAFKA_TXN_VERSION=$KRABKA_KAFKA_TXN_VERSION is not a transaction.version level (0, 1 or 2)"; return 1 ;;
+  esac
+}
+
+# krabka_kafka_format_features: print the extra arguments of `kafka-storage format`
+# (one a line) that $KRABKA_KAFKA_TXN_VERSION asks for.
+krabka_kafka_format_features() {
+  [[ -z "$KRABKA_KAFKA_TXN_VERSION" ]] || printf '%s\n' --feature "transaction.version=$KRABKA_KAFKA_TXN_VERSION"
+}
 
 # The stamp ties libs/ to the exact pom and version that produced it: a changed pom
 # (or version) re-resolves. libs/ is "complete" only when its stamp matches.
@@ -52,6 +99,7 @@ krabka_kafka_libs_stamp() {
 
 krabka_kafka_ensure_libs() {
   local stamp
+  krabka_kafka_check_version || return 1
   stamp="$(krabka_kafka_libs_stamp)"
   if [[ -f "$KRABKA_KAFKA_LIBS/.complete" && "$(cat "$KRABKA_KAFKA_LIBS/.complete")" == "$stamp" ]]; then
     return 0

@@ -29,10 +29,15 @@
 # Jars: resolved once by Maven (scripts/kafka/pom.xml) into
 # ${KRABKA_CACHE_DIR:-~/.cache/krabka-coord}/kafka-<version>/libs and reused.
 # Layout of ${KRABKA_KAFKA_DIR:-/tmp/krabka-kafka}: server.properties,
-# log4j2.properties, ports.env, broker.pid, broker.log (+ broker.log.prev from the
-# previous start), format.log, data/ (log.dirs and KRaft metadata log).
+# log4j2.properties, ports.env, release.env (the release and transaction.version
+# it was formatted with: a running broker of another one is refused, not reused),
+# broker.pid, broker.log (+ broker.log.prev from the previous start), format.log,
+# data/ (log.dirs and KRaft metadata log).
 # Other knobs: see scripts/kafka-env.sh; KRABKA_KAFKA_START_TIMEOUT (s, default 90),
-# KRABKA_KAFKA_LOG_LEVEL (root log level, default INFO).
+# KRABKA_KAFKA_LOG_LEVEL (root log level, default INFO), KRABKA_KAFKA_WAIT_TXN=1 (ready
+# means also that the transaction coordinator answers a DescribeTransactions of a probe
+# transactional id: __transaction_state exists and is loaded, so the first mints of a
+# test do not meet COORDINATOR_NOT_AVAILABLE; scripts/matrix.sh sets it).
 set -euo pipefail
 
 mode=fresh
@@ -80,16 +85,46 @@ wait_ready() {
   return 1
 }
 
+# wait_transactions PID: wait until the transaction coordinator answers a describe of a
+# probe transactional id with "not found" (its FindCoordinator creates
+# __transaction_state; the coordinator of the probe's partition has loaded it).
+wait_transactions() {
+  local pid=$1 deadline=$((SECONDS + START_TIMEOUT)) out
+  printf 'status = error\nrootLogger.level = OFF\n' >"$KRABKA_KAFKA_DIR/log4j2-tools.properties"
+  while ((SECONDS < deadline)); do
+    out="$(java -Xms32m -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+      -Dlog4j2.configurationFile="$KRABKA_KAFKA_DIR/log4j2-tools.properties" -cp "$KRABKA_KAFKA_LIBS/*" \
+      org.apache.kafka.tools.TransactionsCommand --bootstrap-server "127.0.0.1:$KRABKA_KAFKA_PORT" \
+      describe --transactional-id krabka-start-probe </dev/null 2>&1 || true)"
+    if grep -qE 'TransactionalIdNotFound|ID could not be found' <<<"$out"; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || { krabka_log "broker (pid $pid) exited while the transaction coordinator loaded"; return 1; }
+    sleep 0.5
+  done
+  krabka_log "the transaction coordinator is not ready after ${START_TIMEOUT}s: $(tail -n 3 <<<"$out")"
+  return 1
+}
+
 fail_with_log() {
   krabka_log "last 50 lines of $KRABKA_KAFKA_LOG:"
   tail -n 50 "$KRABKA_KAFKA_LOG" >&2 2>/dev/null || true
   exit 1
 }
 
+krabka_kafka_check_version || exit 2
+# What a fresh start records in $KRABKA_KAFKA_DIR/release.env, and a running
+# broker must match (a broker of another release is not reused silently).
+release_line="KRABKA_KAFKA_RUNNING=$KRABKA_KAFKA_VERSION${KRABKA_KAFKA_TXN_VERSION:+:tv$KRABKA_KAFKA_TXN_VERSION}"
+
 # --- already running? -------------------------------------------------------
 if [[ $mode == fresh ]] && pid="$(krabka_kafka_pid)"; then
   load_ports
   krabka_log "broker already running (pid $pid, $KRABKA_KAFKA_DIR)"
+  if [[ -f "$KRABKA_KAFKA_DIR/release.env" && "$(cat "$KRABKA_KAFKA_DIR/release.env")" != "$release_line" ]]; then
+    krabka_log "the broker that runs in $KRABKA_KAFKA_DIR is $(cut -d= -f2 "$KRABKA_KAFKA_DIR/release.env"), not the" \
+      "${release_line#*=} asked for (KRABKA_KAFKA_VERSION, KRABKA_KAFKA_TXN_VERSION): stop it with" \
+      "scripts/kafka-stop.sh, or use another KRABKA_KAFKA_DIR and ports"
+    exit 1
+  fi
   wait_ready "$pid" || fail_with_log
   print_brokers
   exit 0
@@ -135,6 +170,7 @@ if [[ $mode == fresh ]]; then
   fi
   mkdir -p "$KRABKA_KAFKA_DIR/data"
   : >"$KRABKA_KAFKA_MARKER"
+  printf '%s\n' "$release_line" >"$KRABKA_KAFKA_DIR/release.env"
   cat >"$KRABKA_KAFKA_DIR/ports.env" <<EOF
 KRABKA_KAFKA_PORT=$KRABKA_KAFKA_PORT
 KRABKA_KAFKA_SASL_PORT=$KRABKA_KAFKA_SASL_PORT
@@ -154,7 +190,7 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = ${KRABKA_KAFKA_LOG_LEVEL:-INFO}
 rootLogger.appenderRef.out.ref = OUT
 logger.request.name = kafka.request.logger
-logger.request.level = WARN
+logger.request.level = $KRABKA_KAFKA_REQUEST_LOG
 logger.statechange.name = state.change.logger
 logger.statechange.level = WARN
 EOF
@@ -210,10 +246,12 @@ EOF
   while [[ $cluster_id == -* ]]; do
     cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
   done
-  krabka_log "formatting storage (cluster id $cluster_id)"
+  mapfile -t features < <(krabka_kafka_format_features)
+  krabka_log "formatting storage for Kafka $KRABKA_KAFKA_VERSION (cluster id $cluster_id${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION})"
   # shellcheck disable=SC2086
   if ! java $JAVA_LOG4J -cp "$KRABKA_KAFKA_LIBS/*" kafka.tools.StorageTool format \
       --config "$KRABKA_KAFKA_DIR/server.properties" --cluster-id "$cluster_id" --standalone \
+      ${features[@]+"${features[@]}"} \
       --add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]' \
       --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
       --add-scram 'SCRAM-SHA-256=[name=bob,password=bob-secret]' \
@@ -242,5 +280,18 @@ if ! wait_ready "$pid"; then
   rm -f "$KRABKA_KAFKA_PIDFILE"
   fail_with_log
 fi
-krabka_log "broker ready (pid $pid) after $((SECONDS - t0)) s; log: $KRABKA_KAFKA_LOG"
+if [[ "${KRABKA_KAFKA_WAIT_TXN:-0}" == 1 ]] && ! wait_transactions "$pid"; then
+  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$KRABKA_KAFKA_PIDFILE"
+  fail_with_log
+fi
+# The release the broker says it is (AppInfoParser's line) must be the one asked for.
+running_version="$(grep -oE 'Kafka version: [^ ]+' "$KRABKA_KAFKA_LOG" | head -n1 | cut -d' ' -f3)"
+if [[ -n "$running_version" && "$running_version" != "$KRABKA_KAFKA_VERSION" ]]; then
+  krabka_log "the broker says it is Kafka $running_version, not the $KRABKA_KAFKA_VERSION asked for (jars: $KRABKA_KAFKA_LIBS)"
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$KRABKA_KAFKA_PIDFILE"
+  exit 1
+fi
+krabka_log "broker ready (pid $pid, Kafka ${running_version:-?}${KRABKA_KAFKA_TXN_VERSION:+, transaction.version=$KRABKA_KAFKA_TXN_VERSION}) after $((SECONDS - t0)) s; log: $KRABKA_KAFKA_LOG"
 print_brokers

@@ -13,9 +13,12 @@
 #      KRABKA_JAVA_MURMUR2, which the partition test checks the Go rule on;
 #   3. gofmt, go vet, golangci-lint (tools/go.mod pins it), and go test -race
 #      over every package: the kfake suite, the real-broker suite, the
-#      examples, and the seed corpus of the fuzzers. Each step runs even when
-#      an earlier one failed; a summary of them all ends the run, and the exit
-#      is 1 if any failed.
+#      examples, and the seed corpus of the fuzzers;
+#   4. the broker matrix (scripts/matrix.sh): the Kafka tests again on one
+#      broker each of Kafka 3.9, 4.0, 4.2, 4.3, 4.4 and 4.4 at
+#      transaction.version=1.
+# Each step runs even when an earlier one failed; a summary of them all ends
+# the run, and the exit is 1 if any failed.
 # Needs: go, java (17+), mvn. Set KRABKA_KEEP_BROKER=1 to leave the broker and
 # the cluster up (a later run reuses both: the start scripts are idempotent).
 set -euo pipefail
@@ -113,6 +116,11 @@ step "go test -race, every package" go test -race -count=1 -timeout 20m "$packag
 # The deterministic simulation at full size: 10 000 seeds, without the race
 # detector (the -race run above plays 300 of them).
 step "the simulation at 10 000 seeds" go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
+# The broker matrix: the Kafka tests on one broker of every release the
+# library claims (3.9 to 4.4, and 4.4 at transaction.version=1), on ports and
+# directories of their own (docs/compatibility.md). KRABKA_MATRIX=none leaves
+# it out of a local run.
+step "the broker matrix" scripts/matrix.sh
 
 echo "test.sh: summary" >&2
 printf '  %s\n' "${steps[@]}" >&2

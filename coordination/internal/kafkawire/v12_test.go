@@ -27,7 +27,9 @@ import (
 // transaction in two runs, docs/performance.md). KIP-890 part 2 separates the
 // transactions of a producer by the epoch bump at every EndTxn of version
 // 5, which a token that must not move cannot take. kfake's emulation is
-// logged, and asserted on Kafka only.
+// logged, and asserted on Kafka only. A broker that does not advertise
+// Produce v12 (Kafka 3.x, transaction.version=1) must refuse the implicit
+// add instead: the test asserts that there.
 func TestKafkaImplicitAddPartitions(t *testing.T) {
 	for _, c := range []*kafkatest.Cluster{kafkatest.Fake(t), kafkatest.Kafka(t)} {
 		ktImplicitAdd(t, c)
@@ -113,6 +115,28 @@ func ktImplicitAdd(t *testing.T, c *kafkatest.Cluster) {
 	}
 
 	id, epoch := mint()
+	if produceMax, _ := c.Features(t).MaxVersion(kmsg.Produce); c.Real && produceMax < 12 {
+		// A broker without Produce v12 (Kafka 3.x, or a cluster below
+		// transaction.version=2, which does not advertise it) has no
+		// implicit add: it refuses a transactional Produce to a partition
+		// that no AddPartitionsToTxn added (KIP-890 part 1's verification),
+		// and the coordinator's pair stays. Chosen by the advertised
+		// version, never skipped.
+		pv, perr := produce(id, epoch, 0)
+		ev, eerr := end(id, epoch)
+		did, depoch, state := describe()
+		t.Logf("real=true, Produce v0-v%d: Produce v%d without AddPartitionsToTxn: %v; EndTxn v%d: %v; the coordinator holds %d:%d %s",
+			produceMax, pv, perr, ev, eerr, did, depoch, state)
+		switch {
+		case pv != produceMax:
+			t.Fatalf("the Produce went out as v%d; want the broker's highest, v%d", pv, produceMax)
+		case perr == nil:
+			t.Fatalf("the broker accepted Produce v%d to a partition no AddPartitionsToTxn added; want a refusal", pv)
+		case did != id || depoch != epoch:
+			t.Fatalf("the refused Produce moved the coordinator's pair from %d:%d to %d:%d", id, epoch, did, depoch)
+		}
+		return
+	}
 	for i := range 3 {
 		pv, perr := produce(id, epoch, int32(i))
 		ev, eerr := end(id, epoch)

@@ -3,6 +3,8 @@ package kafkawire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -186,5 +188,36 @@ type apiVersionsHook struct{ count *atomic.Int64 }
 func (h apiVersionsHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _ time.Duration, _ time.Duration, _ error) {
 	if key == kmsg.ApiVersions.Int16() {
 		h.count.Add(1)
+	}
+}
+
+// TestKafkaNegotiatedVersions asks the broker for its ApiVersions and
+// prints, for every row of the table of requests ([Requests]: each
+// request the library and its CLI send, by client), the broker's range,
+// the library's range and the version the two negotiate, one
+// `krabka-api` line each (scripts/matrix.sh collects them per broker); it
+// fails when the broker does not serve a request the library needs, or
+// serves none of the versions the library may send.
+func TestKafkaNegotiatedVersions(t *testing.T) {
+	c := kafkatest.Kafka(t)
+	features := c.Features(t)
+	var finalized []string
+	for name, level := range features.Finalized {
+		finalized = append(finalized, fmt.Sprintf("%s=%d", name, level))
+	}
+	slices.Sort(finalized)
+	t.Logf("krabka-features transaction.version=%d finalized: %s", features.TransactionVersion(), strings.Join(finalized, " "))
+	for _, r := range Requests(nil) {
+		span, served := features.Keys[r.Key.Int16()]
+		switch {
+		case !served && r.Optional:
+			t.Logf("krabka-api key=%d name=%s library=%d-%d broker=none negotiated=none client=%s (optional: %s)", r.Key, r.Key.Name(), r.Min, r.Max, r.Client, r.Why)
+		case !served:
+			t.Errorf("krabka-api key=%d name=%s library=%d-%d broker=none negotiated=none client=%s: the broker does not serve a request the library sends (%s)", r.Key, r.Key.Name(), r.Min, r.Max, r.Client, r.Why)
+		case min(r.Max, span[1]) < max(r.Min, span[0]):
+			t.Errorf("krabka-api key=%d name=%s library=%d-%d broker=%d-%d negotiated=none client=%s: no version in common (%s)", r.Key, r.Key.Name(), r.Min, r.Max, span[0], span[1], r.Client, r.Why)
+		default:
+			t.Logf("krabka-api key=%d name=%s library=%d-%d broker=%d-%d negotiated=%d client=%s", r.Key, r.Key.Name(), r.Min, r.Max, span[0], span[1], min(r.Max, span[1]), r.Client)
+		}
 	}
 }
