@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -506,10 +507,22 @@ func klGuardedWrite(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("node-1's writes went on for 30 s after node-2 took over")
 	}
 	t.Logf("node-1 wrote %d commands; after node-2 took over with %s, the broker refused node-1's next: %v", ledger.ackedCount(), l2.Token(), err1)
-	if !errors.Is(err1, coordination.ErrFenced) || errors.Is(err1, coordination.ErrNotHeld) {
+	// Kafka's own race: an EndTxn that reaches the coordinator while node-2's
+	// InitProducerId fences the epoch (PrepareEpochFence pending) gets
+	// UNKNOWN_SERVER_ERROR (an IllegalStateException in the broker's log),
+	// not a fence; the library cannot tell it from a commit that may have
+	// landed, so it reports the outcome unknown and ends the leadership.
+	// That is safe: what this test asserts below is the order of the log.
+	brokerRace := errors.Is(err1, coordination.ErrOutcomeUnknown) && strings.Contains(err1.Error(), "UNKNOWN_SERVER_ERROR")
+	ended := coordination.ErrFenced
+	switch {
+	case brokerRace:
+		t.Logf("the broker answered node-1's commit UNKNOWN_SERVER_ERROR during node-2's fence (Kafka's race); the outcome is reported unknown")
+		ended = coordination.ErrOutcomeUnknown
+	case !errors.Is(err1, coordination.ErrFenced) || errors.Is(err1, coordination.ErrNotHeld):
 		t.Fatalf("node-1's command after the takeover = %v; want the broker's fence (ErrFenced, not ErrNotHeld)", err1)
 	}
-	klEnded(t, "node-1 after its refused command", l1, coordination.ErrFenced)
+	klEnded(t, "node-1 after its refused command", l1, ended)
 
 	// The new leader writes; the deposed leader tries again.
 	const newCommands = 10
