@@ -531,8 +531,8 @@ func klGuardedWrite(t *testing.T, c *kafkatest.Cluster) {
 			t.Fatalf("node-2's command %d: %v", seq, err)
 		}
 	}
-	if err := send(l1, "node-1", 1_000_000); !errors.Is(err, coordination.ErrFenced) {
-		t.Fatalf("node-1's command after node-2's = %v; want an error that wraps ErrFenced", err)
+	if err := send(l1, "node-1", 1_000_000); !errors.Is(err, ended) {
+		t.Fatalf("node-1's command after node-2's = %v; want an error that wraps %v", err, ended)
 	}
 
 	// A third transport mints and deposes node-2 without a lease: `fence`.
