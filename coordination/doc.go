@@ -201,6 +201,118 @@
 // and never panics; the fold of the role state skips such a record and says
 // so.
 //
+// # The campaign in detail
+//
+// [AcquireLeadership] appends one registration and ranks on that record
+// only: while the roster still shows an older registration of this member,
+// or none, it reads again instead of appending again. A registration that
+// stays invisible for two lease durations is appended once more, and logged.
+// Then:
+//   - It waits until [Decision.WaitUntil], or one poll interval, whichever
+//     comes first. A transport that implements [RoleFollower] or
+//     [PartitionFollower] wakes it on every new record too, and it then
+//     folds only the new records (of its role, with a RoleFollower).
+//   - A fence on the first lease write is not a win: another member minted
+//     after this one. The call goes back to waiting, and it challenges
+//     again no sooner than one poll interval later, so two challengers do
+//     not fence each other in turn while the winner writes its lease.
+//   - A first lease write that fails for a transient reason is retried
+//     under the same epoch; after [ErrProducerLost] the next challenge
+//     mints again.
+//   - It does not challenge on a view that it knows is incomplete: while a
+//     transport that implements [StableOffsetReporter] reports an open
+//     transaction past the last stable offset of the partition, it holds the
+//     challenge, at most for the lease duration plus Kafka's default abort
+//     sweep (10 s) after the last stable offset stopped moving.
+//   - A missing permission ([ErrNotAuthorized]) and a configuration the
+//     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
+//     that implements [StateTopicChecker] checks the state topic first
+//     ([KafkaTransport] once a minute for the campaigns of one topic and
+//     lease: see [KafkaTransport.CheckStateTopic]).
+//   - When the context ends, the error is the context's error itself
+//     (err == context.DeadlineExceeded holds); the last error of the
+//     transport, if any, is logged. The call then deregisters the member (a
+//     tombstone on its registration key, under a short context of its own)
+//     so that no standby ranks behind a member that left. The context
+//     bounds only the wait: the leadership it returns outlives it, and ends
+//     only on a fence or [Leadership.Resign].
+//   - A record that does not decode is skipped and logged, once for each
+//     offset: safety rests on the epoch, so a skipped record can make a
+//     challenge early, never a second writer.
+//   - A state topic deleted and created again under the call starts its
+//     fold over ([TopicIncarnationReporter]; see "What this package chose
+//     where the contract is silent").
+//
+// The lease policy is [DefaultLeaseConfig] unless an option sets one, over
+// every transport. A [KafkaTransport] built with another policy (its
+// transaction timeout) does not change that default: pass
+// WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease duration
+// that differs from the transport's is logged.
+//
+// Three extensions change what the loop does, each switched on by its
+// option and off by default: heartbeats ([WithHeartbeatInterval]), the
+// resignation anchor ([WithResignationAnchor]), and the duplicate-member
+// watch ([WithDuplicateMemberCheck]). Without them the loop writes only
+// registrations and leases, and a lease or registration that names this
+// member is an earlier incarnation that it fences at once.
+//
+// # Guarded writes and group commit
+//
+// [Leadership.Write] calls that arrive while a transaction of the leadership
+// is in flight wait in a queue, and the next transaction writes all of them:
+// one AddPartitionsToTxn, Produce and EndTxn for the lot, the records of each
+// call together and in their order, the calls in the order they queued. A
+// call that finds nothing in flight starts its transaction at once and
+// waits for no company. Each call returns its own outcome:
+//
+//   - The shared transaction commits: every call of it returns nil.
+//   - The broker fences the token: every call of the transaction returns an
+//     error that wraps [ErrFenced], none of their records is visible, and
+//     the leadership ends; the calls still queued return an error that
+//     wraps [ErrNotHeld] and the fence.
+//   - The transaction's outcome is unknown, or the producer is lost (the
+//     error wraps [ErrProducerLost]): every call of it returns that error,
+//     which says whether the records may have committed, and the
+//     leadership ends.
+//   - The transaction fails without committing anything and leaves the
+//     leadership alone: a record for a topic that the member may not write
+//     (TOPIC_AUTHORIZATION_FAILED; the error wraps [ErrNotAuthorized]) or
+//     that does not exist, a record too large, a transient broker error,
+//     the end of one call's context before anything was sent. One call
+//     does not fail the others: when the transaction carried more than one
+//     call, each call whose context still runs is written again at once in
+//     a transaction of its own, in the same order, and returns the outcome
+//     of that one. A call whose context ended returns the shared
+//     transaction's error. (The retry rests on the contract of
+//     [GuardedWriter]: an error that wraps none of ErrFenced,
+//     ErrProducerLost and ErrOutcomeUnknown means that nothing committed.)
+//   - A due renewal preempts the transaction (below): every call of it
+//     returns the error that says so.
+//
+// A call whose context ends while it waits in the queue leaves the queue
+// and returns the context's error; nothing of it is written. A transaction
+// runs under the contexts of all its calls, the earliest deadline among them
+// included: the first context to end ends the transaction for all of them,
+// as the end of a caller's context ends its own write. Over [KafkaTransport]
+// the calls then return at most 250 ms after that context ended; a
+// transaction still in flight then ends in the background, and every call of
+// it returns an error that wraps [ErrOutcomeUnknown]: its records may
+// commit, or not. The leadership goes on, and no call of such a transaction
+// is written again.
+//
+// A write never lets the lease lapse: a renewal that falls due while a
+// transaction of writes holds the slot waits for it until one renew
+// interval before the lease's deadline (the lease duration minus two renew
+// intervals on the regular schedule: 10 s with the defaults), then cancels
+// it, and the queued writes wait for the renewal. A renewal shares no
+// transaction with guarded writes: it goes alone, ahead of the queue, so
+// that a caller's record (refused, or slow to be acknowledged) never holds
+// the lease back, at the cost of one transaction per renew interval. Over
+// [KafkaTransport] records not yet sent are then failed and the transaction
+// is aborted, so nothing of it commits and the leadership goes on, while a
+// transaction already in flight ends in the background as above
+// (ErrOutcomeUnknown).
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
