@@ -313,6 +313,86 @@
 // transaction already in flight ends in the background as above
 // (ErrOutcomeUnknown).
 //
+// # The Kafka transport
+//
+// A [KafkaTransport] stands for one member process, and it owns three
+// franz-go clients, whatever the number of roles it holds:
+//
+//   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
+//     no linger, and a partitioner that keeps the partition the caller
+//     pinned; it also sends the admin requests;
+//   - one transactional client that every role shares. Each epoch that
+//     [KafkaTransport.AcquireEpoch] mints is a producer id and epoch of
+//     transactional.id = the role name, with transaction.timeout.ms = the
+//     lease duration, and the lease writes and guarded writes of the role
+//     are raw AddPartitionsToTxn, Produce and EndTxn requests under that
+//     pair, one transaction at a time, with the sequence numbers of the
+//     epoch's partitions that the transport keeps;
+//   - one read_committed reader that follows, for the life of the
+//     transport, every partition that a read or a watch asked for, and
+//     keeps in memory the records of the roles that its callers follow
+//     there (see [KafkaTransport.WatchRoles] and "Reading the state topic
+//     over Kafka").
+//
+// So a process that holds N roles costs the connections of three clients
+// to each broker (at most two each: one for Produce or Fetch, one for the
+// other requests), not three per role. franz-go's own transactional
+// producer binds a client to one transactional id, which is why the
+// transport does not use it. How its transactions keep the minted token
+// on Kafka 4: see "Kafka 4 and the token that must not move".
+//
+// # Fences over Kafka
+//
+// Broker codes 47 INVALID_PRODUCER_EPOCH, 90 PRODUCER_FENCED and 49
+// INVALID_PRODUCER_ID_MAPPING from any request of a transaction end the
+// epoch: [KafkaTransport] ends its producer and never sends InitProducerId
+// for it again, because a new InitProducerId can mint a new epoch for a
+// deposed member. Every later write under that token returns an error that
+// wraps [ErrFenced] without a request. The one refusal of the token that
+// is no fence, the coordinator's own abort of a transaction that outlived
+// its timeout (which bumps the epoch), ends the epoch with an error that
+// says so and wraps [ErrProducerLost]. A missing WRITE on the
+// TransactionalId (53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED) ends the epoch
+// with an error that wraps [ErrNotAuthorized]; a missing ACL on a topic
+// (29 TOPIC_AUTHORIZATION_FAILED) fails the write only.
+//
+// A transaction that leaves the epoch in a state that only a new
+// InitProducerId repairs ends the epoch too, but it is no fence, and the
+// error wraps [ErrProducerLost] instead: a commit that failed with its
+// outcome unknown, or a request of the epoch whose answer timed out and
+// that the broker may still apply later (these wrap [ErrOutcomeUnknown]
+// too: the records may be in the log), an abort that failed, a batch whose
+// answer never came (the partition's next sequence number is then
+// unknown), 45 OUT_OF_ORDER_SEQUENCE_NUMBER or 59 UNKNOWN_PRODUCER_ID
+// (after an abort, as the Java producer does), a closed transport. The
+// transport then ends the open transaction itself, with an EndTxn(abort)
+// at the token's epoch, so it does not hide the partition's newer records
+// until the transaction timeout.
+//
+// A write that fails for a transient reason (a coordinator that moved, which
+// franz-go finds again; CONCURRENT_TRANSACTIONS, which the transport waits
+// out; NOT_ENOUGH_REPLICAS; a leader that moved; the end of its context
+// before a batch went out) aborts its transaction, so the partition's last
+// stable offset moves on, and keeps the token: the next write under it may
+// succeed.
+//
+// # Open transactions hide records
+//
+// A read_committed reader stops at the last stable offset, the first offset
+// of the oldest open transaction of the partition. Roles that share a
+// partition therefore share its stalls: an open lease transaction of one
+// role hides the newer records of every role on the partition until it
+// commits or is aborted. [KafkaTransport] keeps its transactions short (one
+// record for a lease, no linger), aborts a transaction that failed, and
+// passes the lease duration as the transaction timeout, so the coordinator
+// aborts the transaction of a holder that stalled or died within a lease
+// duration plus one sweep of its abort timer, whose period is the broker
+// setting transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s
+// by default). Until then a standby of another role on the partition sees
+// that role's lease age. [KafkaTransport.StableOffsets] tells a reader
+// whether its view of a partition is incomplete, so that it can wait rather
+// than challenge on it.
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
