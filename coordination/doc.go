@@ -393,6 +393,55 @@
 // whether its view of a partition is incomplete, so that it can wait rather
 // than challenge on it.
 //
+// # Reading the state topic over Kafka
+//
+// [KafkaTransport.ReadPartitionFrom] returns the transport's compacted view
+// of a partition. The view holds the whole partition from its first call on,
+// for the life of the transport: every role's newest records, about 200
+// bytes of heap a record (a partition of 1 000 000 records of other roles
+// holds about 200 MiB). A view that held only the records of some roles
+// until then is first filled with one walk of the log, as
+// [KafkaTransport.ReadPartition] walks it (one Fetch per megabyte). A member
+// that waits for a role reads that role with [KafkaTransport.ReadRolesFrom]
+// instead, as [AcquireLeadership] does.
+//
+// An incremental read costs no request while the long poll of the partition
+// is current: the latest answer of its leader arrived less than half the
+// lease slack ago (the lease duration of the transport minus its renew
+// interval; 10 s with the default lease). The view then holds every record
+// committed before that answer, and the call waits for the last stable
+// offset that the answer reported. A record committed after it is on its
+// way: its leader completes the long poll as soon as the commit moves the
+// last stable offset, and the arrival wakes [KafkaTransport.WatchPartition].
+// So the view lags a commit by the transit of one Fetch response while the
+// leader answers, and by at most the freshness bound when it does not; a
+// holder that renews on time still looks alive in it. When the long poll is
+// not current (before the first answer, after a failed fetch, or when the
+// leader went silent), the call lists the last stable offset as
+// ReadPartition does (one ListOffsets request), and waits for it.
+//
+// The transport keeps in its view of a partition only the records of the
+// roles that a [KafkaTransport.WatchRoles] subscription holds, and those of
+// the roles that a read asked for, for a lease duration after the read
+// (unless a caller of ReadPartitionFrom made it keep the whole partition).
+// Its fetch loop still fetches every committed record of the partition, and
+// drops the others as it folds them; the key decides, read up to the role
+// name (the frozen layout of [EncodeKey]). So a standby of one role holds
+// the records of that role, whatever the other roles of its partition
+// write. A read of a role that the view did not keep from the partition's
+// first fetch on walks the log first, once (read_committed Fetch requests
+// from the log start to the offset the view had reached, one per megabyte
+// of the partition, under ctx, on a client without a long poll), keeping the
+// role's records, and merges them into the view; a record that the fetch
+// loop folds meanwhile wins over the walk's older record of its key. The
+// roles whose first read comes while such a walk runs share the next walk,
+// and a role of which the partition held no record so far needs none (the
+// transport keeps a 16 KiB filter of the roles it saw on each partition it
+// follows). A read whose ctx ends during its walk returns an error that
+// wraps [context.Canceled] or [context.DeadlineExceeded] and leaves the role
+// unfilled: the next read walks again from the log start, so on a long log
+// give the first read of a role time for the walk.
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
