@@ -376,6 +376,15 @@
 // stable offset moves on, and keeps the token: the next write under it may
 // succeed.
 //
+// A write whose context ends while its transaction is in flight returns
+// (at most 250 ms later) an error that wraps [ErrOutcomeUnknown], and leaves
+// the transaction to end in the background, holding the token's turn: a
+// batch that got no answer goes again until its leader answers, so that its
+// partition's next sequence number is known, and the transaction is then
+// aborted, unless its commit was on its way. The producer stays; only a
+// transaction that cannot be resolved within the transaction timeout ends
+// it, and the next write then gets [ErrProducerLost].
+//
 // # Open transactions hide records
 //
 // A read_committed reader stops at the last stable offset, the first offset
