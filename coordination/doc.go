@@ -451,6 +451,35 @@
 // unfilled: the next read walks again from the log start, so on a long log
 // give the first read of a role time for the walk.
 //
+// # Renewals and the write slot
+//
+// The background renewal of a [Leadership] starts in [AcquireLeadership] and
+// ends when the leadership ends or [Leadership.Resign] stops it. It is no
+// goroutine of its own: one goroutine per transport and [Clock] serves the
+// due renewals of every leadership over that transport on that clock, and
+// runs each due renewal on a pool of at most 1024 at once, so a process
+// that holds many roles does not pay a goroutine for each; that goroutine
+// exits when no such leadership is left. Every write of the handle (a
+// renewal, [Leadership.Write], the resignation's tombstone) takes one write
+// slot, because they share the role's transactional producer; a caller
+// waits for the slot no longer than its context allows. Guarded writes that
+// wait for the slot together share one transaction (see "Guarded writes and
+// group commit"). No write starts after Done closes.
+//
+// [Leadership.Resign] writes a tombstone on the lease key, then one on the
+// member's registration key (and on its heartbeat key, if it wrote a
+// heartbeat while it waited), so the member leaves the roster: a later
+// [AcquireLeadership] of the same member joins at the tail. Over a
+// [TombstoneWriter], as [KafkaTransport] is, the tombstones go in one
+// transaction under the epoch and commit together, so the first standby
+// folds the whole resignation at once; a registration tombstone that this
+// transaction did not commit (a fence, a failure) goes again as a plain
+// append. A ctx that has already ended does not stop the tombstones: Resign
+// then writes them under a short context of its own (600 ms). Resign waits
+// for a write in flight, such as a renewal, because the tombstone goes
+// through the same producer; when its context ends first it ends the
+// leadership without a tombstone, and the standbys wait for the deadline.
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
