@@ -480,6 +480,37 @@
 // through the same producer; when its context ends first it ends the
 // leadership without a tombstone, and the standbys wait for the deadline.
 //
+// # Observing roles
+//
+// [Observe] starts with a [ChangeState] for each role, with its whole
+// state, in role-name order, once every partition it follows was read once,
+// and then one [ChangeSynced]; every later change is what one record
+// changed, a [ChangeExpired] when a lease's deadline passes by the
+// observer's clock without a renewal, or, with heartbeats on, a
+// [ChangeLapsed] when a standby that heartbeated stays unseen for
+// [LeaseConfig.RosterLapse] (three heartbeat intervals) by that clock. A
+// heartbeat record changes no rank and yields nothing itself; the State of
+// the next change carries its [RosterEntry.LastSeen]. The reader returns the
+// partition as log compaction leaves it, so two records of one key that
+// land within one read show as one change (a resignation and the grant that
+// follows may show as a takeover). A record that changes nothing (a
+// tombstone for a member that is not in the roster) yields nothing; a
+// record that does not decode is logged and skipped.
+//
+// A transport that implements [RoleFollower] (for Observe) or
+// [PartitionFollower] wakes the observer on each new record, and the
+// observer reads only the new records; otherwise it reads each partition
+// again every poll interval ([WithPollInterval]). Only [WithTopic],
+// [WithPartitions], [WithPollInterval], [WithClock], [WithLogger] and the
+// heartbeat interval change what it does. The heartbeat interval is that of
+// [WithHeartbeatInterval] (or of the config of [WithLeaseConfig]); without
+// one no ChangeLapsed comes. Pass the members' value, or ChangeLapsed comes
+// early or late.
+//
+// Observe reads the log, not the transaction coordinator: a mint shows
+// when its holder writes its first lease, and [DescribeLeadership] (or the
+// Gate of package coordination/device) tells the coordinator's token.
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
