@@ -511,6 +511,35 @@
 // when its holder writes its first lease, and [DescribeLeadership] (or the
 // Gate of package coordination/device) tells the coordinator's token.
 //
+// # What the renew deadline guarantees
+//
+// [WithRenewDeadline] ends a leadership on the holder's own lease clock.
+// Let D be the lease duration, R the renew deadline, and G the GrantedAt of
+// the newest lease record whose write the cluster confirmed to the holder
+// (the holder stamps G before the write, so the record's deadline G + D is
+// never later than what the standbys read). A standby challenges that lease
+// no sooner than G + D by its own clock, and a lease record written later,
+// confirmed or not, only moves that instant on. The holder's context ends
+// at G + R by its own clock. So if, over a lease duration, the standby's
+// clock reads at most S ahead of the holder's (skew plus drift), then
+// between the end of the holder's context and the first mint of a standby
+// that waited for the deadline lie at least D − R − S. Work that stops
+// within that margin after its context ends never overlaps the work of such
+// a successor. Pick R so that D − R covers S plus the time the work takes
+// to stop.
+//
+// What it does not guarantee. A mint that deposes the holder before the
+// deadline (an operator's fence, a standby that misread the lease) takes
+// effect at once; the holder learns it at its next renewal, at most a renew
+// interval later, and its context ends then: drain with [Leadership.Resign]
+// to hand over without overlap. A process that stops altogether (a long GC
+// pause, SIGSTOP, a frozen VM) between its check of the context and its
+// side effect acts late, and no lease can prevent it: a device that must
+// never take a deposed leader's command checks the token itself (the Gate
+// of package coordination/device). Safety of the writes to Kafka never
+// rests on this option: the broker fences a deposed token whatever the
+// clocks say.
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
@@ -559,8 +588,10 @@
 //     of an expired lease fence each other's first lease in turn, one epoch
 //     and one leadership change each; with the watch, a challenger that
 //     sees the coordinator hold a newer token than the expired lease's
-//     waits one lease duration plus its stagger for that token's lease.
-//     Why off: by the specification a standby challenges at its instant
+//     waits one lease duration plus its stagger for that token's lease
+//     (issue 18: without it, up to 12 epochs and 4 changes per broker
+//     fault at lease 6 s; docs/safety.md). krabka-chaos switches it on
+//     with --rival-watch. Why off: by the specification a standby challenges at its instant
 //     whatever the coordinator holds, and a mint that never writes a lease
 //     (an operator's fence) delays the failover by a lease duration.
 //     Tests: TestCampaignRules/rival (the rows of watchRival),
