@@ -256,6 +256,12 @@
 // registrations and leases, and a lease or registration that names this
 // member is an earlier incarnation that it fences at once.
 //
+// [TryAcquire] with [WithDuplicateMemberCheck] refuses a live lease that
+// names the member when this transport did not mint its token (an earlier
+// incarnation, or a second live process with this member id: wait for its
+// deadline); the call then leaves its registration, which may be that
+// process's too.
+//
 // # Guarded writes and group commit
 //
 // [Leadership.Write] calls that arrive while a transaction of the leadership
@@ -539,6 +545,23 @@
 // of package coordination/device). Safety of the writes to Kafka never
 // rests on this option: the broker fences a deposed token whatever the
 // clocks say.
+//
+// # Evaluate's extensions
+//
+// [Evaluate] gives the specification's rules to a config built by
+// [NewLeaseConfig] or [DefaultLeaseConfig]. Two extensions, each switched on
+// in the config, change the answers:
+//
+//   - Heartbeats ([LeaseConfig.WithHeartbeatInterval]): a member whose
+//     heartbeats stopped for [LeaseConfig.RosterLapse] counts as not
+//     registered (it registers again, at the tail), and ranks count only
+//     the members that have not lapsed ([RoleState.RankAt]). An entry that
+//     never heartbeated never lapses. WaitUntil is then also the earliest
+//     lapse, ahead of this member, that would move its rank.
+//   - The resignation anchor ([LeaseConfig.WithResignationAnchor]): with
+//     no lease, the anchor of rule 3 is the later of the registration
+//     instant and [RoleState.LeaseClearedAt], so that after a resignation
+//     rank n challenges n staggers after the tombstone.
 //
 // # Extensions and errata
 //
