@@ -256,6 +256,21 @@
 // registrations and leases, and a lease or registration that names this
 // member is an earlier incarnation that it fences at once.
 //
+// With [WithDuplicateMemberCheck], a lease or registration that names this
+// member and that this call did not write is tested before it is fenced:
+//
+//   - the call asks the coordinator for the role's token (DescribeEpoch): a
+//     lease whose token the coordinator no longer holds names a deposed
+//     member, and this call competes as a standby; a DescribeEpoch that
+//     fails is logged, and the call goes on with the next test;
+//   - a lease that names this member and that this process did not mint
+//     ([MintRecorder]) must go one renew interval plus one poll interval
+//     without a renewal before the call challenges; a renewal in that time
+//     is a live duplicate, and the call returns an error that wraps
+//     [ErrDuplicateMember];
+//   - another registration of this member that replaces this call's own is
+//     a live duplicate too.
+//
 // [TryAcquire] with [WithDuplicateMemberCheck] refuses a live lease that
 // names the member when this transport did not mint its token (an earlier
 // incarnation, or a second live process with this member id: wait for its

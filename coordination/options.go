@@ -232,22 +232,13 @@ func WithResignationAnchor() Option {
 // this call did not write came from an earlier incarnation, and
 // [AcquireLeadership] challenges at once: a restart costs one epoch and no
 // wait. With the watch on, the call first tells an earlier incarnation
-// from a second live process under the same member id, and returns an
-// error that wraps [ErrDuplicateMember] instead of fencing that process:
-//   - it asks the coordinator for the role's token (DescribeEpoch): a lease
-//     whose token the coordinator no longer holds names a deposed member,
-//     and this call competes as a standby; a DescribeEpoch that fails is
-//     logged, and the call goes on with the next test;
-//   - a lease that names this member and that this process did not mint
-//     ([MintRecorder]) must go one renew interval plus one poll interval
-//     without a renewal before the call challenges; a renewal in that time
-//     is a live duplicate;
-//   - another registration of this member that replaces this call's own is
-//     a live duplicate.
-//
-// So a restarted member whose lease is still live waits up to one renew
+// from a second live process under the same member id (it asks the
+// coordinator, and watches the lease for a renewal), and returns an error
+// that wraps [ErrDuplicateMember] instead of fencing that process. So a
+// restarted member whose lease is still live waits up to one renew
 // interval plus one poll interval (11 s with the defaults) before it
-// competes, unless its transport minted the lease's token.
+// competes, unless its transport minted the lease's token. The tests: see
+// the package doc's section "The campaign in detail".
 func WithDuplicateMemberCheck() Option {
 	return func(s *settings) error {
 		s.duplicateCheck = true
