@@ -32,11 +32,11 @@ import (
 // it costs one epoch.
 //
 // It writes nothing and returns an error for a nil transport, the zero
-// [Role] or [MemberID], an invalid option, and ([ErrDuplicateCampaign]) while
-// this process campaigns for or holds the role as the member over the same
-// transport. An error that wraps [ErrNotAuthorized] or [ErrMisconfigured]
-// ends it at once. The loop, the lease policy and the options that change
-// them: see the package doc's section "The campaign in detail".
+// [Role] or [MemberID] and an invalid option, and [ErrDuplicateCampaign]
+// while this process campaigns for or holds the role as the member over the
+// same transport. An error that wraps [ErrNotAuthorized] or
+// [ErrMisconfigured] ends it at once. The loop, the lease policy and the
+// options that change them: see the package doc's "The campaign in detail".
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
 	if err != nil {

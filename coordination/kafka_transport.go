@@ -28,7 +28,7 @@ import (
 // [KafkaTransport.AcquireEpoch] returns stays the pair of every lease record
 // of the leadership, on Kafka 3 and 4 alike.
 //
-// Codes 47, 90 and 49 from a request of a transaction end the epoch, and
+// Broker codes 47, 90 and 49 from a request of a transaction end the epoch, and
 // every later write under the token returns an error that wraps [ErrFenced];
 // a transaction that only a new InitProducerId repairs ends it with
 // [ErrProducerLost]; 53 on the transactional id with [ErrNotAuthorized]. A
