@@ -26,10 +26,9 @@ import (
 // count that places each role.
 //
 // The call returns when every partition of the new topic answers at its
-// leader. A
-// topic that exists already is not changed: the call then checks it as
-// [KafkaTransport.CheckStateTopic] does and returns that result, so it is
-// safe to call at every start.
+// leader. A topic that exists already is not changed: the call then checks
+// it as [KafkaTransport.CheckStateTopic] does and returns that result, so it
+// is safe to call at every start.
 //
 // The claim "durable in a quorum before the dispatch" rests on this topic:
 // use a replication factor of 3 and a min.insync.replicas of 2 in
