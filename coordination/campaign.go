@@ -23,69 +23,20 @@ import (
 //
 // The call reads the coordination topic in a loop, so the caller bounds the
 // wait with the context. It returns the context error when the deadline
-// passes before this member wins the role, and it then deregisters the
-// member (a tombstone on its registration key, under a short context of its
-// own) so that no standby ranks behind a member that left. The context
-// bounds only the wait: the leadership it returns outlives it, and ends only
-// on a fence or [Leadership.Resign].
+// passes before this member wins the role, and deregisters the member. The
+// context bounds only the wait: the leadership outlives it.
 //
 // A role state that names this member takes the same path as a challenge.
 // The record came from an earlier incarnation of the member, because this
 // call holds no epoch yet. The new epoch fences that earlier incarnation, and
 // it costs one epoch.
 //
-// The loop in detail:
-//   - It appends one registration and ranks on that record only: while the
-//     roster still shows an older registration of this member, or none, it
-//     reads again instead of appending again. A registration that stays
-//     invisible for two lease durations is appended once more, and logged.
-//   - It waits until [Decision.WaitUntil], or one poll interval, whichever
-//     comes first. A transport that implements [RoleFollower] or
-//     [PartitionFollower] wakes it on every new record too, and it then
-//     folds only the new records (of its role, with a RoleFollower).
-//   - A fence on the first lease write is not a win: another member minted
-//     after this one. The call goes back to waiting, and it challenges
-//     again no sooner than one poll interval later, so two challengers do
-//     not fence each other in turn while the winner writes its lease.
-//   - A first lease write that fails for a transient reason is retried
-//     under the same epoch; after [ErrProducerLost] the next challenge
-//     mints again.
-//   - It does not challenge on a view that it knows is incomplete: while a
-//     transport that implements [StableOffsetReporter] reports an open
-//     transaction past the last stable offset of the partition, it holds the
-//     challenge, at most for the lease duration plus Kafka's default abort
-//     sweep (10 s) after the last stable offset stopped moving.
-//   - A missing permission ([ErrNotAuthorized]) and a configuration the
-//     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
-//     that implements [StateTopicChecker] checks the state topic first
-//     ([KafkaTransport] once a minute for the campaigns of one topic and
-//     lease: see [KafkaTransport.CheckStateTopic]).
-//   - When the context ends, the error is the context's error itself
-//     (err == context.DeadlineExceeded holds); the last error of the
-//     transport, if any, is logged.
-//   - A record that does not decode is skipped and logged, once for each
-//     offset: safety rests on the epoch, so a skipped record can make a
-//     challenge early, never a second writer.
-//
-// The lease policy is [DefaultLeaseConfig] unless an option sets one, over
-// every transport. A [KafkaTransport] built with another policy (its
-// transaction timeout) does not change that default: pass
-// WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease duration
-// that differs from the transport's is logged.
-//
-// Three extensions change what the loop does, each switched on by its
-// option and off by default: heartbeats ([WithHeartbeatInterval]), the
-// resignation anchor ([WithResignationAnchor]), and the duplicate-member
-// watch ([WithDuplicateMemberCheck]). Without them the loop writes only
-// registrations and leases, and a lease or registration that names this
-// member is an earlier incarnation that it fences at once.
-//
-// It returns an error, before anything is written, for a nil transport, the
-// zero [Role] or [MemberID], and an invalid option, and [ErrDuplicateCampaign]
-// while this process campaigns for or holds the role under the member over
-// the same transport. It returns an error that wraps [ErrNotAuthorized] when
-// the cluster refuses the member a permission. A state topic deleted and
-// created again under the call starts its fold over ([TopicIncarnationReporter]).
+// It writes nothing and returns an error for a nil transport, the zero
+// [Role] or [MemberID] and an invalid option, and [ErrDuplicateCampaign]
+// while this process campaigns for or holds the role as the member over the
+// same transport. An error that wraps [ErrNotAuthorized] or
+// [ErrMisconfigured] ends it at once. The loop, the lease policy and the
+// options that change them: see the package doc's "The campaign in detail".
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
 	if err != nil {

@@ -201,6 +201,383 @@
 // and never panics; the fold of the role state skips such a record and says
 // so.
 //
+// # The campaign in detail
+//
+// [AcquireLeadership] appends one registration and ranks on that record
+// only: while the roster still shows an older registration of this member,
+// or none, it reads again instead of appending again. A registration that
+// stays invisible for two lease durations is appended once more, and logged.
+// Then:
+//   - It waits until [Decision.WaitUntil], or one poll interval, whichever
+//     comes first. A transport that implements [RoleFollower] or
+//     [PartitionFollower] wakes it on every new record too, and it then
+//     folds only the new records (of its role, with a RoleFollower).
+//   - A fence on the first lease write is not a win: another member minted
+//     after this one. The call goes back to waiting, and it challenges
+//     again no sooner than one poll interval later, so two challengers do
+//     not fence each other in turn while the winner writes its lease.
+//   - A first lease write that fails for a transient reason is retried
+//     under the same epoch; after [ErrProducerLost] the next challenge
+//     mints again.
+//   - It does not challenge on a view that it knows is incomplete: while a
+//     transport that implements [StableOffsetReporter] reports an open
+//     transaction past the last stable offset of the partition, it holds the
+//     challenge, at most for the lease duration plus Kafka's default abort
+//     sweep (10 s) after the last stable offset stopped moving.
+//   - A missing permission ([ErrNotAuthorized]) and a configuration the
+//     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
+//     that implements [StateTopicChecker] checks the state topic first
+//     ([KafkaTransport] once a minute for the campaigns of one topic and
+//     lease: see [KafkaTransport.CheckStateTopic]).
+//   - When the context ends, the error is the context's error itself
+//     (err == context.DeadlineExceeded holds); the last error of the
+//     transport, if any, is logged. The call then deregisters the member (a
+//     tombstone on its registration key, under a short context of its own)
+//     so that no standby ranks behind a member that left. The context
+//     bounds only the wait: the leadership it returns outlives it, and ends
+//     only on a fence or [Leadership.Resign].
+//   - A record that does not decode is skipped and logged, once for each
+//     offset: safety rests on the epoch, so a skipped record can make a
+//     challenge early, never a second writer.
+//   - A state topic deleted and created again under the call starts its
+//     fold over ([TopicIncarnationReporter]; see "What this package chose
+//     where the contract is silent").
+//
+// The lease policy is [DefaultLeaseConfig] unless an option sets one, over
+// every transport. A [KafkaTransport] built with another policy (its
+// transaction timeout) does not change that default: pass
+// WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease duration
+// that differs from the transport's is logged.
+//
+// Three extensions change what the loop does, each switched on by its
+// option and off by default: heartbeats ([WithHeartbeatInterval]), the
+// resignation anchor ([WithResignationAnchor]), and the duplicate-member
+// watch ([WithDuplicateMemberCheck]). Without them the loop writes only
+// registrations and leases, and a lease or registration that names this
+// member is an earlier incarnation that it fences at once.
+//
+// With [WithDuplicateMemberCheck], a lease or registration that names this
+// member and that this call did not write is tested before it is fenced:
+//
+//   - the call asks the coordinator for the role's token (DescribeEpoch): a
+//     lease whose token the coordinator no longer holds names a deposed
+//     member, and this call competes as a standby; a DescribeEpoch that
+//     fails is logged, and the call goes on with the next test;
+//   - a lease that names this member and that this process did not mint
+//     ([MintRecorder]) must go one renew interval plus one poll interval
+//     without a renewal before the call challenges; a renewal in that time
+//     is a live duplicate, and the call returns an error that wraps
+//     [ErrDuplicateMember];
+//   - another registration of this member that replaces this call's own is
+//     a live duplicate too.
+//
+// [TryAcquire] with [WithDuplicateMemberCheck] refuses a live lease that
+// names the member when this transport did not mint its token (an earlier
+// incarnation, or a second live process with this member id: wait for its
+// deadline); the call then leaves its registration, which may be that
+// process's too.
+//
+// # Guarded writes and group commit
+//
+// [Leadership.Write] calls that arrive while a transaction of the leadership
+// is in flight wait in a queue, and the next transaction writes all of them:
+// one AddPartitionsToTxn, Produce and EndTxn for the lot, the records of each
+// call together and in their order, the calls in the order they queued. A
+// call that finds nothing in flight starts its transaction at once and
+// waits for no company. Each call returns its own outcome:
+//
+//   - The shared transaction commits: every call of it returns nil.
+//   - The broker fences the token: every call of the transaction returns an
+//     error that wraps [ErrFenced], none of their records is visible, and
+//     the leadership ends; the calls still queued return an error that
+//     wraps [ErrNotHeld] and the fence.
+//   - The transaction's outcome is unknown, or the producer is lost (the
+//     error wraps [ErrProducerLost]): every call of it returns that error,
+//     which says whether the records may have committed, and the
+//     leadership ends.
+//   - The transaction fails without committing anything and leaves the
+//     leadership alone: a record for a topic that the member may not write
+//     (TOPIC_AUTHORIZATION_FAILED; the error wraps [ErrNotAuthorized]) or
+//     that does not exist, a record too large, a transient broker error,
+//     the end of one call's context before anything was sent. One call
+//     does not fail the others: when the transaction carried more than one
+//     call, each call whose context still runs is written again at once in
+//     a transaction of its own, in the same order, and returns the outcome
+//     of that one. A call whose context ended returns the shared
+//     transaction's error. (The retry rests on the contract of
+//     [GuardedWriter]: an error that wraps none of ErrFenced,
+//     ErrProducerLost and ErrOutcomeUnknown means that nothing committed.)
+//   - A due renewal preempts the transaction (below): every call of it
+//     returns the error that says so.
+//
+// A call whose context ends while it waits in the queue leaves the queue
+// and returns the context's error; nothing of it is written. A transaction
+// runs under the contexts of all its calls, the earliest deadline among them
+// included: the first context to end ends the transaction for all of them,
+// as the end of a caller's context ends its own write. Over [KafkaTransport]
+// the calls then return at most 250 ms after that context ended; a
+// transaction still in flight then ends in the background, and every call of
+// it returns an error that wraps [ErrOutcomeUnknown]: its records may
+// commit, or not. The leadership goes on, and no call of such a transaction
+// is written again.
+//
+// A write never lets the lease lapse: a renewal that falls due while a
+// transaction of writes holds the slot waits for it until one renew
+// interval before the lease's deadline (the lease duration minus two renew
+// intervals on the regular schedule: 10 s with the defaults), then cancels
+// it, and the queued writes wait for the renewal. A renewal shares no
+// transaction with guarded writes: it goes alone, ahead of the queue, so
+// that a caller's record (refused, or slow to be acknowledged) never holds
+// the lease back, at the cost of one transaction per renew interval. Over
+// [KafkaTransport] records not yet sent are then failed and the transaction
+// is aborted, so nothing of it commits and the leadership goes on, while a
+// transaction already in flight ends in the background as above
+// (ErrOutcomeUnknown).
+//
+// # The Kafka transport
+//
+// A [KafkaTransport] stands for one member process, and it owns three
+// franz-go clients, whatever the number of roles it holds:
+//
+//   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
+//     no linger, and a partitioner that keeps the partition the caller
+//     pinned; it also sends the admin requests;
+//   - one transactional client that every role shares. Each epoch that
+//     [KafkaTransport.AcquireEpoch] mints is a producer id and epoch of
+//     transactional.id = the role name, with transaction.timeout.ms = the
+//     lease duration, and the lease writes and guarded writes of the role
+//     are raw AddPartitionsToTxn, Produce and EndTxn requests under that
+//     pair, one transaction at a time, with the sequence numbers of the
+//     epoch's partitions that the transport keeps;
+//   - one read_committed reader that follows, for the life of the
+//     transport, every partition that a read or a watch asked for, and
+//     keeps in memory the records of the roles that its callers follow
+//     there (see [KafkaTransport.WatchRoles] and "Reading the state topic
+//     over Kafka").
+//
+// So a process that holds N roles costs the connections of three clients
+// to each broker (at most two each: one for Produce or Fetch, one for the
+// other requests), not three per role. franz-go's own transactional
+// producer binds a client to one transactional id, which is why the
+// transport does not use it. How its transactions keep the minted token
+// on Kafka 4: see "Kafka 4 and the token that must not move".
+//
+// # Fences over Kafka
+//
+// Broker codes 47 INVALID_PRODUCER_EPOCH, 90 PRODUCER_FENCED and 49
+// INVALID_PRODUCER_ID_MAPPING from any request of a transaction end the
+// epoch: [KafkaTransport] ends its producer and never sends InitProducerId
+// for it again, because a new InitProducerId can mint a new epoch for a
+// deposed member. Every later write under that token returns an error that
+// wraps [ErrFenced] without a request. The one refusal of the token that
+// is no fence, the coordinator's own abort of a transaction that outlived
+// its timeout (which bumps the epoch), ends the epoch with an error that
+// says so and wraps [ErrProducerLost]. A missing WRITE on the
+// TransactionalId (53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED) ends the epoch
+// with an error that wraps [ErrNotAuthorized]; a missing ACL on a topic
+// (29 TOPIC_AUTHORIZATION_FAILED) fails the write only.
+//
+// A transaction that leaves the epoch in a state that only a new
+// InitProducerId repairs ends the epoch too, but it is no fence, and the
+// error wraps [ErrProducerLost] instead: a commit that failed with its
+// outcome unknown, or a request of the epoch whose answer timed out and
+// that the broker may still apply later (these wrap [ErrOutcomeUnknown]
+// too: the records may be in the log), an abort that failed, a batch whose
+// answer never came (the partition's next sequence number is then
+// unknown), 45 OUT_OF_ORDER_SEQUENCE_NUMBER or 59 UNKNOWN_PRODUCER_ID
+// (after an abort, as the Java producer does), a closed transport. The
+// transport then ends the open transaction itself, with an EndTxn(abort)
+// at the token's epoch, so it does not hide the partition's newer records
+// until the transaction timeout.
+//
+// A write that fails for a transient reason (a coordinator that moved, which
+// franz-go finds again; CONCURRENT_TRANSACTIONS, which the transport waits
+// out; NOT_ENOUGH_REPLICAS; a leader that moved; the end of its context
+// before a batch went out) aborts its transaction, so the partition's last
+// stable offset moves on, and keeps the token: the next write under it may
+// succeed.
+//
+// A write whose context ends while its transaction is in flight returns
+// (at most 250 ms later) an error that wraps [ErrOutcomeUnknown], and leaves
+// the transaction to end in the background, holding the token's turn: a
+// batch that got no answer goes again until its leader answers, so that its
+// partition's next sequence number is known, and the transaction is then
+// aborted, unless its commit was on its way. The producer stays; only a
+// transaction that cannot be resolved within the transaction timeout ends
+// it, and the next write then gets [ErrProducerLost].
+//
+// # Open transactions hide records
+//
+// A read_committed reader stops at the last stable offset, the first offset
+// of the oldest open transaction of the partition. Roles that share a
+// partition therefore share its stalls: an open lease transaction of one
+// role hides the newer records of every role on the partition until it
+// commits or is aborted. [KafkaTransport] keeps its transactions short (one
+// record for a lease, no linger), aborts a transaction that failed, and
+// passes the lease duration as the transaction timeout, so the coordinator
+// aborts the transaction of a holder that stalled or died within a lease
+// duration plus one sweep of its abort timer, whose period is the broker
+// setting transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s
+// by default). Until then a standby of another role on the partition sees
+// that role's lease age. [KafkaTransport.StableOffsets] tells a reader
+// whether its view of a partition is incomplete, so that it can wait rather
+// than challenge on it.
+//
+// # Reading the state topic over Kafka
+//
+// [KafkaTransport.ReadPartitionFrom] returns the transport's compacted view
+// of a partition. The view holds the whole partition from its first call on,
+// for the life of the transport: every role's newest records, about 200
+// bytes of heap a record (a partition of 1 000 000 records of other roles
+// holds about 200 MiB). A view that held only the records of some roles
+// until then is first filled with one walk of the log, as
+// [KafkaTransport.ReadPartition] walks it (one Fetch per megabyte). A member
+// that waits for a role reads that role with [KafkaTransport.ReadRolesFrom]
+// instead, as [AcquireLeadership] does.
+//
+// An incremental read costs no request while the long poll of the partition
+// is current: the latest answer of its leader arrived less than half the
+// lease slack ago (the lease duration of the transport minus its renew
+// interval; 10 s with the default lease). The view then holds every record
+// committed before that answer, and the call waits for the last stable
+// offset that the answer reported. A record committed after it is on its
+// way: its leader completes the long poll as soon as the commit moves the
+// last stable offset, and the arrival wakes [KafkaTransport.WatchPartition].
+// So the view lags a commit by the transit of one Fetch response while the
+// leader answers, and by at most the freshness bound when it does not; a
+// holder that renews on time still looks alive in it. When the long poll is
+// not current (before the first answer, after a failed fetch, or when the
+// leader went silent), the call lists the last stable offset as
+// ReadPartition does (one ListOffsets request), and waits for it.
+//
+// The transport keeps in its view of a partition only the records of the
+// roles that a [KafkaTransport.WatchRoles] subscription holds, and those of
+// the roles that a read asked for, for a lease duration after the read
+// (unless a caller of ReadPartitionFrom made it keep the whole partition).
+// Its fetch loop still fetches every committed record of the partition, and
+// drops the others as it folds them; the key decides, read up to the role
+// name (the frozen layout of [EncodeKey]). So a standby of one role holds
+// the records of that role, whatever the other roles of its partition
+// write. A read of a role that the view did not keep from the partition's
+// first fetch on walks the log first, once (read_committed Fetch requests
+// from the log start to the offset the view had reached, one per megabyte
+// of the partition, under ctx, on a client without a long poll), keeping the
+// role's records, and merges them into the view; a record that the fetch
+// loop folds meanwhile wins over the walk's older record of its key. The
+// roles whose first read comes while such a walk runs share the next walk,
+// and a role of which the partition held no record so far needs none (the
+// transport keeps a 16 KiB filter of the roles it saw on each partition it
+// follows). A read whose ctx ends during its walk returns an error that
+// wraps [context.Canceled] or [context.DeadlineExceeded] and leaves the role
+// unfilled: the next read walks again from the log start, so on a long log
+// give the first read of a role time for the walk.
+//
+// # Renewals and the write slot
+//
+// The background renewal of a [Leadership] starts in [AcquireLeadership] and
+// ends when the leadership ends or [Leadership.Resign] stops it. It is no
+// goroutine of its own: one goroutine per transport and [Clock] serves the
+// due renewals of every leadership over that transport on that clock, and
+// runs each due renewal on a pool of at most 1024 at once, so a process
+// that holds many roles does not pay a goroutine for each; that goroutine
+// exits when no such leadership is left. Every write of the handle (a
+// renewal, [Leadership.Write], the resignation's tombstone) takes one write
+// slot, because they share the role's transactional producer; a caller
+// waits for the slot no longer than its context allows. Guarded writes that
+// wait for the slot together share one transaction (see "Guarded writes and
+// group commit"). No write starts after Done closes.
+//
+// [Leadership.Resign] writes a tombstone on the lease key, then one on the
+// member's registration key (and on its heartbeat key, if it wrote a
+// heartbeat while it waited), so the member leaves the roster: a later
+// [AcquireLeadership] of the same member joins at the tail. Over a
+// [TombstoneWriter], as [KafkaTransport] is, the tombstones go in one
+// transaction under the epoch and commit together, so the first standby
+// folds the whole resignation at once; a registration tombstone that this
+// transaction did not commit (a fence, a failure) goes again as a plain
+// append. A ctx that has already ended does not stop the tombstones: Resign
+// then writes them under a short context of its own (600 ms). Resign waits
+// for a write in flight, such as a renewal, because the tombstone goes
+// through the same producer; when its context ends first it ends the
+// leadership without a tombstone, and the standbys wait for the deadline.
+//
+// # Observing roles
+//
+// [Observe] starts with a [ChangeState] for each role, with its whole
+// state, in role-name order, once every partition it follows was read once,
+// and then one [ChangeSynced]; every later change is what one record
+// changed, a [ChangeExpired] when a lease's deadline passes by the
+// observer's clock without a renewal, or, with heartbeats on, a
+// [ChangeLapsed] when a standby that heartbeated stays unseen for
+// [LeaseConfig.RosterLapse] (three heartbeat intervals) by that clock. A
+// heartbeat record changes no rank and yields nothing itself; the State of
+// the next change carries its [RosterEntry.LastSeen]. The reader returns the
+// partition as log compaction leaves it, so two records of one key that
+// land within one read show as one change (a resignation and the grant that
+// follows may show as a takeover). A record that changes nothing (a
+// tombstone for a member that is not in the roster) yields nothing; a
+// record that does not decode is logged and skipped.
+//
+// A transport that implements [RoleFollower] (for Observe) or
+// [PartitionFollower] wakes the observer on each new record, and the
+// observer reads only the new records; otherwise it reads each partition
+// again every poll interval ([WithPollInterval]). Only [WithTopic],
+// [WithPartitions], [WithPollInterval], [WithClock], [WithLogger] and the
+// heartbeat interval change what it does. The heartbeat interval is that of
+// [WithHeartbeatInterval] (or of the config of [WithLeaseConfig]); without
+// one no ChangeLapsed comes. Pass the members' value, or ChangeLapsed comes
+// early or late.
+//
+// Observe reads the log, not the transaction coordinator: a mint shows
+// when its holder writes its first lease, and [DescribeLeadership] (or the
+// Gate of package coordination/device) tells the coordinator's token.
+//
+// # What the renew deadline guarantees
+//
+// [WithRenewDeadline] ends a leadership on the holder's own lease clock.
+// Let D be the lease duration, R the renew deadline, and G the GrantedAt of
+// the newest lease record whose write the cluster confirmed to the holder
+// (the holder stamps G before the write, so the record's deadline G + D is
+// never later than what the standbys read). A standby challenges that lease
+// no sooner than G + D by its own clock, and a lease record written later,
+// confirmed or not, only moves that instant on. The holder's context ends
+// at G + R by its own clock. So if, over a lease duration, the standby's
+// clock reads at most S ahead of the holder's (skew plus drift), then
+// between the end of the holder's context and the first mint of a standby
+// that waited for the deadline lie at least D − R − S. Work that stops
+// within that margin after its context ends never overlaps the work of such
+// a successor. Pick R so that D − R covers S plus the time the work takes
+// to stop.
+//
+// What it does not guarantee. A mint that deposes the holder before the
+// deadline (an operator's fence, a standby that misread the lease) takes
+// effect at once; the holder learns it at its next renewal, at most a renew
+// interval later, and its context ends then: drain with [Leadership.Resign]
+// to hand over without overlap. A process that stops altogether (a long GC
+// pause, SIGSTOP, a frozen VM) between its check of the context and its
+// side effect acts late, and no lease can prevent it: a device that must
+// never take a deposed leader's command checks the token itself (the Gate
+// of package coordination/device). Safety of the writes to Kafka never
+// rests on this option: the broker fences a deposed token whatever the
+// clocks say.
+//
+// # Evaluate's extensions
+//
+// [Evaluate] gives the specification's rules to a config built by
+// [NewLeaseConfig] or [DefaultLeaseConfig]. Two extensions, each switched on
+// in the config, change the answers:
+//
+//   - Heartbeats ([LeaseConfig.WithHeartbeatInterval]): a member whose
+//     heartbeats stopped for [LeaseConfig.RosterLapse] counts as not
+//     registered (it registers again, at the tail), and ranks count only
+//     the members that have not lapsed ([RoleState.RankAt]). An entry that
+//     never heartbeated never lapses. WaitUntil is then also the earliest
+//     lapse, ahead of this member, that would move its rank.
+//   - The resignation anchor ([LeaseConfig.WithResignationAnchor]): with
+//     no lease, the anchor of rule 3 is the later of the registration
+//     instant and [RoleState.LeaseClearedAt], so that after a resignation
+//     rank n challenges n staggers after the tombstone.
+//
 // # Extensions and errata
 //
 // A program written from the specification alone, with its names, options
@@ -249,8 +626,10 @@
 //     of an expired lease fence each other's first lease in turn, one epoch
 //     and one leadership change each; with the watch, a challenger that
 //     sees the coordinator hold a newer token than the expired lease's
-//     waits one lease duration plus its stagger for that token's lease.
-//     Why off: by the specification a standby challenges at its instant
+//     waits one lease duration plus its stagger for that token's lease
+//     (issue 18: without it, up to 12 epochs and 4 changes per broker
+//     fault at lease 6 s; docs/safety.md). krabka-chaos switches it on
+//     with --rival-watch. Why off: by the specification a standby challenges at its instant
 //     whatever the coordinator holds, and a mint that never writes a lease
 //     (an operator's fence) delays the failover by a lease duration.
 //     Tests: TestCampaignRules/rival (the rows of watchRival),

@@ -52,34 +52,17 @@ func (t *KafkaTransport) ReadPartition(ctx context.Context, partition TopicParti
 // same state as from the whole log.
 //
 // The view holds the whole partition from the first call on, for the life
-// of the transport: every role's newest records, about 200 bytes of heap a
-// record (a partition of 1 000 000 records of other roles holds about
-// 200 MiB). A view that held only the records of some roles until then
-// (see [KafkaTransport.ReadRolesFrom]) is first filled with one walk of the
-// log, as ReadPartition walks it (one Fetch per megabyte). A member that
-// waits for a role reads that role with ReadRolesFrom instead, as
-// [AcquireLeadership] does.
-//
-// It costs no request while the long poll of the partition is current:
-// the latest answer of its leader arrived less than half the lease slack
-// ago (the lease duration of the transport minus its renew interval; 10 s
-// with the default lease). The view then holds every record committed
-// before that answer, and the call waits for the last stable offset that
-// the answer reported. A record committed after it is on its way: its
-// leader completes the long poll as soon as the commit moves the last
-// stable offset, and the arrival wakes [KafkaTransport.WatchPartition]. So
-// the view lags a commit by the transit of one Fetch response while the
-// leader answers, and by at most the freshness bound when it does not; a
-// holder that renews on time still looks alive in it. When the long poll
-// is not current (before the first answer, after a failed fetch, or when
-// the leader went silent), the call lists the last stable offset as
-// [KafkaTransport.ReadPartition] does (one ListOffsets request), and waits
-// for it.
+// of the transport (about 200 bytes of heap a record); a member that waits
+// for a role reads it with [KafkaTransport.ReadRolesFrom] instead. A call
+// costs no request while the long poll of the partition is current, and
+// one ListOffsets request otherwise; the view lags a commit by the transit
+// of one Fetch response while the leader answers.
 //
 // A `from` past the end of the partition, which a truncated log or a view
 // that started again from the log start leaves behind, returns the whole
 // view. It returns an error for a negative `from`, and the errors of
-// ReadPartition. It is safe for concurrent use.
+// ReadPartition. It is safe for concurrent use. The view, its cost and its
+// lag: see the package doc's section "Reading the state topic over Kafka".
 func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicPartition, from int64) ([]StateRecord, int64, error) {
 	if err := t.useStateTopic(partition); err != nil {
 		return nil, from, err
@@ -104,30 +87,15 @@ func (t *KafkaTransport) ReadPartitionFrom(ctx context.Context, partition TopicP
 // to, for each of roles. It returns an error for a negative `from` or a
 // zero Role.
 //
-// The transport keeps in its view of a partition only the records of the
-// roles that a [KafkaTransport.WatchRoles] subscription holds, and those
-// of the roles that a read asked for, for a lease duration after the read
-// (unless a caller of ReadPartitionFrom made it keep the whole partition).
-// Its fetch loop still fetches every committed record of the partition,
-// and drops the others as it folds them; the key decides, read up to the
-// role name (the frozen layout of [EncodeKey]). So a standby of one role
-// holds the records of that role, whatever the other roles of its
-// partition write. A read of a role that the view did not keep from the
-// partition's first fetch on walks the log first, once (read_committed
-// Fetch requests from the log start to the offset the view had reached,
-// one per megabyte of the partition, under ctx, on a client without a long
-// poll), keeping the role's records, and merges them into the view; a
-// record that the fetch loop folds meanwhile wins over the walk's older
-// record of its key. The roles whose first read comes while such a walk
-// runs share the next walk, and a role of which the partition held no
-// record so far needs none (the transport keeps a 16 KiB filter of the
-// roles it saw on each partition it follows). A read whose ctx ends
-// during its walk returns an error that wraps [context.Canceled] or
-// [context.DeadlineExceeded] and leaves the role unfilled: the next read
-// walks again from the log start, so on a long log give the first read of
-// a role time for the walk.
-//
-// It is safe for concurrent use.
+// The view keeps only the records of the roles that a
+// [KafkaTransport.WatchRoles] subscription holds or a read asked for (for a
+// lease duration after the read). The first read of a role that the view
+// did not keep walks the log once from the log start (one Fetch per
+// megabyte, under ctx); a read whose ctx ends during that walk returns an
+// error that wraps [context.Canceled] or [context.DeadlineExceeded], and the
+// next read walks again. It is safe for concurrent use. The roles a view
+// keeps and the walk: see the package doc's section "Reading the state
+// topic over Kafka".
 func (t *KafkaTransport) ReadRolesFrom(ctx context.Context, partition TopicPartition, roles []Role, from int64) ([]StateRecord, int64, error) {
 	if err := t.useStateTopic(partition); err != nil {
 		return nil, from, err

@@ -26,10 +26,9 @@ import (
 // count that places each role.
 //
 // The call returns when every partition of the new topic answers at its
-// leader. A
-// topic that exists already is not changed: the call then checks it as
-// [KafkaTransport.CheckStateTopic] does and returns that result, so it is
-// safe to call at every start.
+// leader. A topic that exists already is not changed: the call then checks
+// it as [KafkaTransport.CheckStateTopic] does and returns that result, so it
+// is safe to call at every start.
 //
 // The claim "durable in a quorum before the dispatch" rests on this topic:
 // use a replication factor of 3 and a min.insync.replicas of 2 in
@@ -80,36 +79,25 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 // configured one ([WithPartitions], [DefaultPartitions] by default), and its
 // cleanup.policy contains compact. Members that disagree on the count put a
 // role on different partitions and never see each other's leases, so a
-// mismatch is an error that names both counts.
+// mismatch is an error that names both counts. The options start from the
+// specification's defaults, as [AcquireLeadership]'s do.
 //
-// It costs a metadata request and a DescribeConfigs request. A missing
-// topic, a partition count that differs, and a topic that is not compacted
-// return a *[StateTopicError], which wraps [ErrMisconfigured]. It also returns an error
-// for invalid options, for a missing DESCRIBE or DESCRIBE_CONFIGS ACL
+// It costs a metadata request and a DescribeConfigs request, and once for
+// the transport's life an ApiVersions check of every broker (see "Kafka 4
+// and the token that must not move" in the package doc). A missing topic,
+// a partition count that differs, and a topic that is not compacted return
+// a *[StateTopicError], which wraps [ErrMisconfigured]; a broker that cannot
+// serve a request at its capped version an error that wraps
+// ErrMisconfigured and names the API and both ranges. It also returns an
+// error for invalid options, for a missing DESCRIBE or DESCRIBE_CONFIGS ACL
 // (wrapping [ErrNotAuthorized]), and for a cluster it cannot reach.
-// [AcquireLeadership] calls it before it registers; over one transport, a
-// check that passed answers for the campaigns of the same topic, partition
-// count and lease that start within a minute of it, and campaigns that
-// start together share one check, so a process that acquires many roles
-// does not check the topic once for each. A call of CheckStateTopic itself
-// always checks anew. The options start from
-// the specification's defaults, as AcquireLeadership's do, so that an
-// option valid there (such as [WithRenewDeadline]) is valid here.
 //
-// It first checks, once for the transport's life, that every broker
-// serves each request the transport sends at the versions it sends them
-// (ApiVersions; Kafka removes old versions, KIP-896, and the transport
-// caps EndTxn and Produce to keep the epoch fixed): a broker that cannot
-// gets an error that wraps [ErrMisconfigured] and names the API and both
-// ranges.
-//
-// It also reads broker.session.timeout.ms from a broker that leads a
-// partition of the topic, and logs a warning on the options' logger
-// ([WithLogger]) when the lease ([DefaultLeaseConfig], or the one that
-// [WithLeaseConfig] and its siblings set) is shorter than
-// [MinLeaseForFailureDetection] allows: such a lease stays
-// safe, but every broker fault costs a leadership change. That read needs
-// DESCRIBE_CONFIGS on the cluster; without it the check is skipped.
+// It logs a warning on the options' logger when the lease is shorter than
+// [MinLeaseForFailureDetection] allows for the broker.session.timeout.ms it
+// reads (skipped without DESCRIBE_CONFIGS on the cluster). Over one
+// transport, AcquireLeadership reuses a check that passed for the campaigns
+// of the same topic, partition count and lease that start within a minute
+// of it; a call of CheckStateTopic itself always checks anew.
 func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option) error {
 	s, err := newSettings(options) // the specification's defaults, as AcquireLeadership's
 	if err != nil {

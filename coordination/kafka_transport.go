@@ -16,112 +16,30 @@ import (
 // kafka_errors.go renders kafkawire's errors, kafka_types.go converts the
 // types.
 
-// KafkaTransport implements [Transport], [GuardedWriter],
-// [PartitionFollower], [RoleFollower] and [StableOffsetReporter] with
-// franz-go.
+// KafkaTransport implements [Transport] with franz-go, and also
+// [GuardedWriter], [PartitionFollower], [RoleFollower] and
+// [StableOffsetReporter].
 //
-// A transport stands for one member process, and it owns three franz-go
-// clients, whatever the number of roles it holds:
+// A transport stands for one member process. It owns three franz-go clients
+// whatever the number of roles it holds (a plain producer for
+// [KafkaTransport.Append] and the admin requests, one transactional client
+// that every role shares, one read_committed reader), so N roles cost the
+// connections of three clients to each broker. The token that
+// [KafkaTransport.AcquireEpoch] returns stays the pair of every lease record
+// of the leadership, on Kafka 3 and 4 alike.
 //
-//   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
-//     no linger, and a partitioner that keeps the partition the caller
-//     pinned; it also sends the admin requests;
-//   - one transactional client that every role shares. Each epoch that
-//     [KafkaTransport.AcquireEpoch] mints is a producer id and epoch of
-//     transactional.id = the role name, with transaction.timeout.ms = the
-//     lease duration, and the lease writes and guarded writes of the role
-//     are raw AddPartitionsToTxn, Produce and EndTxn requests under that
-//     pair, one transaction at a time, with the sequence numbers of the
-//     epoch's partitions that the transport keeps;
-//   - one read_committed reader that follows, for the life of the
-//     transport, every partition that a read or a watch asked for, and
-//     keeps in memory the records of the roles that its callers follow
-//     there (see [KafkaTransport.WatchRoles]).
-//
-// So a process that holds N roles costs the connections of three clients
-// to each broker (at most two each: one for Produce or Fetch, one for the
-// other requests), not three per role. franz-go's own transactional
-// producer binds a client to one transactional id, which is why the
-// transport does not use it.
-//
-// # The token stays the minted pair
-//
-// Kafka 4 with transaction.version=2 (KIP-890 part 2) bumps the producer
-// epoch at every EndTxn of version 5 or later, so the token of a holder would
-// change at every renewal. The transactional client of this transport
-// therefore caps EndTxn at version 4 and Produce at version 11. The
-// coordinator picks the behaviour from the request version, so a
-// transaction of this transport keeps the epoch, and the token that
-// AcquireEpoch returned is the pair that every lease record of the
-// leadership carries and that [KafkaTransport.DescribeEpoch] reports. Every
-// request of a transaction carries the token's own producer id and epoch,
-// so the transport never writes under a pair it did not mint, and never
-// adopts one: a pair that moved at the coordinator refuses the token's
-// next request, and the write returns an error that wraps [ErrFenced].
-//
-// A port over a client that cannot cap request versions cannot keep the
-// token fixed on such a cluster: every commit hands its producer a new
-// epoch. It must adopt the pair that each of its own commits returns (the
-// one case where adopting is right, because the coordinator bumped the
-// epoch for this producer), carry it in the next lease record, and accept
-// that a third party's DescribeLeadership sees the lease's token one commit
-// behind; or the operator keeps the cluster at transaction.version=1.
-//
-// # Fences
-//
-// Broker codes 47 INVALID_PRODUCER_EPOCH, 90 PRODUCER_FENCED and 49
-// INVALID_PRODUCER_ID_MAPPING from any request of a transaction end the
-// epoch: the transport ends its producer and never sends InitProducerId
-// for it again, because a new InitProducerId can mint a new epoch for a
-// deposed member. Every later write under that token returns an error that
-// wraps [ErrFenced] without a request. The one refusal of the token that
-// is no fence, the coordinator's own abort of a transaction that outlived
-// its timeout (which bumps the epoch), ends the epoch with an error that
-// says so and wraps [ErrProducerLost]. A missing WRITE on the
-// TransactionalId (53 TRANSACTIONAL_ID_AUTHORIZATION_FAILED) ends the epoch
-// with an error that wraps [ErrNotAuthorized]; a missing ACL on a topic
-// (29 TOPIC_AUTHORIZATION_FAILED) fails the write only.
-//
-// A transaction that leaves the epoch in a state that only a new
-// InitProducerId repairs ends the epoch too, but it is no fence, and the
-// error wraps [ErrProducerLost] instead: a commit that failed with its
-// outcome unknown, or a request of the epoch whose answer timed out and
-// that the broker may still apply later (these wrap [ErrOutcomeUnknown]
-// too: the records may be in the log), an
-// abort that failed, a batch whose answer never came (the partition's next
-// sequence number is then unknown), 45 OUT_OF_ORDER_SEQUENCE_NUMBER or 59
-// UNKNOWN_PRODUCER_ID (after an abort, as the Java producer does), a
-// closed transport. The transport then ends the open transaction itself,
-// with an EndTxn(abort) at the token's epoch, so it does not hide the
-// partition's newer records until the transaction timeout.
-//
-// A write that fails for a transient reason (a coordinator that moved, which
-// franz-go finds again; CONCURRENT_TRANSACTIONS, which the transport waits
-// out; NOT_ENOUGH_REPLICAS; a leader that moved; the end of its context
-// before a batch went out) aborts its transaction, so the partition's last
-// stable offset moves on, and keeps the token: the next write under it may
-// succeed.
-//
-// # Open transactions hide records
-//
-// A read_committed reader stops at the last stable offset, the first offset
-// of the oldest open transaction of the partition. Roles that share a
-// partition therefore share its stalls: an open lease transaction of one
-// role hides the newer records of every role on the partition until it
-// commits or is aborted. The transport keeps its transactions short (one
-// record for a lease, no linger), aborts a transaction that failed, and
-// passes the lease duration as the transaction timeout, so the coordinator
-// aborts the transaction of a holder that stalled or died within a lease
-// duration plus one sweep of its abort timer, whose period is the broker
-// setting transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s
-// by default). Until then a standby of another role on the partition sees
-// that role's lease age. [KafkaTransport.StableOffsets] tells a reader
-// whether its view of a partition is incomplete, so that it can wait rather
-// than challenge on it.
+// Broker codes 47, 90 and 49 from a request of a transaction end the epoch, and
+// every later write under the token returns an error that wraps [ErrFenced];
+// a transaction that only a new InitProducerId repairs ends it with
+// [ErrProducerLost]; 53 on the transactional id with [ErrNotAuthorized]. A
+// transient error aborts the transaction and keeps the token.
 //
 // A KafkaTransport is safe for concurrent use by the leaderships of several
 // roles. The writes of one epoch run one at a time. Close releases
-// everything.
+// everything. The clients, the fences, and why an open transaction hides
+// the other roles' records: see the package doc's sections "The Kafka
+// transport", "Fences over Kafka", "Open transactions hide records" and
+// "Kafka 4 and the token that must not move".
 type KafkaTransport struct {
 	lease LeaseConfig
 	wire  *kafkawire.Wire

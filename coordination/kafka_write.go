@@ -26,18 +26,14 @@ import (
 // transaction and returns an error that does not wrap ErrFenced.
 //
 // ctx bounds the write, the wait for a write in flight of the same token
-// included, and the call returns at most 250 ms after ctx
-// ends. A transaction still in flight then returns an error that wraps
-// [ErrOutcomeUnknown] and the context's error, and goes on in the
-// background, holding the token's turn, within the transaction timeout (the
-// lease duration): a batch that got no answer goes again until its leader
-// answers, so that its partition's next sequence number is known, and the
-// transaction is then aborted, unless its commit was on its way. The
-// producer stays; only a transaction that cannot be resolved within the
-// timeout ends it, and the next write then gets [ErrProducerLost]. A write
-// that gave up while it waited for the token's previous transaction wrote
-// nothing and leaves the producer alone. Writes under one token run one at
-// a time.
+// included, and the call returns at most 250 ms after ctx ends. A
+// transaction still in flight then returns an error that wraps
+// [ErrOutcomeUnknown] and the context's error, and ends in the background
+// within the transaction timeout (the lease duration), holding the token's
+// turn; only a transaction that cannot be resolved by then ends the
+// producer, and the next write gets [ErrProducerLost]. A write that gave up
+// while it waited for the token's previous transaction wrote nothing. Writes
+// under one token run one at a time; the call is safe for concurrent use.
 func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartition, token FencingToken, key, value []byte) error {
 	if err := t.useStateTopic(partition); err != nil {
 		return err

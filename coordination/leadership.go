@@ -29,18 +29,9 @@ import (
 // watches Done and stops the work of the role at once. A member that keeps
 // competing loops: acquire, work until Done closes, acquire again.
 //
-// The background renewal starts in [AcquireLeadership] and ends when the
-// leadership ends or [Leadership.Resign] stops it. It is no goroutine of
-// its own: one goroutine per transport and [Clock] serves the due
-// renewals of every leadership over that transport on that clock, and
-// runs each due renewal on a pool of at most 1024 at once, so a process
-// that holds many roles does not pay a goroutine for each; that goroutine
-// exits when no such leadership is left. Every write of the handle (a
-// renewal, [Leadership.Write], the resignation's tombstone) takes one
-// write slot, because they share the role's transactional producer; a
-// caller waits for the slot no longer than its context allows. Guarded
-// writes that wait for the slot together share one transaction (the group
-// commit of [Leadership.Write]). No write starts after Done closes.
+// The renewals of every leadership over one transport and [Clock] share one
+// goroutine, and every write of the handle takes its one write slot: see the
+// package doc's section "Renewals and the write slot".
 //
 // A Leadership is safe for concurrent use.
 type Leadership struct {
@@ -214,29 +205,19 @@ func (l *Leadership) logger() *slog.Logger {
 
 // Resign gives the role up. It stops the renewal loop and writes a tombstone
 // on the lease key, so the first standby challenges at once instead of at
-// the deadline. It then writes a tombstone on the member's registration key
-// (and on its heartbeat key, if it wrote a heartbeat while it waited),
-// so the member leaves the roster: a later [AcquireLeadership] of the same
-// member joins at the tail. Over a [TombstoneWriter], as [KafkaTransport]
-// is, the tombstones go in one transaction under the epoch and commit
-// together, so the first standby folds the whole resignation at once; a
-// registration tombstone that this transaction did not commit (a fence, a
-// failure) goes again as a plain append. It ends the leadership, whatever
-// the writes do, and it returns their error.
+// the deadline. It also deregisters the member (a tombstone on its
+// registration key). It ends the leadership, whatever the writes do, and it
+// returns their error.
 //
-// A ctx that has already ended does not stop the tombstones: Resign then
-// writes them under a short context of its own (600 ms). Resign returns
-// within its context plus the transport's bound on a write in flight (250
-// ms for [KafkaTransport]), or within a second when ctx had already ended. Resign is safe to call twice and
-// concurrently with [Leadership.Renew] and [Leadership.Write]: a second call
-// writes nothing, and returns nil when a resignation ended the leadership,
-// or an error that wraps [ErrNotHeld] and the cause when something else did,
-// such as [ErrFenced] for a fence.
-//
-// Resign waits for a write in flight, such as a renewal, because the
-// tombstone goes through the same producer. When the context ends first it
-// ends the leadership without a tombstone, and the standbys wait for the
-// deadline.
+// Resign returns within its context plus the transport's bound on a write
+// in flight (250 ms for [KafkaTransport]), or within a second when ctx had
+// already ended: it still writes the tombstones then. Resign is safe to call
+// twice and concurrently with [Leadership.Renew] and [Leadership.Write]: a
+// second call writes nothing, and returns nil when a resignation ended the
+// leadership, or an error that wraps [ErrNotHeld] and the cause when
+// something else did, such as [ErrFenced] for a fence. The tombstones, and a
+// context that ends first: see the package doc's section "Renewals and the
+// write slot".
 //
 // Resign takes no epoch back. The member keeps the epoch it minted until
 // another member mints a newer one, and the broker still accepts a write of

@@ -19,74 +19,22 @@ import (
 // to a read_committed reader after its successor's first write.
 //
 // The transport must implement [GuardedWriter]; [KafkaTransport] does. Write
-// is safe to call from many goroutines and concurrently with the background
-// renewal. The role has one transactional producer, which runs one
-// transaction at a time, so the writes take turns on one write slot with
-// the renewals and the resignation.
+// is safe for concurrent use, with the background renewal too: calls that
+// wait for the role's one transaction share the next one (group commit), and
+// each returns its own outcome. A due renewal may preempt a slow write.
 //
-// # Group commit
-//
-// Calls that arrive while a transaction of the leadership is in flight wait
-// in a queue, and the next transaction writes all of them: one
-// AddPartitionsToTxn, Produce and EndTxn for the lot, the records of each
-// call together and in their order, the calls in the order they queued. A
-// call that finds nothing in flight starts its transaction at once and
-// waits for no company. Each call returns its own outcome:
-//
-//   - The shared transaction commits: every call of it returns nil.
-//   - The broker fences the token: every call of the transaction returns an
-//     error that wraps [ErrFenced], none of their records is visible, and
-//     the leadership ends; the calls still queued return an error that
-//     wraps [ErrNotHeld] and the fence.
-//   - The transaction's outcome is unknown, or the producer is lost (the
-//     error wraps [ErrProducerLost]): every call of it returns that error,
-//     which says whether the records may have committed, and the
-//     leadership ends.
-//   - The transaction fails without committing anything and leaves the
-//     leadership alone: a record for a topic that the member may not write
-//     (TOPIC_AUTHORIZATION_FAILED; the error wraps [ErrNotAuthorized]) or
-//     that does not exist, a record too large, a transient broker error,
-//     the end of one call's context before anything was sent. One call
-//     does not fail the others: when the transaction carried more than one
-//     call, each call whose context still runs is written again at once in
-//     a transaction of its own, in the same order, and returns the outcome
-//     of that one. A call whose context ended returns the shared
-//     transaction's error. (The retry rests on the contract of
-//     [GuardedWriter]: an error that wraps none of ErrFenced,
-//     ErrProducerLost and ErrOutcomeUnknown means that nothing committed;
-//     see mayHaveCommitted.)
-//   - A due renewal preempts the transaction (below): every call of it
-//     returns the error that says so.
-//
-// ctx bounds the call. A call whose context ends while it waits in the
-// queue leaves the queue and returns the context's error; nothing of it is
-// written. A transaction runs under the contexts of all its calls, the
-// earliest deadline among them included: the first context to end ends the
-// transaction for all of them, as the end of a caller's context ends its
-// own write. Over [KafkaTransport] the calls then return at most 250 ms
-// after that context ended; a transaction still in flight then ends in the
-// background, and every call of it returns an error that wraps
-// [ErrOutcomeUnknown]: its records may commit, or not. The leadership goes
-// on, and no call of such a transaction is written again.
-//
-// A write never lets the lease lapse: a renewal that falls due while a
-// transaction of writes holds the slot waits for it until one renew
-// interval before the lease's deadline (the lease duration minus two renew
-// intervals on the regular schedule: 10 s with the defaults), then cancels
-// it, and the queued writes wait for the renewal.
-// A renewal shares no transaction with guarded writes: it goes alone,
-// ahead of the queue, so that a caller's record (refused, or slow to be
-// acknowledged) never holds the lease back, at the cost of one transaction
-// per renew interval.
-// Over [KafkaTransport] records not yet sent are then failed and the
-// transaction is aborted, so nothing of it commits and the leadership goes
-// on, while a transaction already in flight ends in the background as
-// above (ErrOutcomeUnknown).
-//
-// Write on an ended leadership writes nothing and returns an error that
-// wraps [ErrNotHeld]. It rejects an empty list, a record without a topic or
-// with a partition outside 0 to 2^31-1, and a record for the coordination
-// topic (the leadership's, or [StateTopic]), before anything is queued.
+// ctx bounds the call; over [KafkaTransport] it returns at most 250 ms after
+// ctx ends, with an error that wraps [ErrOutcomeUnknown] when its
+// transaction was in flight (the records may commit; the leadership goes
+// on). A fence returns an error that wraps [ErrFenced], a lost producer one
+// that wraps [ErrProducerLost]; both end the leadership. A refused topic
+// ([ErrNotAuthorized]) or a transient error commits nothing and leaves the
+// leadership alone. On an ended leadership Write writes nothing and returns
+// an error that wraps [ErrNotHeld]. It rejects an empty list, a record
+// without a topic or with a partition outside 0 to 2^31-1, and a record for
+// the coordination topic (the leadership's, or [StateTopic]), before
+// anything is queued. Each outcome: see the package doc's section "Guarded
+// writes and group commit".
 func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error {
 	writer, ok := l.transport.(GuardedWriter)
 	if !ok {

@@ -27,16 +27,10 @@ const (
 
 // LeaseConfig holds the three timings of one role. The timings are
 // independent of the record layout, so one process holds several roles with
-// different timings.
-//
-// Two extensions of the specification live here too, because [Evaluate]
-// reads them from its config and from nothing else; both are off in every
-// config that [NewLeaseConfig] and [DefaultLeaseConfig] build, so those
-// configs give exactly the specification's answers:
-//   - the heartbeat interval of a waiting standby and the roster lapse that
-//     follows from it ([LeaseConfig.WithHeartbeatInterval]);
-//   - the resignation anchor of the stagger
-//     ([LeaseConfig.WithResignationAnchor]).
+// different timings. It also holds two extensions that [Evaluate] reads,
+// heartbeats ([LeaseConfig.WithHeartbeatInterval]) and the resignation
+// anchor ([LeaseConfig.WithResignationAnchor]), both off in every config
+// that [NewLeaseConfig] and [DefaultLeaseConfig] build.
 //
 // The lease adds no safety. It decides when a standby challenges a quiet
 // holder, and nothing else. A wrong timing makes a failover early or late. A

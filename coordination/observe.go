@@ -24,29 +24,12 @@ import (
 // [AcquireLeadership] ([RoleStateBuilder]). It takes no epoch, joins no
 // group and writes nothing. Over Kafka it needs READ on the state topic.
 //
-// The observation starts with a [ChangeState] for each role, with its
-// whole state, in role-name order, once every partition it follows was
-// read once, and then one [ChangeSynced]; every later change is what one
-// record changed, a [ChangeExpired] when a lease's deadline passes by
-// the observer's clock without a renewal, or, with heartbeats on, a
-// [ChangeLapsed] when a standby that heartbeated stays unseen for
-// [LeaseConfig.RosterLapse] (three heartbeat intervals) by that clock. A heartbeat record changes no rank and yields
-// nothing itself; the State of the next change carries its
-// [RosterEntry.LastSeen]. The reader returns the partition as log compaction leaves it, so two records
-// of one key that land within one read show as one change (a resignation
-// and the grant that follows may show as a takeover). A record that
-// changes nothing (a tombstone for a member that is not in the roster)
-// yields nothing; a record that does not decode is logged and skipped.
-//
-// A transport that implements [RoleFollower] (for Observe) or
-// [PartitionFollower] wakes the observer on each new record, and the
-// observer reads only the new records; otherwise it reads each partition
-// again every poll interval ([WithPollInterval]).
-// Only [WithTopic], [WithPartitions], [WithPollInterval], [WithClock],
-// [WithLogger] and the heartbeat interval change what it does. The
-// heartbeat interval is that of [WithHeartbeatInterval] (or of the config
-// of [WithLeaseConfig]); without one no ChangeLapsed comes. Pass the
-// members' value, or ChangeLapsed comes early or late.
+// It yields a [ChangeState] for each role, then one [ChangeSynced], then a
+// change per record that changes the fold, a [ChangeExpired] by the
+// observer's clock and, with heartbeats on, a [ChangeLapsed]. It reads the
+// log, not the coordinator. The order of the changes, what a compacted
+// read merges, and the options that matter: see the package doc's section
+// "Observing roles".
 //
 // The iteration ends when ctx ends or the loop breaks; no goroutine
 // outlives it. A read that fails yields err with a RoleChange whose only
@@ -56,10 +39,6 @@ import (
 // yielded, because no retry helps. An invalid option, an empty role list
 // or the zero [Role] yields one error and ends it. The yield runs on the
 // caller's goroutine, and a slow loop body delays the next read only.
-//
-// Observe reads the log, not the transaction coordinator: a mint shows
-// when its holder writes its first lease, and [DescribeLeadership] (or the
-// Gate of package coordination/device) tells the coordinator's token.
 func Observe(ctx context.Context, reader StateReader, roles []Role, options ...Option) iter.Seq2[RoleChange, error] {
 	return func(yield func(RoleChange, error) bool) {
 		if len(roles) == 0 {

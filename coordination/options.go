@@ -232,22 +232,13 @@ func WithResignationAnchor() Option {
 // this call did not write came from an earlier incarnation, and
 // [AcquireLeadership] challenges at once: a restart costs one epoch and no
 // wait. With the watch on, the call first tells an earlier incarnation
-// from a second live process under the same member id, and returns an
-// error that wraps [ErrDuplicateMember] instead of fencing that process:
-//   - it asks the coordinator for the role's token (DescribeEpoch): a lease
-//     whose token the coordinator no longer holds names a deposed member,
-//     and this call competes as a standby; a DescribeEpoch that fails is
-//     logged, and the call goes on with the next test;
-//   - a lease that names this member and that this process did not mint
-//     ([MintRecorder]) must go one renew interval plus one poll interval
-//     without a renewal before the call challenges; a renewal in that time
-//     is a live duplicate;
-//   - another registration of this member that replaces this call's own is
-//     a live duplicate.
-//
-// So a restarted member whose lease is still live waits up to one renew
+// from a second live process under the same member id (it asks the
+// coordinator, and watches the lease for a renewal), and returns an error
+// that wraps [ErrDuplicateMember] instead of fencing that process. So a
+// restarted member whose lease is still live waits up to one renew
 // interval plus one poll interval (11 s with the defaults) before it
-// competes, unless its transport minted the lease's token.
+// competes, unless its transport minted the lease's token. The tests: see
+// the package doc's section "The campaign in detail".
 func WithDuplicateMemberCheck() Option {
 	return func(s *settings) error {
 		s.duplicateCheck = true
@@ -268,24 +259,13 @@ func WithDuplicateMemberCheck() Option {
 // wait in vain counts as a mint without a lease toward a
 // [*ForeignEpochError] (another application uses the role name).
 //
-// Why: while the state partition cannot take a write (its leader moves after
-// a broker fault: 3-10 s with Kafka's failure detection), a rival's first
-// lease is late, the specification's rules see the old lease expired, and
-// each challenger that reaches its instant mints, fences the one before it,
-// and is fenced in turn: one epoch and one leadership change each time,
-// until a lease lands (issue 18: up to 12 epochs and 4 changes per broker
-// fault at lease 6 s). With the watch, one challenger mints and the others
-// wait for its lease.
-//
-// Why off: by the specification a standby challenges at the deadline plus
-// its stagger whatever the coordinator holds; with the watch, a mint that
-// never writes a lease (a challenger that died right after its mint, or an
-// operator's AcquireEpoch that fences a holder on purpose) delays the
-// failover by one lease duration more. It asks only to challenge an
-// expired lease: a handover after [Leadership.Resign] (a tombstone) and a
-// role without a lease take the specification's path with no extra
-// request, and a coordinator that cannot answer leaves the challenge as the
-// specification has it. krabka-chaos switches it on with --rival-watch.
+// It asks only to challenge an expired lease: a handover after
+// [Leadership.Resign] (a tombstone) and a role without a lease take the
+// specification's path with no extra request, and a coordinator that cannot
+// answer leaves the challenge as the specification has it. Why it exists
+// (challengers that fence each other after a broker fault) and why it is
+// off (a mint that never writes a lease delays the failover by a lease
+// duration): see the package doc's section "Extensions and errata".
 func WithRivalMintWatch() Option {
 	return func(s *settings) error {
 		s.rivalWatch = true

@@ -56,7 +56,6 @@ type Decision struct {
 // Evaluate decides what one member does about a role at this instant,
 // nowMillis in milliseconds since the Unix epoch. It is a pure function: it
 // reads no clock and no log, so any number of goroutines call it at once.
-//
 // The rules are:
 //
 //  1. A member that is not in the roster gets [ActionNotRegistered]. It has
@@ -71,32 +70,14 @@ type Decision struct {
 //     earliest instant at which this answer changes for an unchanged role
 //     state.
 //
-// The anchor of rule 3 always comes from the role state, and never from the
-// current instant. A member that has no lease to wait for anchors on its own
-// registration record. An anchor of "now plus n staggers" would move forward
-// on every evaluation, and a standby of rank 1 or more would then wait for
-// ever while rank 0 is dead.
-//
-// The member of an expired lease keeps rank 0, so it reclaims its own role at
-// its own deadline. See [RoleState.RankOf].
-//
-// A caller evaluates again when it reads a new record, and at the latest at
-// the instant that [Decision.WaitUntil] names.
-//
-// Those are the specification's rules, and a config built by
-// [NewLeaseConfig] or [DefaultLeaseConfig] gets exactly them. Two
-// extensions, each switched on in the config, change the answers:
-//
-//   - Heartbeats ([LeaseConfig.WithHeartbeatInterval]): a member whose
-//     heartbeats stopped for [LeaseConfig.RosterLapse] counts as not
-//     registered (it registers again, at the tail), and ranks count only
-//     the members that have not lapsed ([RoleState.RankAt]). An entry that
-//     never heartbeated never lapses. WaitUntil is then also the earliest
-//     lapse, ahead of this member, that would move its rank.
-//   - The resignation anchor ([LeaseConfig.WithResignationAnchor]): with
-//     no lease, the anchor of rule 3 is the later of the registration
-//     instant and [RoleState.LeaseClearedAt], so that after a resignation
-//     rank n challenges n staggers after the tombstone.
+// The anchor of rule 3 comes from the role state, never from the current
+// instant: "now plus n staggers" would move on every evaluation, and a
+// standby of rank 1 or more would wait for ever while rank 0 is dead. The
+// member of an expired lease keeps rank 0, so it reclaims its own role at
+// its own deadline ([RoleState.RankOf]). A caller evaluates again when it
+// reads a new record, and at the latest at [Decision.WaitUntil]. Heartbeats
+// and the resignation anchor, switched on in the config, change the
+// answers: see the package doc's section "Evaluate's extensions".
 func Evaluate(state RoleState, member MemberID, nowMillis int64, config LeaseConfig) Decision {
 	entry, registered := state.Entry(member)
 	if !registered {

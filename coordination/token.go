@@ -22,11 +22,9 @@ import (
 // Authority is equality, not order: the token of the leader is the pair
 // that the transaction coordinator holds for the role now
 // ([LeadershipStatus.Authoritative], [DescribeLeadership]). Producer ids
-// are not monotonic in time: each broker allocates ids from a block of its
-// own, so after the role's transaction coordinator moved, a legitimate new
-// leader was seen with 2:0 after the deposed 1001:32766. To order the
-// leaderships of a role, use the order in which their records were
-// committed to the log (their offsets), never [FencingToken.Compare].
+// are not monotonic in time, so order the leaderships of a role by the
+// offsets of their records, never by [FencingToken.Compare] (see the
+// package doc's section "The fencing token is a pair").
 //
 // A FencingToken is a comparable immutable value: == tests two tokens for
 // equality, and a token is safe to share between goroutines.

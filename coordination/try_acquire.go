@@ -60,26 +60,20 @@ func (e *TurnError) Unwrap() error { return ErrNotYourTurn }
 // like a challenge of AcquireLeadership) and writes the first lease, and
 // returns the *[Leadership], which renews in the background as any other.
 // Otherwise it deregisters the member again (as etcd's TryLock deletes its
-// key) and returns a *[TurnError], which wraps [ErrNotYourTurn]: the role
-// is held by a live lease, another standby ranks first and its stagger has
-// not passed, the member's registration is not visible yet, an open
-// transaction hides the newest records of the partition, or another mint
-// won the challenge. A live lease that names this member is an earlier
-// incarnation, which the call fences for one epoch, as AcquireLeadership
-// does; with [WithDuplicateMemberCheck] the call refuses such a lease when
-// this transport did not mint its token (an earlier incarnation, or a
-// second live process with this member id: wait for its deadline; the call
-// then leaves its registration, which may be that process's too).
+// key) and returns a *[TurnError], which wraps [ErrNotYourTurn] and says
+// why: a live lease, a standby that ranks first, a registration not visible
+// yet, an open transaction that hides the newest records, or another mint
+// that won. A live lease that names this member is an earlier incarnation,
+// which the call fences for one epoch, as AcquireLeadership does (with
+// [WithDuplicateMemberCheck]: see the package doc's "The campaign in detail").
 //
-// It returns the transport's error when a step fails, and deregisters the
-// member then too; a mint whose first lease write failed leaves the role
-// fenced without a lease, so the standbys take over at the deadline of the
-// old lease. ctx bounds the round. The other errors are those of
-// AcquireLeadership: for a nil transport, the zero Role or MemberID, an
-// invalid option, [ErrNotAuthorized] and [ErrMisconfigured]. It is safe
-// for concurrent use; a call for a role and member that this process
-// campaigns for or holds over the same transport returns
-// [ErrDuplicateCampaign], as AcquireLeadership does.
+// ctx bounds the round. A step that fails returns the transport's error and
+// deregisters the member; a mint whose first lease write failed leaves the
+// role fenced without a lease, so the standbys take over at the old lease's
+// deadline. The other errors are AcquireLeadership's: a nil transport, the
+// zero Role or MemberID, an invalid option, [ErrNotAuthorized],
+// [ErrMisconfigured] and [ErrDuplicateCampaign]. It is safe for concurrent
+// use.
 func TryAcquire(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "TryAcquire", transport, role, member, options)
 	if err != nil {

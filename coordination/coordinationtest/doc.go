@@ -51,6 +51,34 @@
 //		// coordination.ErrFenced, and holder.Done() closes.
 //	})
 //
+// # The conformance suite
+//
+// [TestTransport] checks that:
+//   - AcquireEpoch mints a token that DescribeEpoch then reports, and a
+//     mint of another transport fences it: the coordinator reports the new
+//     token, and the old one is no longer authoritative (authority is
+//     equality, never an order of tokens);
+//   - DescribeEpoch of a role that nobody took reports false and no error;
+//   - Append appends registrations in offset order, a nil value appends a
+//     tombstone, and ReadPartition returns the records oldest first, at
+//     least the newest record of each key (a reader may return the log as
+//     compaction leaves it);
+//   - Append refuses a lease key: a lease outside a transaction under the
+//     role's epoch would let an unfenced writer fake a lease;
+//   - WriteLease under the newest token writes, under a fenced token fails
+//     with an error that wraps [coordination.ErrFenced] and writes nothing,
+//     and with the key of another role than the token's is refused and
+//     writes nothing;
+//   - for a [coordination.PartitionFollower], ReadPartitionFrom returns the
+//     records from an offset on and the next offset to read;
+//   - for a [coordination.RoleFollower], ReadRolesFrom returns the records
+//     of the roles asked for and no other, which fold to the state that
+//     ReadPartition folds to, whether a WatchRoles subscription held the
+//     role before its records landed or not;
+//   - for a [coordination.GuardedWriter], WriteGuarded under the newest
+//     token writes, under a fenced token fails with ErrFenced, and a record
+//     for the state topic is refused.
+//
 // # What the model leaves out
 //
 // Topics need no creation and have any number of partitions. A record
