@@ -17,9 +17,9 @@ import (
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
-// kaReset is what a kfake control function returns to break the client's
+// errAdversaryReset is what a kfake control function returns to break the client's
 // connection at once: the client sees an EOF, not a read timeout.
-var kaReset = errors.New("adversary: the connection is reset")
+var errAdversaryReset = errors.New("adversary: the connection is reset")
 
 // TestKafkaRenewalCommitOnABrokenConnectionNeverTearsAWrite: the
 // EndTxn(commit) of a renewal is read by the coordinator and its
@@ -51,7 +51,7 @@ func TestKafkaRenewalCommitOnABrokenConnectionNeverTearsAWrite(t *testing.T) {
 		case req.TransactionalID != txnID:
 		case req.Commit && commits.Add(1) == 1: // the next renewal's commit: read, and the connection breaks
 			held.Store(req)
-			return nil, kaReset, true
+			return nil, errAdversaryReset, true
 		case !req.Commit: // an abort: the commit read before lands first
 			c.Fake.SleepControl(func() {
 				if late := held.Swap(nil); late != nil {
