@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/topicname"
 )
 
 // DefaultPollInterval is the default gap between two reads of [StateTopic]
@@ -370,31 +372,12 @@ func WithRenewInterval(interval time.Duration) Option {
 // with a character outside [a-zA-Z0-9._-].
 func WithTopic(topic string) Option {
 	return func(s *settings) error {
-		if err := checkTopic(topic); err != nil {
+		if err := topicname.Check(topic); err != nil {
 			return fmt.Errorf("coordination: WithTopic(%q): %w", topic, err)
 		}
 		s.topic = topic
 		return nil
 	}
-}
-
-// checkTopic applies Kafka's rules for a topic name (Topic.validate).
-func checkTopic(topic string) error {
-	switch {
-	case topic == "":
-		return errors.New("empty topic name")
-	case topic == "." || topic == "..":
-		return errors.New("topic name cannot be \".\" or \"..\"")
-	case len(topic) > 249:
-		return fmt.Errorf("topic name is %d bytes, the maximum is 249", len(topic))
-	}
-	for i := 0; i < len(topic); i++ {
-		c := topic[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("topic name has %q at byte %d: Kafka allows [a-zA-Z0-9._-]", c, i)
-		}
-	}
-	return nil
 }
 
 // RoleTopicPartition returns the partition of the coordination topic that

@@ -12,6 +12,7 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination"
 	"github.com/krabka-io/krabka-streams-go/coordination/internal/bridge"
 	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
+	"github.com/krabka-io/krabka-streams-go/coordination/internal/topicname"
 )
 
 // This file holds KafkaCommandReader, the device side's reader of guarded
@@ -54,7 +55,7 @@ func NewKafkaCommandReader(topics []string, clientOptions []kgo.Opt, brokers ...
 		return nil, errors.New("device: NewKafkaCommandReader: no topics")
 	}
 	for i, topic := range topics {
-		if err := checkTopic(topic); err != nil {
+		if err := topicname.Check(topic); err != nil {
 			return nil, fmt.Errorf("device: NewKafkaCommandReader: topic %d %q: %w", i, topic, err)
 		}
 	}
@@ -161,24 +162,4 @@ func tokenOf(producer kafkawire.Producer) coordination.FencingToken {
 		return coordination.NoEpoch
 	}
 	return token
-}
-
-// checkTopic applies Kafka's rules for a topic name (Topic.validate), as
-// coordination.WithTopic does.
-func checkTopic(topic string) error {
-	switch {
-	case topic == "":
-		return errors.New("empty topic name")
-	case topic == "." || topic == "..":
-		return errors.New("topic name cannot be \".\" or \"..\"")
-	case len(topic) > 249:
-		return fmt.Errorf("topic name is %d bytes, the maximum is 249", len(topic))
-	}
-	for i := 0; i < len(topic); i++ {
-		c := topic[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("topic name has %q at byte %d: Kafka allows [a-zA-Z0-9._-]", c, i)
-		}
-	}
-	return nil
 }
