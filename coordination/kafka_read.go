@@ -18,8 +18,11 @@ import (
 // first, tombstones included: it walks the log with read_committed
 // isolation from the log start offset to the last stable offset that the
 // partition had when the call began (one ListOffsets request), so a record
-// committed before the call is in the answer, and an aborted write and an
-// open transaction's records are not. Every record that the log still
+// whose commit marker the broker wrote before the call is in the answer,
+// and an aborted write and an open transaction's records are not. Kafka
+// answers EndTxn before it writes the markers, so a read at once after a
+// commit may end just before it; a caller that needs its own write reads
+// again. Every record that the log still
 // holds is in the answer, a record that a newer record of its key
 // superseded too, until log compaction removes it; every record keeps its
 // offset. It costs one Fetch per megabyte of the partition.
