@@ -98,7 +98,8 @@ step gofmt check_gofmt
 # module, and the modules of the CLI, the fault harness and the bench.
 packages=github.com/krabka-io/krabka-streams-go/...
 step "go vet" go vet "$packages"
-# golangci-lint (.golangci.yml: govet, staticcheck, errorlint, gosec's G115
+# golangci-lint (.golangci.yml: govet, staticcheck, errorlint, depguard (the
+# layers' imports, docs/layout.md), gosec's G115
 # integer-overflow conversions) over every module of the workspace, at the
 # version that tools/go.mod pins: go tool builds it from the Go module proxy
 # the first time (a few minutes), then from the build cache. The tools
