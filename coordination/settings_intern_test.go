@@ -2,6 +2,7 @@ package coordination
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -54,13 +55,59 @@ func TestSettingsAreSharedByEqualOptions(t *testing.T) {
 		t.Error("settings with a clock without == were shared")
 	}
 
+	// The table holds settings that a campaign still uses: these stay in
+	// use until the end of the test.
+	var fill []*settings
 	for i := range maxSharedSettings {
-		build(WithTopic(fmt.Sprintf("coord-fill-%d", i)))
+		fill = append(fill, build(WithTopic(fmt.Sprintf("coord-fill-%d", i))))
 	}
+	defer runtime.KeepAlive(fill)
 	if x, y := build(WithTopic("coord-past-the-bound")), build(WithTopic("coord-past-the-bound")); x == y || x.topic != "coord-past-the-bound" {
 		t.Error("settings past the bound were shared: the table grows without end")
 	}
 	if a2 := build(WithTopic("coord-a"), WithPartitions(16)); a2 != a {
 		t.Error("settings shared before the table filled are no longer shared")
+	}
+}
+
+// TestSharedSettingsAreForgottenWithTheirLastUser: the table keeps settings
+// only while a campaign or a leadership uses them (a weak pointer under
+// their unique.Handle), so settings built once and dropped leave it, and
+// do not count against its bound (before unique, an entry stayed for the
+// life of the process).
+func TestSharedSettingsAreForgottenWithTheirLastUser(t *testing.T) {
+	resetSharedSettings(t)
+	for i := range 2 * maxSharedSettings {
+		if _, err := newSettings([]Option{WithTopic(fmt.Sprintf("coord-dropped-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := func() int {
+		sharedSettings.mu.Lock()
+		defer sharedSettings.mu.Unlock()
+		return len(sharedSettings.byValue)
+	}
+	// The collector runs the cleanups on a goroutine of its own: give it
+	// a few cycles.
+	for range 100 {
+		runtime.GC()
+		if entries() == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("%d entries of dropped settings are still in the table; want none", n)
+	}
+	a, err := newSettings([]Option{WithTopic("coord-kept")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newSettings([]Option{WithTopic("coord-kept")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Error("settings built after dropped ones filled the table were not shared: the dropped ones still count against the bound")
 	}
 }
