@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // permanentError marks an error that retryTransient does not retry.
@@ -35,7 +36,7 @@ const retryAttempt = 5 * time.Second
 // broker within about ten seconds and moves its partitions), a connection
 // that broke. It returns op's last error, unwrapped from permanent.
 func retryTransient(ctx context.Context, op func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
+	pauses := backoff.Doubling{First: 100 * time.Millisecond, Max: time.Second}
 	for {
 		attempt, cancel := context.WithTimeout(ctx, retryAttempt)
 		err := op(attempt)
@@ -53,8 +54,7 @@ func retryTransient(ctx context.Context, op func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(backoff):
+		case <-time.After(pauses.Next()):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }

@@ -3,6 +3,8 @@ package kafkawire
 import (
 	"context"
 	"time"
+
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // This file holds the waits of CONCURRENT_TRANSACTIONS: the coordinator
@@ -40,7 +42,7 @@ const concurrentTransactionsResends = 3
 // the last error.
 func withConcurrentTransactions(ctx context.Context, do func() error) error {
 	start := time.Now()
-	backoff := concurrentTransactionsBackoff
+	pauses := backoff.Doubling{First: concurrentTransactionsBackoff, Max: 200 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
 		err := do()
 		if !busy(err) {
@@ -52,16 +54,14 @@ func withConcurrentTransactions(ctx context.Context, do func() error) error {
 			}
 			continue
 		}
+		pause := pauses.Next()
 		switch since := time.Since(start); {
 		case since > 5*time.Second:
-			backoff = max(backoff, time.Second)
+			pause = max(pause, time.Second)
 		case since > 5*time.Second/2:
-			backoff = max(backoff, 500*time.Millisecond)
+			pause = max(pause, 500*time.Millisecond)
 		}
-		timer := time.NewTimer(backoff)
-		if backoff < 200*time.Millisecond {
-			backoff = min(2*backoff, 200*time.Millisecond)
-		}
+		timer := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // This file holds the cache of transaction coordinators: the requests of a
@@ -114,7 +116,7 @@ func (c *txnCoordinators) requestTracked(ctx context.Context, txnID string, buil
 // broker may still apply the request. A connection that could not be
 // dialled carried nothing, and the end of send is the caller's to judge.
 func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error, unanswered *unansweredAt) (kmsg.Response, error) {
-	backoff := coordinatorBackoff
+	pauses := backoff.Doubling{First: coordinatorBackoff, Max: coordinatorBackoffMax}
 	for {
 		node, err := c.node(ctx, txnID)
 		var resp kmsg.Response
@@ -149,14 +151,13 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		timer := time.NewTimer(backoff)
+		timer := time.NewTimer(pauses.Next())
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, err
 		case <-timer.C:
 		}
-		backoff = min(2*backoff, coordinatorBackoffMax)
 	}
 }
 

@@ -2,11 +2,12 @@ package kafkawire
 
 import (
 	"context"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // This file holds how the wire notices a broker fault: the waits of its
@@ -83,12 +84,7 @@ func RequestTimeoutOverhead(renewInterval time.Duration) time.Duration {
 // before the retry that follows fails failures, 50 ms doubling up to
 // 500 ms, times a jitter in [0.8, 1.2). It is safe for concurrent use.
 func RetryBackoff(fails int) time.Duration {
-	backoff := retryBackoffFirst
-	for i := 1; i < fails && backoff < retryBackoffMax; i++ {
-		backoff *= 2
-	}
-	backoff = min(backoff, retryBackoffMax)
-	return time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+	return backoff.Jitter(backoff.After(retryBackoffFirst, retryBackoffMax, fails), 0.2)
 }
 
 // DefaultSessionTimeout is Kafka's default broker.session.timeout.ms.

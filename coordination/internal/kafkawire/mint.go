@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // This file holds the requests of an epoch to its transaction coordinator
@@ -26,7 +28,7 @@ import (
 // transaction, or a coordinator that moves), and a resend would fence the
 // rival's first lease.
 func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unless *Producer) (Producer, error) {
-	backoff := 50 * time.Millisecond
+	pauses := backoff.Doubling{First: 50 * time.Millisecond, Max: time.Second}
 	sent := false
 	for {
 		var minted Producer
@@ -80,9 +82,8 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 		select {
 		case <-ctx.Done():
 			return Producer{}, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w (last error: %w)", ctx.Err(), err)}
-		case <-time.After(backoff):
+		case <-time.After(pauses.Next()):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -168,7 +169,7 @@ func (w *Wire) DescribeEpoch(ctx context.Context, txnID, op string) (Producer, b
 	if w.Closed() {
 		return Producer{}, false, errClosed
 	}
-	backoff := 50 * time.Millisecond
+	pauses := backoff.Doubling{First: 50 * time.Millisecond, Max: time.Second}
 	for {
 		producer, held, err := w.describeEpochOnce(ctx, txnID, op)
 		if err == nil || err.Class != Retriable {
@@ -180,9 +181,8 @@ func (w *Wire) DescribeEpoch(ctx context.Context, txnID, op string) (Producer, b
 		select {
 		case <-ctx.Done():
 			return Producer{}, false, &Error{Op: op, Class: Canceled, Err: fmt.Errorf("%w (last error: %w)", ctx.Err(), err)}
-		case <-time.After(backoff):
+		case <-time.After(pauses.Next()):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

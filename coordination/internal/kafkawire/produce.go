@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // This file holds the produce loop of a transaction: the records cut into
@@ -119,7 +121,7 @@ func topicError(topic string, err error) error {
 // transaction is aborted. A batch still unknown when bg ends makes failed
 // end the epoch: only a new epoch resets the partition's sequence.
 func (e *Epoch) produce(callCtx, bg context.Context, parts []*partitionBatches) []error {
-	backoff := 5 * time.Millisecond
+	pauses := backoff.Doubling{First: 5 * time.Millisecond, Max: 250 * time.Millisecond}
 	ctx, draining := callCtx, false
 	for {
 		if !draining && callCtx.Err() != nil {
@@ -194,16 +196,15 @@ func (e *Epoch) produce(callCtx, bg context.Context, parts []*partitionBatches) 
 			wg.Wait()
 		}
 		if progressed {
-			backoff = 5 * time.Millisecond
+			pauses.Reset()
 			continue
 		}
-		timer := time.NewTimer(backoff)
+		timer := time.NewTimer(pauses.Next())
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
 		}
 		timer.Stop()
-		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 

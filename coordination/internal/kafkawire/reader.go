@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/krabka-io/krabka-streams-go/internal/backoff"
 )
 
 // This file holds the Reader of a Wire, its state and its timings: one kgo.Client, one fetch loop per leader
@@ -307,9 +309,5 @@ func (p *followedPartition) setErrLocked(err *Error, fatal bool) {
 // readerMaxBackoff. The caller holds r.mu.
 func (p *followedPartition) failedLocked(now time.Time) {
 	p.failures++
-	backoff := readerMaxBackoff
-	if p.failures < 6 {
-		backoff = min(100*time.Millisecond<<(p.failures-1), readerMaxBackoff)
-	}
-	p.retryAt = now.Add(backoff)
+	p.retryAt = now.Add(backoff.After(100*time.Millisecond, readerMaxBackoff, p.failures))
 }
