@@ -189,6 +189,9 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		c.incarnation = c.topicIncarnation()
 	}
 	c.builder = NewRoleStateBuilder(c.role)
+	if err := c.watchBeforeRegister(ctx); err != nil { // WithDuplicateMemberCheck: campaign_duplicate.go
+		return nil, c.abandon(ctx, err)
+	}
 	c.registeredAt = clock.NowMillis()
 	for {
 		if err := ctx.Err(); err != nil {

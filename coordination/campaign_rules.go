@@ -711,3 +711,101 @@ const minMintAttempt = 500 * time.Millisecond
 func epochServesAgain(err error) bool {
 	return !errors.Is(err, ErrFenced) && !errors.Is(err, ErrProducerLost)
 }
+
+// duplicateWatchMargin is what the watch of a standby registration before
+// the registration (decideBeforeRegister) adds to the heartbeat interval
+// and the poll interval: a standby writes its heartbeat on the first wake
+// of its loop past the due instant, which may wait for a read in flight,
+// and the write and this call's read of it take time too. (The watch of a
+// lease waits as long as decideNamedLease's quiet test: a renewal is due
+// on the holder's own scheduler.)
+const duplicateWatchMargin = time.Second
+
+// duplicateWatch is what decideBeforeRegister remembers between the reads
+// of its watch: the lease or the standby registration that names the
+// member, as first seen, and the end of the watch.
+type duplicateWatch struct {
+	started bool
+	lease   *Lease      // the live lease that names the member; nil when the watch is of a standby
+	entry   RosterEntry // the standby registration of the member (lease nil)
+	seenAt  int64       // when the watch began, in ms
+	until   int64       // when it ends, in ms
+}
+
+// beforeRegisterStep is one decision of decideBeforeRegister.
+type beforeRegisterStep struct {
+	register bool  // register now: nothing names the member, or nobody renewed what does
+	until    int64 // else, without err: read again by this instant, in ms
+	err      error // the call's error: a live duplicate ([ErrDuplicateMember])
+	watch    duplicateWatch
+	memory   campaignMemory // the rules' memory that the campaign starts with
+}
+
+// decideBeforeRegister decides, with the duplicate-member watch on, whether
+// a call may write its registration, before it writes anything. A
+// registration would replace that of a second live process under the same
+// member id (which ends that process's campaign), so the call first
+// watches what names the member:
+//
+//   - a live lease that names the member, which this process did not mint
+//     and did not see fenced: until one renew interval and one poll
+//     interval pass (decideNamedLease's quiet test), or the lease expires. A renewal under
+//     its token is a live duplicate: stop with [ErrDuplicateMember].
+//     Without one, the call registers, and its campaign counts the lease
+//     as quiet since the watch began (decideNamedLease challenges it
+//     without a second wait);
+//   - else, with heartbeats on, a standby registration of the member whose
+//     rank has not lapsed: for one heartbeat interval, one poll interval
+//     and duplicateWatchMargin. A newer heartbeat, or another registration of the
+//     member, is a live duplicate; a registration that left the roster, or
+//     no heartbeat, lets the call register (the crashed standby's key is
+//     replaced).
+//
+// Without the watch, or with nothing that names the member, the call
+// registers at once.
+func decideBeforeRegister(state RoleState, member MemberID, view campaignView, watch duplicateWatch, rules campaignRules, nowMillis int64) beforeRegisterStep {
+	memory := view.memory
+	if !rules.duplicateCheck {
+		return beforeRegisterStep{register: true, memory: memory}
+	}
+	if !watch.started {
+		lease := state.Lease
+		entry, registered := state.Entry(member)
+		switch {
+		case lease != nil && lease.Member == member && nowMillis < lease.Deadline && !view.leaseMinted && !view.leaseFenced:
+			seen := *lease
+			until := nowMillis + (rules.lease.renewInterval + rules.pollInterval).Milliseconds()
+			watch = duplicateWatch{started: true, lease: &seen, seenAt: nowMillis, until: min(until, lease.Deadline)}
+		case registered && rules.lease.HeartbeatInterval() > 0 && !entry.LapsedAt(nowMillis, rules.lease):
+			until := nowMillis + (rules.lease.HeartbeatInterval() + rules.pollInterval + duplicateWatchMargin).Milliseconds()
+			watch = duplicateWatch{started: true, entry: entry, seenAt: nowMillis, until: until}
+		default:
+			return beforeRegisterStep{register: true, memory: memory}
+		}
+		return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
+	}
+	if seen := watch.lease; seen != nil {
+		if renewed := state.Lease; renewed != nil && renewed.Member == member && renewed.Token == seen.Token && renewed.GrantedAt > seen.GrantedAt {
+			return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease while this call waited to register (granted at %d ms, then at %d ms); "+
+				"two processes under one member id would fence each other: %w", member, view.role, seen.Token, seen.GrantedAt, renewed.GrantedAt, ErrDuplicateMember)}
+		}
+		if nowMillis >= watch.until {
+			// Quiet since the watch began: the campaign need not watch it
+			// again before it fences that earlier incarnation.
+			memory.namedLease, memory.namedLeaseSeenAt = seen, watch.seenAt
+			return beforeRegisterStep{register: true, watch: watch, memory: memory}
+		}
+		return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
+	}
+	entry, registered := state.Entry(member)
+	switch {
+	case !registered:
+		return beforeRegisterStep{register: true, watch: watch, memory: memory} // the other process left the roster
+	case entry.LastSeen > watch.entry.LastSeen || entry.Offset != watch.entry.Offset:
+		return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it waits as a standby and was seen at %d ms (registered at %d ms) while this call waited to register; "+
+			"two processes under one member id would end each other's campaign: %w", member, view.role, entry.LastSeen, entry.RegisteredAt, ErrDuplicateMember)}
+	case nowMillis >= watch.until:
+		return beforeRegisterStep{register: true, watch: watch, memory: memory}
+	}
+	return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
+}

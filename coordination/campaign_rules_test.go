@@ -661,3 +661,93 @@ func TestMintRules(t *testing.T) {
 		}
 	}
 }
+
+// TestBeforeRegisterRules: decideBeforeRegister, the watch of what names
+// the member before a call writes its registration (issue 30: the CLI's
+// check moved into the library, behind WithDuplicateMemberCheck).
+func TestBeforeRegisterRules(t *testing.T) {
+	f := newRulesFixture(t)
+	const T = rulesT
+	spec := campaignRules{lease: f.spec, pollInterval: time.Second}
+	heartbeats := campaignRules{lease: f.heartbeats, pollInterval: time.Second}
+	watch := campaignRules{lease: f.spec, pollInterval: time.Second, duplicateCheck: true}
+	watchHeartbeats := campaignRules{lease: f.heartbeats, pollInterval: time.Second, duplicateCheck: true}
+
+	mine := leaseOf(f.me, f.older, T-5_000) // live until T+25 s
+	nearDeadline := leaseOf(f.me, f.older, T-25_000)
+	renewed := leaseOf(f.me, f.older, T+5_000)
+	expired := leaseOf(f.me, f.older, T-30_000)
+	standby := seenAt(entry(f.me, 1, T-10_000), T-1_000) // a heartbeat a second ago
+	lapsed := seenAt(entry(f.me, 1, T-10_000), T-7_000)  // none for 7 s: lapsed after 6 s
+	holder := leaseOf(f.n1, f.tok, T-5_000)
+	view := campaignView{role: f.role}
+	minted := campaignView{role: f.role, leaseMinted: true}
+	fenced := campaignView{role: f.role, leaseFenced: true}
+	watchingLease := duplicateWatch{started: true, lease: mine, seenAt: T - 11_000, until: T}
+	watchingStandby := duplicateWatch{started: true, entry: standby, seenAt: T - 4_000, until: T}
+
+	for _, tc := range []struct {
+		name   string
+		rules  campaignRules
+		state  RoleState
+		view   campaignView
+		watch  duplicateWatch
+		now    int64
+		wantOK bool  // register
+		until  int64 // else, without err
+		err    error
+	}{
+		{name: "without the watch a live lease of the member is no reason to wait (the specification)", rules: spec,
+			state: RoleState{Lease: mine}, view: view, now: T, wantOK: true},
+		{name: "without the watch a live standby of the member is no reason to wait", rules: heartbeats,
+			state: RoleState{Roster: []RosterEntry{standby}, Lease: holder}, view: view, now: T, wantOK: true},
+		{name: "nothing names the member: register at once", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.n1, 0, T-20_000)}, Lease: holder}, view: view, now: T, wantOK: true},
+		{name: "a live lease of the member: watch one renew interval and one poll interval", rules: watch,
+			state: RoleState{Lease: mine}, view: view, now: T, until: T + 11_000},
+		{name: "a live lease of the member: the watch ends at its deadline", rules: watch,
+			state: RoleState{Lease: nearDeadline}, view: view, now: T, until: T + 5_000},
+		{name: "a lease that this process minted: register at once", rules: watch,
+			state: RoleState{Lease: mine}, view: minted, now: T, wantOK: true},
+		{name: "a lease that this process saw fenced: register at once", rules: watch,
+			state: RoleState{Lease: mine}, view: fenced, now: T, wantOK: true},
+		{name: "an expired lease of the member: register at once", rules: watch,
+			state: RoleState{Lease: expired}, view: view, now: T, wantOK: true},
+		{name: "the watched lease was renewed: a live duplicate", rules: watch,
+			state: RoleState{Lease: renewed}, view: view, watch: watchingLease, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched lease stays quiet: wait for the end of the watch", rules: watch,
+			state: RoleState{Lease: mine}, view: view, watch: watchingLease, now: T - 1, until: T},
+		{name: "the watched lease stayed quiet: register", rules: watch,
+			state: RoleState{Lease: mine}, view: view, watch: watchingLease, now: T, wantOK: true},
+		{name: "a standby of the member with heartbeats: watch one heartbeat interval, one poll interval and a second", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{standby}, Lease: holder}, view: view, now: T, until: T + 4_000},
+		{name: "a standby of the member without heartbeats on: register at once", rules: watch,
+			state: RoleState{Roster: []RosterEntry{standby}, Lease: holder}, view: view, now: T, wantOK: true},
+		{name: "a lapsed standby of the member: register at once", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{lapsed}, Lease: holder}, view: view, now: T, wantOK: true},
+		{name: "the watched standby heartbeated: a live duplicate", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched standby registered again: a live duplicate", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.me, 5, T-500)}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched standby left the roster: register", rules: watchHeartbeats,
+			state: RoleState{Lease: holder}, view: view, watch: watchingStandby, now: T - 1, wantOK: true},
+		{name: "the watched standby stays quiet: wait for the end of the watch", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{standby}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, until: T},
+		{name: "the watched standby stayed quiet: register in its place", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{standby}, Lease: holder}, view: view, watch: watchingStandby, now: T, wantOK: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decideBeforeRegister(tc.state, f.me, tc.view, tc.watch, tc.rules, tc.now)
+			if got.register != tc.wantOK || (!tc.wantOK && tc.err == nil && got.until != tc.until) || !errors.Is(got.err, tc.err) || (tc.err == nil && got.err != nil) {
+				t.Fatalf("decideBeforeRegister = register %t, until %d, err %v; want register %t, until %d, err %v", got.register, got.until, got.err, tc.wantOK, tc.until, tc.err)
+			}
+		})
+	}
+
+	// A lease that stayed quiet through the watch is quiet for the
+	// campaign too: decideNamedLease challenges it without a second wait.
+	got := decideBeforeRegister(RoleState{Lease: mine}, f.me, view, watchingLease, watch, T)
+	if got.memory.namedLease == nil || *got.memory.namedLease != *mine || got.memory.namedLeaseSeenAt != T-11_000 {
+		t.Fatalf("memory after a quiet watch = %+v; want the lease, seen when the watch began", got.memory)
+	}
+}

@@ -259,6 +259,17 @@
 // With [WithDuplicateMemberCheck], a lease or registration that names this
 // member and that this call did not write is tested before it is fenced:
 //
+//   - before the call writes anything, it watches what names the member
+//     (decideBeforeRegister): a live lease that names it, which this
+//     process did not mint, for one renew interval plus one poll interval
+//     (never past the lease's deadline); else, with heartbeats on, a
+//     standby registration of it whose rank has not lapsed, for one
+//     heartbeat interval, one poll interval and a second. A renewal, a
+//     heartbeat or another registration in that time is a live duplicate,
+//     and the call returns an error that wraps [ErrDuplicateMember] with
+//     nothing written; else it registers (in the crashed standby's place),
+//     and a lease that stayed quiet is challenged without a second wait.
+//     The watch is logged as a warning;
 //   - the call asks the coordinator for the role's token (DescribeEpoch): a
 //     lease whose token the coordinator no longer holds names a deposed
 //     member, and this call competes as a standby; a DescribeEpoch that
@@ -606,13 +617,20 @@
 //   - The duplicate-member watch: [WithDuplicateMemberCheck]. Why: two live
 //     processes under one member id fence each other in turn; the watch
 //     returns [ErrDuplicateMember] instead, and asks the coordinator
-//     whether a lease that names the member is superseded. Why off: the
-//     specification fences a lease that names the member at once, for one
-//     epoch; the watch makes a restart wait up to one renew interval plus
-//     one poll. krabka-coord elect and run switch it on. Tests:
-//     TestLeadershipLiveDuplicateMemberIsRefused,
+//     whether a lease that names the member is superseded; before the
+//     call writes its registration, which would replace a live standby's,
+//     it waits for a renewal of a live lease that names the member, or
+//     (with heartbeats) for a heartbeat of a standby registration of it.
+//     Why off: the specification fences a lease that names the member at
+//     once, for one epoch; the watch makes a restart wait up to one renew
+//     interval plus one poll (a standby's: one heartbeat interval, one
+//     poll and a second). krabka-coord elect and run switch it on (the
+//     check before the registration was the CLI's own until issue 30).
+//     Tests: TestLeadershipLiveDuplicateMemberIsRefused,
 //     TestLeadershipRestartedHolderTakesItsRoleBackWithTheDuplicateCheck,
-//     TestTryAcquireUnderALiveHoldersMemberID.
+//     TestLeadershipDuplicateIsRefusedBeforeItWrites,
+//     TestLeadershipCrashedStandbyIsTakenOverAfterOneHeartbeat,
+//     TestBeforeRegisterRules, TestTryAcquireUnderALiveHoldersMemberID.
 //   - [WithRenewDeadline]: the leadership ends when no renewal was
 //     confirmed within the deadline ([ErrRenewDeadline]). Why: work that
 //     cannot carry the token to its target (a call to a device that reads

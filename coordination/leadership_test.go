@@ -947,3 +947,92 @@ func TestLeadershipSimultaneousChallengeLeavesOneLeader(t *testing.T) {
 		e.resign(live[0])
 	})
 }
+
+// TestLeadershipDuplicateIsRefusedBeforeItWrites (issue 30, item 4: the
+// CLI kept this check of its own): with WithDuplicateMemberCheck, a second
+// process under the member id of a live holder, or of a live standby whose
+// heartbeats land, is refused with ErrDuplicateMember before it writes
+// anything. Before, it registered first, and its registration replaced
+// the live standby's, which then gave up as the "duplicate".
+func TestLeadershipDuplicateIsRefusedBeforeItWrites(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		hb := coordination.WithHeartbeatInterval(5 * time.Second)
+		dup := coordination.WithDuplicateMemberCheck()
+		holder := e.acquireNow(e.member("node-1"), hb)
+		node2 := e.member("node-2")
+		standby := e.campaign(node2, hb, dup)
+		e.runTo(2_000)
+		registered, _ := e.state().Entry(node2.id)
+
+		// The live holder's member id: its renewal at 10 s shows it alive.
+		holderDup := e.member("node-1")
+		refused := e.campaign(holderDup, hb, dup)
+		e.runTo(11_000)
+		if !refused.finished() || !errors.Is(refused.err, coordination.ErrDuplicateMember) {
+			t.Fatalf("a second process under the holder's member id: finished %t, err %v; want ErrDuplicateMember", refused.finished(), refused.err)
+		}
+		if got := holderDup.raw.Calls(coordinationtest.OpAppend); got != 0 {
+			t.Fatalf("the refused duplicate of the holder appended %d records; want none", got)
+		}
+
+		// The live standby's member id: its next heartbeat shows it alive.
+		standbyDup := e.member("node-2")
+		refused = e.campaign(standbyDup, hb, dup)
+		e.runTo(18_000)
+		if !refused.finished() || !errors.Is(refused.err, coordination.ErrDuplicateMember) {
+			t.Fatalf("a second process under the standby's member id: finished %t, err %v; want ErrDuplicateMember", refused.finished(), refused.err)
+		}
+		if got := standbyDup.raw.Calls(coordinationtest.OpAppend); got != 0 {
+			t.Fatalf("the refused duplicate of the standby appended %d records; want none", got)
+		}
+		if entry, ok := e.state().Entry(registered.Member); !ok || entry.Offset != registered.Offset {
+			t.Fatalf("the live standby's entry = %+v, %t; want its registration at offset %d kept", entry, ok, registered.Offset)
+		}
+		standby.waiting(t, "after its duplicate was refused")
+		scHolds(t, holder)
+
+		if err := standby.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(holder)
+	})
+}
+
+// TestLeadershipCrashedStandbyIsTakenOverAfterOneHeartbeat: with
+// WithDuplicateMemberCheck and heartbeats, a standby registration of the
+// member that gets no heartbeat (a crashed earlier run) holds the new
+// process back one heartbeat interval, one poll interval and a second,
+// before it writes anything; the process then registers in its place.
+func TestLeadershipCrashedStandbyIsTakenOverAfterOneHeartbeat(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		hb := coordination.WithHeartbeatInterval(5 * time.Second)
+		dup := coordination.WithDuplicateMemberCheck()
+		holder := e.acquireNow(e.member("node-1"), hb)
+		crashed := e.member("node-2")
+		gone := e.campaign(crashed, hb, dup)
+		e.runTo(1_000)
+		crashed.raw.Cut() // no heartbeat lands from now on
+		restarted := e.member("node-2")
+		again := e.campaign(restarted, hb, dup)
+		e.runTo(7_999) // 1 s + 5 s + 1 s (poll) + 1 s
+		if got := restarted.raw.Calls(coordinationtest.OpAppend); got != 0 {
+			t.Fatalf("the restarted standby appended %d records during the watch; want none", got)
+		}
+		e.runTo(9_000)
+		if got := restarted.raw.Calls(coordinationtest.OpAppend); got == 0 {
+			t.Fatal("the restarted standby did not register after the watch")
+		}
+		again.waiting(t, "while node-1 holds")
+		if e.roster() != "node-1,node-2" {
+			t.Fatalf("roster = %s, want node-1,node-2", e.roster())
+		}
+		if err := again.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		crashed.raw.Heal()
+		if err := gone.abandon(t); err == nil {
+			t.Fatal("the crashed standby's AcquireLeadership returned no error")
+		}
+		e.resign(holder)
+	})
+}

@@ -236,11 +236,14 @@ func WithResignationAnchor() Option {
 // wait. With the watch on, the call first tells an earlier incarnation
 // from a second live process under the same member id (it asks the
 // coordinator, and watches the lease for a renewal), and returns an error
-// that wraps [ErrDuplicateMember] instead of fencing that process. So a
+// that wraps [ErrDuplicateMember] instead of fencing that process or
+// replacing its registration: it watches before it writes anything. So a
 // restarted member whose lease is still live waits up to one renew
 // interval plus one poll interval (11 s with the defaults) before it
-// competes, unless its transport minted the lease's token. The tests: see
-// the package doc's section "The campaign in detail".
+// competes, unless its transport minted the lease's token; with
+// heartbeats, one whose standby registration is not lapsed waits one
+// heartbeat interval, one poll and a second. See the package doc's
+// section "The campaign in detail".
 func WithDuplicateMemberCheck() Option {
 	return func(s *settings) error {
 		s.duplicateCheck = true

@@ -40,8 +40,8 @@ A second live process under the same ROLE and MEMBER is refused (exit 2):
 each would fence the other. elect and run switch the library's duplicate-
 member watch on (WithDuplicateMemberCheck). A restart under the MEMBER of
 a live lease waits, before it writes anything, up to one --renew-interval
-plus one --poll-interval and a second (12s with the defaults, never past
-the lease's deadline) for a renewal by another live process; none means a
+plus one --poll-interval (11s with the defaults, never past the lease's
+deadline) for a renewal by another live process; none means a
 crashed earlier run, whose role it then takes back at once, for one epoch.
 With --heartbeat-interval, a process that finds a standby registration of
 its own MEMBER also waits up to one interval (plus a poll and a second) for

@@ -34,11 +34,6 @@ func (h *holdFlags) add(f *pflag.FlagSet) {
 
 // holder takes a role for elect and run.
 type holder struct {
-	// leaseWatched is set when refuseLiveHolder watched a live lease of
-	// this member and saw no renewal: the next acquisition needs no
-	// duplicate watch of its own (it would wait as long again).
-	leaseWatched bool
-
 	g         *globals
 	flags     *holdFlags
 	role      coordination.Role
@@ -131,9 +126,8 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 // lease against the brokers' transaction.max.timeout.ms when the cluster
 // tells it.
 func (h *holder) preflight(ctx context.Context) error {
-	var records []coordination.StateRecord
-	err := retryTransient(ctx, func(ctx context.Context) (err error) {
-		records, _, err = h.transport.ReadRolesFrom(ctx, h.partition, []coordination.Role{h.role}, 0)
+	err := retryTransient(ctx, func(ctx context.Context) error {
+		_, _, err := h.transport.ReadRolesFrom(ctx, h.partition, []coordination.Role{h.role}, 0)
 		return err
 	})
 	switch {
@@ -158,9 +152,6 @@ func (h *holder) preflight(ctx context.Context) error {
 		return h.session.deniedError("describe the epoch of role "+h.shownRole(), roleACL(opWrite, h.role), err)
 	case err != nil:
 		return h.session.epochError(h.role, err)
-	}
-	if err := h.refuseLiveHolder(ctx, records); err != nil {
-		return err
 	}
 	if limit, ok := h.session.maxTransactionTimeout(ctx); ok && h.config.Duration() > limit {
 		return clusterError("--lease-duration %v is above the brokers' transaction.max.timeout.ms (%v), and the lease is the transaction timeout of the role: pass --lease-duration %v or less, or raise transaction.max.timeout.ms on the brokers",

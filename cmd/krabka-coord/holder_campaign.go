@@ -54,16 +54,11 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	// The CLI switches two extensions of the library on (see the help): the
 	// duplicate-member watch, so a second live process under one MEMBER is
 	// refused instead of fenced, and the resignation anchor, so a step-down
-	// hands the role to the first standby. Neither writes another record.
-	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithResignationAnchor())
-	if h.leaseWatched {
-		// refuseLiveHolder watched the lease that names this member and saw
-		// no renewal: the campaign takes the role back at once, for one
-		// epoch, as the specification's restart rule says.
-		h.leaseWatched = false
-	} else {
-		options = append(options, coordination.WithDuplicateMemberCheck())
-	}
+	// hands the role to the first standby. Neither writes another record;
+	// the watch refuses a second live process before anything is written (a
+	// live lease of the member that is renewed, or a standby registration
+	// of it that gets heartbeats).
+	options = append(options, coordination.WithLogger(h.g.logger()), coordination.WithResignationAnchor(), coordination.WithDuplicateMemberCheck())
 	if h.renewDeadline != nil {
 		options = append(options, h.renewDeadline)
 	}
@@ -76,8 +71,7 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	case wait.Err() != nil:
 		return nil, failure("member %s was not elected for role %s within --wait %v; it left the roster", h.shownMember(), h.shownRole(), h.flags.wait)
 	case errors.Is(err, coordination.ErrDuplicateMember):
-		return nil, usageError("member %s of role %s is in use by another live process, and two processes under one member id would fence each other: give this process another MEMBER, or stop the other one",
-			h.shownMember(), h.shownRole())
+		return nil, usageError("%s: give this process another MEMBER, or stop the other one", oneLine(errText(err)))
 	case isDenied(err):
 		need := memberDenial(err, h.role, h.g.topic, true)
 		return nil, h.session.deniedError(fmt.Sprintf("member %s campaigns for role %s", h.shownMember(), h.shownRole()), need, err)

@@ -29,8 +29,8 @@ func newRunCommand(g *globals) *cobra.Command {
 		Short: "Run a command only while this member leads a role",
 		Long: `run takes ROLE as MEMBER, as elect does (with the same library
 extensions on: the duplicate-member watch, so a restart under the MEMBER
-of a live lease waits up to one --renew-interval plus one --poll-interval
-and a second, 12s with the defaults, for a renewal before it takes the role
+of a live lease waits up to one --renew-interval plus one --poll-interval,
+11s with the defaults, for a renewal before it takes the role
 back for one epoch; and the resignation anchor; heartbeats only with
 --heartbeat-interval: see 'krabka-coord elect --help'), and then runs COMMAND, with
 KRABKA_ROLE, KRABKA_MEMBER and KRABKA_TOKEN (producer_id:producer_epoch) in
