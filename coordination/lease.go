@@ -144,10 +144,6 @@ func (c LeaseConfig) WithResignationAnchor() LeaseConfig {
 	return c
 }
 
-// ResignationAnchor reports whether [LeaseConfig.WithResignationAnchor] is
-// on.
-func (c LeaseConfig) ResignationAnchor() bool { return c.resignAnchor }
-
 // RenewsWithMargin reports whether the renew interval leaves the holder two
 // spare attempts. The interval this package recommends is at most a third of
 // the lease duration. A config outside that bound still works, and the
