@@ -46,12 +46,6 @@ func AcquireLeadership(ctx context.Context, transport Transport, role Role, memb
 	return c.run(ctx)
 }
 
-// campaignStateTopicChecker is a [StateTopicChecker] that remembers a check
-// that passed, for the campaigns that follow it ([KafkaTransport]).
-type campaignStateTopicChecker interface {
-	checkStateTopicForCampaign(ctx context.Context, options ...Option) error
-}
-
 // newCampaign checks the arguments of AcquireLeadership or TryAcquire (op
 // names the call), applies the options over the transport's lease policy,
 // and checks the state topic when the transport can.
@@ -83,12 +77,14 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 			return nil, err
 		}
 	}
-	if err := checkTopicForCampaign(ctx, transport, role, s, options); err != nil {
+	extended, _ := extensionsOf(transport)
+	if err := checkTopicForCampaign(ctx, transport, extended, role, s, options); err != nil {
 		release()
 		return nil, err
 	}
 	c := &campaign{
 		transport: transport,
+		extended:  extended,
 		role:      role,
 		member:    member,
 		partition: partition,
@@ -104,13 +100,10 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 
 // checkTopicForCampaign checks the state topic for newCampaign when the
 // transport can: only a refused configuration stops the call.
-func checkTopicForCampaign(ctx context.Context, transport Transport, role Role, s *settings, options []Option) error {
-	if checker, ok := transport.(StateTopicChecker); ok {
-		check := checker.CheckStateTopic
-		if memo, ok := transport.(campaignStateTopicChecker); ok {
-			check = memo.checkStateTopicForCampaign // a check that passed a moment ago answers for this one
-		}
-		if err := check(ctx, options...); err != nil {
+func checkTopicForCampaign(ctx context.Context, transport Transport, extended ExtendedTransport, role Role, s *settings, options []Option) error {
+	if extended != nil {
+		// A check that passed a moment ago answers for this one.
+		if err := checkStateTopicForCampaign(ctx, transport, extended, s, options); err != nil {
 			// Only a refused configuration stops the call: the check needs
 			// permissions (DESCRIBE_CONFIGS over Kafka) that a member may
 			// lack without harm.
@@ -133,6 +126,7 @@ func checkTopicForCampaign(ctx context.Context, transport Transport, role Role, 
 // out.
 type campaign struct {
 	transport Transport
+	extended  ExtendedTransport // the transport's extensions (extensionsOf); nil for a plain Transport
 	role      Role
 	member    MemberID
 	partition TopicPartition
@@ -141,11 +135,11 @@ type campaign struct {
 	rules     campaignRules
 	logger    *slog.Logger
 
-	follower    PartitionFollower // nil for a poll-only transport
+	follower    partitionFollower // nil for a poll-only transport
 	changed     <-chan struct{}   // wake-ups from the follower
 	builder     *RoleStateBuilder
 	next        int64          // the offset the follower reads from next
-	incarnation uint64         // the log that builder folds (TopicIncarnationReporter)
+	incarnation uint64         // the log that builder folds (ExtendedTransport.TopicIncarnation)
 	skipped     map[int64]bool // offsets of malformed records already logged
 
 	registeredAt int64 // the RegisteredAt of this call's registration
@@ -182,7 +176,7 @@ func (c *campaign) releaseClaim() {
 // the call.
 func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 	clock := c.settings.clock
-	if follower := followerOfRole(c.transport, c.partition, c.role); follower != nil {
+	if follower := followerOfRole(c.extended, c.partition, c.role); follower != nil {
 		changed, stop := follower.WatchPartition(c.partition)
 		defer stop()
 		c.follower, c.changed = follower, changed
@@ -289,15 +283,14 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 	}
 	if lease := state.Lease; lease != nil && lease.Member == c.member {
 		view.leaseFenced = c.sawFenced(lease.Token)
-		recorder, ok := c.transport.(MintRecorder)
-		view.leaseMinted = ok && recorder.Minted(lease.Token)
+		view.leaseMinted = c.extended != nil && c.extended.Minted(lease.Token)
 	}
-	if minter, ok := c.transport.(rivalMinter); ok && epoch.asked && epoch.held {
-		minted, pending := minter.lateMint(c.role, epoch.current)
+	if c.extended != nil && epoch.asked && epoch.held {
+		minted, pending := c.extended.LateMint(c.role, epoch.current)
 		view.ownMint = minted || pending
 	}
-	if reporter, ok := c.transport.(StableOffsetReporter); ok {
-		view.stable.stable, view.stable.high, view.stable.reported = reporter.StableOffsets(c.partition)
+	if c.extended != nil {
+		view.stable.stable, view.stable.high, view.stable.reported = c.extended.StableOffsets(c.partition)
 	}
 	return view
 }
@@ -437,7 +430,7 @@ func (c *campaign) heartbeat(ctx context.Context, now int64) {
 
 // read brings the fold up to date and returns the role state. It returns
 // errTopicRecreated when the transport saw the state topic deleted and
-// created again (TopicIncarnationReporter): the fold started over
+// created again (ExtendedTransport.TopicIncarnation): the fold started over
 // (restartFold), and the member registers again before it reads.
 func (c *campaign) read(ctx context.Context) (RoleState, error) {
 	var records []StateRecord
@@ -493,11 +486,11 @@ func (c *campaign) unwrittenMint(token FencingToken, nowMillis int64) error {
 var errTopicRecreated = errors.New("coordination: the state topic was created again")
 
 // topicIncarnation returns the transport's count of the times the state
-// topic was created again under its reads (TopicIncarnationReporter), 0
-// for a transport that cannot tell.
+// topic was created again under its reads (ExtendedTransport), 0 for a
+// transport that cannot tell.
 func (c *campaign) topicIncarnation() uint64 {
-	if reporter, ok := c.transport.(TopicIncarnationReporter); ok {
-		return reporter.TopicIncarnation(c.partition)
+	if c.extended != nil {
+		return c.extended.TopicIncarnation(c.partition)
 	}
 	return 0
 }
@@ -521,8 +514,8 @@ func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
 	c.heartbeated, c.heartbeatDue = false, 0
 	c.memory = campaignMemory{}
 	c.notBefore = max(c.notBefore, now+c.settings.lease.duration.Milliseconds())
-	if checker, ok := c.transport.(StateTopicChecker); ok {
-		if err := checker.CheckStateTopic(ctx, c.options...); errors.Is(err, ErrMisconfigured) {
+	if c.extended != nil {
+		if err := c.extended.CheckStateTopic(ctx, c.options...); errors.Is(err, ErrMisconfigured) {
 			return err
 		} else if err != nil && ctx.Err() == nil {
 			c.logger.Warn("coordination: the check of the state topic created again failed; waiting for the role all the same", slog.Any("error", err))
@@ -538,7 +531,7 @@ func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
 //
 // With the rival-mint watch on, a mint asked after the coordinator's
 // answer on this read (seen) resends no InitProducerId once a rival minted
-// over that token (rivalMinter): it fails as fenced, and the next read
+// over that token (ExtendedTransport.AcquireEpochUnless): it fails as fenced, and the next read
 // waits for the rival's lease (watchRival).
 func (c *campaign) challenge(ctx context.Context, seen epochAnswer) (*Leadership, error) {
 	if c.minted == nil {
@@ -551,8 +544,8 @@ func (c *campaign) challenge(ctx context.Context, seen epochAnswer) (*Leadership
 		attempt, cancel := withClockTimeout(ctx, c.settings.clock, bound)
 		var token FencingToken
 		var err error
-		if minter, ok := c.transport.(rivalMinter); ok && c.rules.rivalWatch && seen.asked && seen.held && seen.err == nil {
-			token, err = minter.acquireEpochUnless(attempt, c.role, seen.current)
+		if c.extended != nil && c.rules.rivalWatch && seen.asked && seen.held && seen.err == nil {
+			token, err = c.extended.AcquireEpochUnless(attempt, c.role, seen.current)
 		} else {
 			token, err = c.transport.AcquireEpoch(attempt, c.role)
 		}
@@ -586,14 +579,13 @@ func (c *campaign) mintAttemptBound() time.Duration {
 }
 
 // sawFenced reports whether this process saw a write under token refused
-// as fenced: the transport says so ([FenceRecorder]), or the [Elector]
+// as fenced: the transport says so ([ExtendedTransport.Fenced]), or the [Elector]
 // that runs the call does.
 func (c *campaign) sawFenced(token FencingToken) bool {
 	if c.settings.fenced != nil && *c.settings.fenced == token {
 		return true
 	}
-	recorder, ok := c.transport.(FenceRecorder)
-	return ok && recorder.Fenced(token)
+	return c.extended != nil && c.extended.Fenced(token)
 }
 
 // wait parks until the instant untilMillis, one poll interval, a wake-up

@@ -94,7 +94,8 @@ func DescribeRoleState(ctx context.Context, reader StateReader, role Role, optio
 	// A follower's compacted view folds to the same state as the whole log
 	// and costs no walk of it.
 	var records []StateRecord
-	if follower := followerOfRole(reader, partition, role); follower != nil {
+	extended, _ := extensionsOf(reader)
+	if follower := followerOfRole(extended, partition, role); follower != nil {
 		records, _, err = follower.ReadPartitionFrom(ctx, partition, 0)
 	} else {
 		records, err = reader.ReadPartition(ctx, partition)

@@ -3,31 +3,29 @@ package coordination
 import "context"
 
 // This file holds how the loops (the campaign, TryAcquire, Observe,
-// DescribeRoleState) pick the incremental read of a transport: the reads
-// of their own roles when it implements [RoleFollower], so that its
-// memory holds those roles' records only, and otherwise the whole
-// partition of a [PartitionFollower]. The loops call the PartitionFollower
-// that followerOf returns, whichever it is.
+// DescribeRoleState) take the incremental read of an [ExtendedTransport]:
+// the reads of their own roles (ReadRolesFrom, WatchRoles), so that its
+// memory holds those roles' records only. ObserveAll reads whole
+// partitions (ReadPartitionFrom, WatchPartition).
 
 // followerOf returns the incremental read of the roles on each partition
-// of roles, over transport: a [RoleFollower] scoped to them, or the
-// transport's [PartitionFollower], or nil for a transport of neither.
-func followerOf(transport any, roles map[TopicPartition][]Role) PartitionFollower {
-	if follower, ok := transport.(RoleFollower); ok {
-		return scopedFollower{follower: follower, roles: roles}
+// of roles over the extensions of a transport (extensionsOf), or nil for
+// a transport without them.
+func followerOf(extended ExtendedTransport, roles map[TopicPartition][]Role) partitionFollower {
+	if extended == nil {
+		return nil
 	}
-	follower, _ := transport.(PartitionFollower)
-	return follower
+	return scopedFollower{follower: extended, roles: roles}
 }
 
 // followerOfRole is followerOf for one role on its partition.
-func followerOfRole(transport any, partition TopicPartition, role Role) PartitionFollower {
-	return followerOf(transport, map[TopicPartition][]Role{partition: {role}})
+func followerOfRole(extended ExtendedTransport, partition TopicPartition, role Role) partitionFollower {
+	return followerOf(extended, map[TopicPartition][]Role{partition: {role}})
 }
 
 // scopedFollower reads, of each partition, the records of its roles only.
 type scopedFollower struct {
-	follower RoleFollower
+	follower ExtendedTransport
 	roles    map[TopicPartition][]Role
 }
 

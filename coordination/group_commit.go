@@ -31,7 +31,7 @@ type writeCall struct {
 // the last transaction carried one call: the common case of a lone writer,
 // which then pays for no queue. It reports false, and writes nothing, when
 // the call must queue.
-func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, records []GuardedRecord) (bool, error) {
+func (l *Leadership) writeAlone(ctx context.Context, writer guardedWriter, records []GuardedRecord) (bool, error) {
 	if !l.slot.TryLock() {
 		return false, nil
 	}
@@ -59,7 +59,7 @@ func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, recor
 // transaction commits share the next one. A caller whose call another
 // committer took waits for the outcome that committer hands it. A call
 // that finds nothing to wait for does not come here (writeAlone).
-func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
+func (l *Leadership) awaitWrite(writer guardedWriter, call *writeCall) error {
 	l.mu.Lock()
 	l.queue = append(l.queue, call)
 	l.mu.Unlock()
@@ -121,7 +121,7 @@ func (l *Leadership) abandonQueued(call *writeCall, waiting string) error {
 
 // commitNext writes the next batch of the queue in one transaction and
 // hands each of its calls its outcome. The caller holds the write slot.
-func (l *Leadership) commitNext(writer GuardedWriter) {
+func (l *Leadership) commitNext(writer guardedWriter) {
 	if err := l.endedErr("write"); err != nil {
 		l.mu.Lock()
 		queued := l.queue

@@ -159,8 +159,7 @@ func klEventually(t *testing.T, timeout time.Duration, what string, cond func() 
 }
 
 // klTransport is the KafkaTransport of one member process, with two test
-// hooks. Through embedding it keeps GuardedWriter, PartitionFollower and
-// StableOffsetReporter.
+// hooks. Through embedding it keeps the whole ExtendedTransport.
 //
 // cut stops the member's lease writes as a crash would, without a
 // resignation: every WriteLease fails at once with a transient error and
@@ -629,7 +628,7 @@ func klStallOpen(t *testing.T, e *klEnv, tp coordination.TopicPartition) bool {
 // on the partition that archiver shares with controller. On Kafka it first
 // takes the machine-wide lock of the two transactional ids, which every test
 // of the cluster shares. The standby runs over its transport as it is, or
-// with StableOffsetReporter hidden.
+// with its stable offsets hidden.
 func klArchiverSetup(t *testing.T, e *klEnv, hideStableOffsets bool) (*coordination.Leadership, *klCampaign, *klTransport, coordination.TopicPartition) {
 	t.Helper()
 	e.c.LockTransactionalIDs(t, "archiver", "controller")
@@ -644,7 +643,7 @@ func klArchiverSetup(t *testing.T, e *klEnv, hideStableOffsets bool) (*coordinat
 	standby := e.member(t, "archiver-2")
 	var transport coordination.Transport = standby
 	if hideStableOffsets {
-		transport = klHideStable{Transport: standby, PartitionFollower: standby}
+		transport = klHideStable{ExtendedTransport: standby}
 	}
 	cs := e.campaign(t, transport, archiver, "archiver-2")
 	e.waitRoster(t, archiver, "archiver-1,archiver-2")
@@ -663,11 +662,14 @@ func klForeignMint(t *testing.T, e *klEnv, role coordination.Role, status coordi
 		"a test that takes it without kafkatest.LockTransactionalIDs runs against the same broker", role, status, ours)
 }
 
-// klHideStable hides StableOffsetReporter from the loop: it embeds a
-// Transport and a PartitionFollower only.
+// klHideStable hides the stable offsets from the loop: it reports none,
+// as a transport that has not read the partition yet does.
 type klHideStable struct {
-	coordination.Transport
-	coordination.PartitionFollower
+	coordination.ExtendedTransport
+}
+
+func (klHideStable) StableOffsets(coordination.TopicPartition) (lastStable, highWatermark int64, ok bool) {
+	return 0, 0, false
 }
 
 // klCommand is one command of the guarded-write scenario: the member that

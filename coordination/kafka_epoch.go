@@ -66,20 +66,21 @@ func (t *KafkaTransport) DescribeEpoch(ctx context.Context, role Role) (FencingT
 	return tokenOf(producer), true, nil
 }
 
-// lateMint reports whether a mint attempt of the role that gave up before
+// LateMint reports whether a mint attempt of the role that gave up before
 // the coordinator answered minted token after all (minted), or is still
-// waiting for its answer (pending), and implements rivalMinter: the next
+// waiting for its answer (pending), for [ExtendedTransport]: the next
 // AcquireEpoch takes such a token instead of minting again while the
-// coordinator still holds it (kafkawire's Wire.Mint).
-func (t *KafkaTransport) lateMint(role Role, token FencingToken) (minted, pending bool) {
+// coordinator still holds it. It sends no request, and is safe for
+// concurrent use.
+func (t *KafkaTransport) LateMint(role Role, token FencingToken) (minted, pending bool) {
 	return t.wire.LateMint(role.String(), producerOf(token))
 }
 
-// acquireEpochUnless is AcquireEpoch with kafkawire's Wire.MintUnlessMoved:
+// AcquireEpochUnless is AcquireEpoch, for [ExtendedTransport], except that
 // once another producer minted after from was the coordinator's pair, the
 // mint sends no InitProducerId again and returns an error that wraps
-// [ErrFenced]. It implements rivalMinter.
-func (t *KafkaTransport) acquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error) {
+// [ErrFenced]. It is safe for concurrent use.
+func (t *KafkaTransport) AcquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error) {
 	if role.IsZero() {
 		return NoEpoch, errors.New("coordination: AcquireEpoch: the zero Role has no transactional id")
 	}
@@ -90,16 +91,16 @@ func (t *KafkaTransport) acquireEpochUnless(ctx context.Context, role Role, from
 	return tokenOf(epoch.Producer()), nil
 }
 
-// Minted reports whether this transport minted token, and implements
-// [MintRecorder]. It is safe for concurrent use.
+// Minted reports whether this transport minted token, for
+// [ExtendedTransport]. It is safe for concurrent use.
 func (t *KafkaTransport) Minted(token FencingToken) bool {
 	return t.wire.Epoch(producerOf(token)) != nil
 }
 
 // Fenced reports whether this transport minted token and the cluster
 // refused a write under it as fenced (or this transport minted a newer
-// epoch of its role), and implements [FenceRecorder]. It is safe for
-// concurrent use.
+// epoch of its role), for [ExtendedTransport]. It is safe for concurrent
+// use.
 func (t *KafkaTransport) Fenced(token FencingToken) bool {
 	epoch := t.wire.Epoch(producerOf(token))
 	return epoch != nil && epoch.Fenced()

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination/internal/kafkawire"
 )
@@ -94,10 +92,9 @@ func (t *KafkaTransport) CreateStateTopic(ctx context.Context, replicationFactor
 //
 // It logs a warning on the options' logger when the lease is shorter than
 // [MinLeaseForFailureDetection] allows for the broker.session.timeout.ms it
-// reads (skipped without DESCRIBE_CONFIGS on the cluster). Over one
-// transport, AcquireLeadership reuses a check that passed for the campaigns
-// of the same topic, partition count and lease that start within a minute
-// of it; a call of CheckStateTopic itself always checks anew.
+// reads (skipped without DESCRIBE_CONFIGS on the cluster). Each call
+// checks anew; the campaigns over one transport share a check that passed
+// within a minute (see [ExtendedTransport]).
 func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option) error {
 	s, err := newSettings(options) // the specification's defaults, as AcquireLeadership's
 	if err != nil {
@@ -138,83 +135,4 @@ func (t *KafkaTransport) CheckStateTopic(ctx context.Context, options ...Option)
 	return &StateTopicError{Topic: s.topic, Partitions: len(leaders), WantPartitions: s.partitions, CleanupPolicy: policy,
 		Detail: fmt.Sprintf("cleanup.policy is %q, but the topic needs compact: "+
 			"without it retention deletes the registrations and leases that rank the members", policy)}
-}
-
-// stateTopicCheckMemory is how long a campaign's check of the state topic
-// that passed answers for the later campaigns of the same transport, topic,
-// partition count and lease: a process that acquires many roles then checks
-// the topic once a minute, not once a role.
-const stateTopicCheckMemory = time.Minute
-
-// stateTopicChecks remembers the campaigns' checks that passed, and the
-// check in flight of each key, which the campaigns that start meanwhile
-// wait for instead of sending their own.
-type stateTopicChecks struct {
-	mu     sync.Mutex
-	passed map[stateTopicCheckKey]time.Time     // when the check passed
-	flight map[stateTopicCheckKey]chan struct{} // closed when the check in flight ends
-}
-
-// stateTopicCheckKey is what a check depends on: the topic and the count
-// that the options name, and the lease that its warning compares.
-type stateTopicCheckKey struct {
-	topic        string
-	partitions   int
-	lease, renew time.Duration
-}
-
-// checkStateTopicForCampaign is [KafkaTransport.CheckStateTopic] as a
-// campaign calls it (newCampaign): a check that passed within
-// stateTopicCheckMemory for the same topic, partition count and lease is
-// not sent again, and campaigns that start together share one check in
-// flight. A check that did not pass is never remembered: every campaign
-// then checks again, and the one that stops on ErrMisconfigured stops as
-// before. A caller of CheckStateTopic itself always gets a fresh check.
-func (t *KafkaTransport) checkStateTopicForCampaign(ctx context.Context, options ...Option) error {
-	s, err := newSettings(options)
-	if err != nil {
-		return err
-	}
-	key := stateTopicCheckKey{topic: s.topic, partitions: s.partitions, lease: s.lease.duration, renew: s.lease.renewInterval}
-	c := &t.checks
-	for {
-		c.mu.Lock()
-		if at, ok := c.passed[key]; ok && time.Since(at) < stateTopicCheckMemory {
-			c.mu.Unlock()
-			return nil
-		}
-		wait, inFlight := c.flight[key]
-		if !inFlight {
-			if c.flight == nil {
-				c.flight = make(map[stateTopicCheckKey]chan struct{})
-				c.passed = make(map[stateTopicCheckKey]time.Time)
-			}
-			done := make(chan struct{})
-			c.flight[key] = done
-			c.mu.Unlock()
-			err := t.CheckStateTopic(ctx, options...)
-			c.mu.Lock()
-			delete(c.flight, key)
-			if err == nil {
-				c.passed[key] = time.Now()
-			}
-			c.mu.Unlock()
-			close(done)
-			return err
-		}
-		c.mu.Unlock()
-		select {
-		case <-wait:
-			// Passed: the loop answers from memory. Failed: this
-			// campaign checks for itself.
-			c.mu.Lock()
-			_, passed := c.passed[key]
-			c.mu.Unlock()
-			if !passed {
-				return t.CheckStateTopic(ctx, options...)
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }

@@ -16,9 +16,8 @@ import (
 // kafka_errors.go renders kafkawire's errors, kafka_types.go converts the
 // types.
 
-// KafkaTransport implements [Transport] with franz-go, and also
-// [GuardedWriter], [PartitionFollower], [RoleFollower] and
-// [StableOffsetReporter].
+// KafkaTransport implements [Transport] and [ExtendedTransport] with
+// franz-go.
 //
 // A transport stands for one member process. It owns three franz-go clients
 // whatever the number of roles it holds (a plain producer for
@@ -46,19 +45,11 @@ type KafkaTransport struct {
 
 	mu          sync.Mutex
 	stateTopics map[string]bool // topics of Append, WriteLease and the reads
-
-	checks stateTopicChecks // the campaigns' checks of the state topic (kafka_topic.go)
 }
 
 var (
-	_ Transport            = (*KafkaTransport)(nil)
-	_ GuardedWriter        = (*KafkaTransport)(nil)
-	_ PartitionFollower    = (*KafkaTransport)(nil)
-	_ RoleFollower         = (*KafkaTransport)(nil)
-	_ StableOffsetReporter = (*KafkaTransport)(nil)
-	_ MintRecorder         = (*KafkaTransport)(nil)
-	_ rivalMinter          = (*KafkaTransport)(nil)
-	_ FenceRecorder        = (*KafkaTransport)(nil)
+	_ Transport         = (*KafkaTransport)(nil)
+	_ ExtendedTransport = (*KafkaTransport)(nil)
 )
 
 // NewKafkaTransport connects a coordination transport to brokers, a list of

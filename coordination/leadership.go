@@ -36,6 +36,7 @@ import (
 // A Leadership is safe for concurrent use.
 type Leadership struct {
 	transport Transport
+	extended  ExtendedTransport // the transport's extensions (extensionsOf); nil for a plain Transport
 	role      Role
 	member    MemberID
 	partition TopicPartition
@@ -83,6 +84,7 @@ type Leadership struct {
 func startLeadership(c *campaign, lease Lease, leaseMono int64) *Leadership {
 	l := &Leadership{
 		transport: c.transport,
+		extended:  c.extended,
 		role:      c.role,
 		member:    c.member,
 		partition: c.partition,
@@ -261,7 +263,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 
 // writeTombstones writes the tombstones of a resignation: the lease's, the
 // member's registration's, and its heartbeat's when the campaign wrote one.
-// Over a [TombstoneWriter] they go in one transaction under the token, so a
+// Over an [ExtendedTransport] they go in one transaction under the token, so a
 // standby folds the resignation whole at its commit; when that transaction
 // does not commit, the registration tombstone (and the heartbeat's) goes
 // again as a plain append, which carries no authority and needs no epoch.
@@ -279,12 +281,12 @@ func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registratio
 		// nothing, but compaction keeps it until a tombstone replaces it.
 		heartbeatKey = EncodeKey(HeartbeatKey(l.role, l.member))
 	}
-	if writer, ok := l.transport.(TombstoneWriter); ok {
+	if l.extended != nil {
 		keys := [][]byte{leaseKey, registrationKey}
 		if heartbeatKey != nil {
 			keys = append(keys, heartbeatKey)
 		}
-		leaseErr = writer.WriteTombstones(ctx, l.partition, l.token, keys...)
+		leaseErr = l.extended.WriteTombstones(ctx, l.partition, l.token, keys...)
 		if leaseErr == nil {
 			return nil, nil
 		}
@@ -300,7 +302,7 @@ func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registratio
 			}
 		})
 	}
-	if _, ok := l.transport.(TombstoneWriter); !ok {
+	if l.extended == nil {
 		leaseErr = l.transport.WriteLease(ctx, l.partition, l.token, leaseKey, nil)
 	}
 	appends.Wait()

@@ -18,7 +18,7 @@ import (
 // minted a newer epoch, so a deposed leader's records never become visible
 // to a read_committed reader after its successor's first write.
 //
-// The transport must implement [GuardedWriter]; [KafkaTransport] does. Write
+// The transport must implement [ExtendedTransport]; [KafkaTransport] does. Write
 // is safe for concurrent use, with the background renewal too: calls that
 // wait for the role's one transaction share the next one (group commit), and
 // each returns its own outcome. A due renewal may preempt a slow write.
@@ -36,10 +36,10 @@ import (
 // anything is queued. Each outcome: see the package doc's section "Guarded
 // writes and group commit".
 func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error {
-	writer, ok := l.transport.(GuardedWriter)
-	if !ok {
-		return fmt.Errorf("coordination: transport %T does not implement GuardedWriter", l.transport)
+	if l.extended == nil {
+		return fmt.Errorf("coordination: Write: transport %T does not implement ExtendedTransport, whose WriteGuarded writes guarded records", l.transport)
 	}
+	writer := l.extended
 	if len(records) == 0 {
 		return errors.New("coordination: Write: no records")
 	}
@@ -55,7 +55,7 @@ func (l *Leadership) Write(ctx context.Context, records ...GuardedRecord) error 
 	return l.awaitWrite(writer, &writeCall{ctx: ctx, records: records, outcome: make(chan error, 1)})
 }
 
-// mayHaveCommitted reports an error of a [GuardedWriter] after which the
+// mayHaveCommitted reports an error of [ExtendedTransport.WriteGuarded] after which the
 // records of the call may be in the log, so that they are never written
 // again: a fence or a lost producer (endsLeadership), or a write of
 // unknown outcome ([ErrOutcomeUnknown]).
@@ -70,7 +70,7 @@ func mayHaveCommitted(err error) bool {
 // renewal that has waited for the slot preemptAfter cancels it (see
 // renewLoop, lockForRenewal). It ends the leadership on an error that leaves the token
 // unable to write.
-func (l *Leadership) writeTxn(ctx context.Context, writer GuardedWriter, records []GuardedRecord, calls int) error {
+func (l *Leadership) writeTxn(ctx context.Context, writer guardedWriter, records []GuardedRecord, calls int) error {
 	writeCtx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
 	l.preempt, l.writeFrom = cancel, monoMillis(l.settings.clock)

@@ -70,10 +70,11 @@ func ObserveAll(ctx context.Context, reader StateReader, options ...Option) iter
 
 // observer is the state of one Observe or ObserveAll iteration. It lives on
 // the caller's goroutine, plus one goroutine per partition that forwards
-// the wake-ups of a PartitionFollower.
+// the wake-ups of the reader's follower.
 type observer struct {
 	reader     StateReader
-	follower   PartitionFollower // nil for a poll-only reader
+	extended   ExtendedTransport // the reader's extensions (extensionsOf); nil for a plain StateReader
+	follower   partitionFollower // nil for a poll-only reader
 	s          *settings
 	all        bool
 	partitions []TopicPartition
@@ -83,7 +84,7 @@ type observer struct {
 	synced     bool                      // every partition was read once, and the states were yielded
 	held       []RoleChange              // changes of partitions read before the others, until synced
 	skipped    map[string]bool           // partition/offset of malformed records already logged
-	logs       map[TopicPartition]uint64 // the log each partition's fold is of (TopicIncarnationReporter)
+	logs       map[TopicPartition]uint64 // the log each partition's fold is of (ExtendedTransport.TopicIncarnation)
 }
 
 func newObserver(reader StateReader, roles []Role, options []Option) (*observer, error) {
@@ -97,8 +98,11 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 	o := &observer{reader: reader, s: s, all: roles == nil, roles: make(map[Role]*observedRole),
 		next: make(map[TopicPartition]int64), read: make(map[TopicPartition]bool), skipped: make(map[string]bool),
 		logs: make(map[TopicPartition]uint64)}
+	o.extended, _ = extensionsOf(reader)
 	if o.all {
-		o.follower, _ = reader.(PartitionFollower)
+		if o.extended != nil {
+			o.follower = o.extended // whole partitions
+		}
 		for p := range s.partitions {
 			o.partitions = append(o.partitions, TopicPartition{Topic: s.topic, Partition: p})
 		}
@@ -123,7 +127,7 @@ func newObserver(reader StateReader, roles []Role, options []Option) (*observer,
 	for role, r := range o.roles {
 		scope[r.partition] = append(scope[r.partition], role)
 	}
-	o.follower = followerOf(reader, scope)
+	o.follower = followerOf(o.extended, scope)
 	return o, nil
 }
 
@@ -240,7 +244,7 @@ func (o *observer) run(ctx context.Context, yield func(RoleChange, error) bool) 
 // of a partition folds silently and returns the ChangeState of its roles.
 //
 // A partition whose topic was deleted and created again under the reader
-// ([TopicIncarnationReporter]) is folded anew from the new log, as a first
+// ([ExtendedTransport.TopicIncarnation]) is folded anew from the new log, as a first
 // read: its roles' states are yielded again as ChangeState.
 func (o *observer) readPartition(ctx context.Context, partition TopicPartition) ([]RoleChange, error) {
 	var records []StateRecord
@@ -322,11 +326,10 @@ func (o *observer) readPartition(ctx context.Context, partition TopicPartition) 
 // its topic was created again since the fold began, and reports whether it
 // did.
 func (o *observer) checkLog(partition TopicPartition) bool {
-	reporter, ok := o.reader.(TopicIncarnationReporter)
-	if !ok {
+	if o.extended == nil {
 		return false
 	}
-	log := reporter.TopicIncarnation(partition)
+	log := o.extended.TopicIncarnation(partition)
 	if !o.read[partition] {
 		o.logs[partition] = log
 		return false

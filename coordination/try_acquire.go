@@ -86,7 +86,7 @@ func TryAcquire(ctx context.Context, transport Transport, role Role, member Memb
 		return nil, err
 	}
 	// A follower's compacted view folds to the same state as the whole log.
-	c.follower = followerOfRole(c.transport, c.partition, role)
+	c.follower = followerOfRole(c.extended, c.partition, role)
 	c.incarnation = c.topicIncarnation()
 	c.builder = NewRoleStateBuilder(role)
 	state, err := c.read(ctx)

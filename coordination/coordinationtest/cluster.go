@@ -36,6 +36,12 @@ type Cluster struct {
 	nextID    int64
 	watchers  map[coordination.TopicPartition]map[*watcher]struct{}
 	clock     coordination.Clock // stamps appended records; nil stamps none
+
+	// The state behind the extensions of the transports (extended.go).
+	lease        coordination.LeaseConfig              // SetLeaseConfig; zero: none
+	topics       map[string]int                        // SetTopicPartitions: the partition count of a topic
+	incarnations map[string]uint64                     // RecreateTopic: the times a topic was created again
+	openAt       map[coordination.TopicPartition]int64 // OpenTransaction: the offset of an open transaction's first record
 }
 
 // SetClock makes the cluster stamp every record it appends with the
@@ -60,6 +66,10 @@ func NewCluster() *Cluster {
 		roles:     make(map[int64]coordination.Role),
 		nextID:    FirstProducerID,
 		watchers:  make(map[coordination.TopicPartition]map[*watcher]struct{}),
+
+		topics:       make(map[string]int),
+		incarnations: make(map[string]uint64),
+		openAt:       make(map[coordination.TopicPartition]int64),
 	}
 }
 

@@ -28,28 +28,24 @@ type ConformanceTarget struct {
 	Options []coordination.Option
 
 	// GuardedTopic is an existing topic that the suite writes guarded
-	// records to, when the transport implements
-	// [coordination.GuardedWriter]. Empty skips those checks.
+	// records to. Required for a transport of the whole
+	// [coordination.ExtendedTransport].
 	GuardedTopic string
 
 	// Timeout bounds each call of the suite; 30 s when zero.
 	Timeout time.Duration
 }
 
-// TestTransport runs the conformance suite of [coordination.Transport] on
-// target: what package coordination relies on from any transport, each as a
-// subtest. An implementation of Transport over another client runs it
-// against its cluster; package coordination runs it against
-// [coordination.KafkaTransport] (on kfake and on a real broker) and against
-// this package's in-memory [Transport].
-//
-// The suite checks the four interfaces of the specification (mint, fence
-// and describe of an epoch; appends, tombstones and reads in offset order;
-// a lease key refused by Append; WriteLease refused under a fenced token or
-// for another role), and [coordination.PartitionFollower],
-// [coordination.RoleFollower] and [coordination.GuardedWriter] when target
-// implements them: see the package doc's section "The conformance suite"
-// for each check.
+// TestTransport runs the conformance suite of the transport contract on
+// target, each check as a subtest: the four interfaces of
+// [coordination.Transport] (mint, fence and describe of an epoch; appends,
+// tombstones and reads in offset order; a lease key refused by Append;
+// WriteLease refused under a fenced token or for another role), and, when
+// the transport implements [coordination.ExtendedTransport], every method
+// of it. It is the one suite that an adapter over another client passes;
+// package coordination runs it over [coordination.KafkaTransport] (on
+// kfake and on a real broker) and this package's [Transport]. Each check:
+// see the package doc's section "The conformance suite".
 //
 // It fails t with a message that names the call and what differed.
 func TestTransport(t *testing.T, target ConformanceTarget) {
@@ -67,13 +63,28 @@ func TestTransport(t *testing.T, target ConformanceTarget) {
 	t.Run("AppendRefusesALeaseKey", s.appendRefusesALeaseKey)
 	t.Run("WriteLease", s.writeLease)
 	t.Run("WriteLeaseRefusesAnotherRolesKey", s.writeLeaseRefusesAnotherRolesKey)
+	if _, ok := target.NewTransport(t).(coordination.ExtendedTransport); !ok {
+		return // a transport of the specification's four interfaces
+	}
 	t.Run("ReadPartitionFrom", s.readPartitionFrom)
 	t.Run("ReadRolesFrom", s.readRolesFrom)
 	t.Run("WriteGuarded", s.writeGuarded)
+	s.runExtended(t) // conformance_extended.go
 }
 
 // suite holds the target of one TestTransport run.
 type suite struct{ target ConformanceTarget }
+
+// extended returns transport as the [coordination.ExtendedTransport] that
+// TestTransport found it to be.
+func (s *suite) extended(t *testing.T, transport coordination.Transport) coordination.ExtendedTransport {
+	t.Helper()
+	extended, ok := transport.(coordination.ExtendedTransport)
+	if !ok {
+		t.Fatalf("NewTransport returned %T, no ExtendedTransport, after an ExtendedTransport", transport)
+	}
+	return extended
+}
 
 // ctx returns the context of one call.
 func (s *suite) ctx(t *testing.T) context.Context {
@@ -314,10 +325,7 @@ func (s *suite) writeLeaseRefusesAnotherRolesKey(t *testing.T) {
 
 func (s *suite) readPartitionFrom(t *testing.T) {
 	transport := s.target.NewTransport(t)
-	follower, ok := transport.(coordination.PartitionFollower)
-	if !ok {
-		t.Skip("the transport is no PartitionFollower")
-	}
+	follower := s.extended(t, transport)
 	role, partition := s.role(t)
 	key := coordination.EncodeKey(coordination.RegistrationKey(role, member(t, "a")))
 	value := coordination.EncodeRegistration(coordination.Registration{Member: member(t, "a"), RegisteredAt: time.Now().UnixMilli()})
@@ -352,10 +360,7 @@ func (s *suite) readPartitionFrom(t *testing.T) {
 
 func (s *suite) readRolesFrom(t *testing.T) {
 	transport := s.target.NewTransport(t)
-	follower, ok := transport.(coordination.RoleFollower)
-	if !ok {
-		t.Skip("the transport is no RoleFollower")
-	}
+	follower := s.extended(t, transport)
 	role, partition := s.role(t)
 	other := s.roleOn(t, partition)
 	register := func(role coordination.Role, name string, at int64) {
@@ -412,12 +417,9 @@ func (s *suite) roleOn(t *testing.T, partition coordination.TopicPartition) coor
 
 func (s *suite) writeGuarded(t *testing.T) {
 	holder, rival := s.target.NewTransport(t), s.target.NewTransport(t)
-	guarded, ok := holder.(coordination.GuardedWriter)
-	if !ok {
-		t.Skip("the transport is no GuardedWriter")
-	}
+	guarded := s.extended(t, holder)
 	if s.target.GuardedTopic == "" {
-		t.Skip("ConformanceTarget.GuardedTopic is empty")
+		t.Fatal("ConformanceTarget.GuardedTopic is empty: the checks of WriteGuarded need a topic")
 	}
 	role, partition := s.role(t)
 	token := s.mint(t, holder, role)

@@ -201,6 +201,10 @@ func (t *Transport) readEndLocked(partition coordination.TopicPartition) int64 {
 	if t.staleAt != nil {
 		end = min(end, t.staleAt[partition])
 	}
+	if open, ok := t.cluster.openAt[partition]; ok {
+		end = min(end, open) // the last stable offset
+	}
+	t.followLocked(partition)
 	return end
 }
 

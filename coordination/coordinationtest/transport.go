@@ -10,8 +10,8 @@ import (
 )
 
 // Transport is the client of one member process over a [Cluster]. It
-// implements [coordination.Transport], [coordination.GuardedWriter] and
-// [coordination.PartitionFollower], and it carries the faults that a test
+// implements [coordination.Transport] and the whole
+// [coordination.ExtendedTransport] (extended.go), and it carries the faults that a test
 // injects into that member: [Transport.Cut], [Transport.FailNext],
 // [Transport.LoseNextReply], [Transport.Block] and [Transport.StaleReads].
 //
@@ -36,15 +36,15 @@ type Transport struct {
 	faults  map[Op][]fault
 	gates   map[Op][]*gate
 	calls   [opCount]int
-	changed chan struct{}                         // closed and replaced on every call
-	staleAt map[coordination.TopicPartition]int64 // set by StaleReads: reads stop before these offsets
+	changed chan struct{}                                   // closed and replaced on every call
+	staleAt map[coordination.TopicPartition]int64           // set by StaleReads: reads stop before these offsets
+	late    map[coordination.Role]coordination.FencingToken // mints whose reply was lost (LateMint)
+	follows map[coordination.TopicPartition]uint64          // partitions read or watched, with the topic's incarnation then
 }
 
 var (
 	_ coordination.Transport         = (*Transport)(nil)
-	_ coordination.GuardedWriter     = (*Transport)(nil)
-	_ coordination.PartitionFollower = (*Transport)(nil)
-	_ coordination.FenceRecorder     = (*Transport)(nil)
+	_ coordination.ExtendedTransport = (*Transport)(nil)
 )
 
 // Transport opens a new client of the cluster for the member process that
@@ -61,6 +61,8 @@ func (c *Cluster) Transport(member string) *Transport {
 		faults:  make(map[Op][]fault),
 		gates:   make(map[Op][]*gate),
 		changed: make(chan struct{}),
+		late:    make(map[coordination.Role]coordination.FencingToken),
+		follows: make(map[coordination.TopicPartition]uint64),
 	}
 }
 
@@ -84,6 +86,7 @@ func (t *Transport) AcquireEpoch(ctx context.Context, role coordination.Role) (c
 	defer t.cluster.mu.Unlock()
 	token := t.cluster.mintLocked(role)
 	if lost != nil {
+		t.late[role] = token // the mint took effect: LateMint knows it
 		return coordination.NoEpoch, lost
 	}
 	t.minted[role] = token
@@ -91,8 +94,8 @@ func (t *Transport) AcquireEpoch(ctx context.Context, role coordination.Role) (c
 }
 
 // Minted reports whether this transport's newest mint of the token's role
-// is token, and implements [coordination.MintRecorder]. It is safe for
-// concurrent use.
+// is token ([coordination.ExtendedTransport]). It is safe for concurrent
+// use.
 func (t *Transport) Minted(token coordination.FencingToken) bool {
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
@@ -105,8 +108,8 @@ func (t *Transport) Minted(token coordination.FencingToken) bool {
 }
 
 // Fenced reports whether this transport minted token and the cluster
-// refused a write under it because a newer token of its role stands, and
-// implements [coordination.FenceRecorder]. It is safe for concurrent use.
+// refused a write under it because a newer token of its role stands
+// ([coordination.ExtendedTransport]). It is safe for concurrent use.
 func (t *Transport) Fenced(token coordination.FencingToken) bool {
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
@@ -198,6 +201,7 @@ func (t *Transport) WatchPartition(partition coordination.TopicPartition) (<-cha
 		c.watchers[partition] = make(map[*watcher]struct{})
 	}
 	c.watchers[partition][w] = struct{}{}
+	t.followLocked(partition)
 	return w.ch, sync.OnceFunc(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -166,11 +166,8 @@ func TestPlainHidesTheOptionalInterfaces(t *testing.T) {
 	cluster := coordinationtest.NewCluster()
 	a := cluster.Transport("a")
 	plain := coordinationtest.Plain(a)
-	if _, ok := plain.(coordination.GuardedWriter); ok {
-		t.Error("Plain implements GuardedWriter")
-	}
-	if _, ok := plain.(coordination.PartitionFollower); ok {
-		t.Error("Plain implements PartitionFollower")
+	if _, ok := plain.(coordination.ExtendedTransport); ok {
+		t.Error("Plain implements ExtendedTransport")
 	}
 	ctx := context.Background()
 	token, err := plain.AcquireEpoch(ctx, mustRole(t, "controller"))
