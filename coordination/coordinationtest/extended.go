@@ -2,6 +2,7 @@ package coordinationtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -125,15 +126,15 @@ var checkRoles = sync.OnceValue(func() []coordination.Role {
 // [coordination.ErrMisconfigured]) when the options place roles on other
 // partitions than the topic's count does, and nil for a topic the cluster
 // was not told of. An invalid option returns its error. The cluster has no
-// cleanup policy: every topic counts as compacted. Faults of
-// [OpReadPartition] apply to it.
+// cleanup policy: every topic counts as compacted. It fails on an ended
+// context and on a cut-off member ([Transport.Cut]); it counts as no call
+// of any [Op], and takes no injected fault.
 func (t *Transport) CheckStateTopic(ctx context.Context, options ...coordination.Option) error {
-	lost, err := t.enter(ctx, OpReadPartition)
+	t.cluster.mu.Lock()
+	err := t.refuseLocked(ctx, OpReadPartition)
+	t.cluster.mu.Unlock()
 	if err != nil {
-		return err
-	}
-	if lost != nil {
-		return lost
+		return fmt.Errorf("coordinationtest: CheckStateTopic of %s: %w", t.member, errors.Unwrap(err))
 	}
 	roles := checkRoles()
 	first, err := coordination.RoleTopicPartition(roles[0], options...)
