@@ -32,7 +32,7 @@ type writeCall struct {
 // which then pays for no queue. It reports false, and writes nothing, when
 // the call must queue.
 func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, records []GuardedRecord) (bool, error) {
-	if !l.slot.TryLock() {
+	if !l.slot.turn.TryLock() {
 		return false, nil
 	}
 	defer l.unlock()
@@ -42,8 +42,9 @@ func (l *Leadership) writeAlone(ctx context.Context, writer GuardedWriter, recor
 	// transaction of one call and one of the rest; it queues, and the
 	// committer gathers them.
 	l.mu.Lock()
-	free := len(l.queue) == 0 && l.renewGate == nil && l.expect == 0
+	free := len(l.queue) == 0 && l.expect == 0
 	l.mu.Unlock()
+	free = free && l.slot.renewalGate() == nil
 	if !free {
 		return false, nil
 	}
@@ -65,7 +66,7 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 	l.mu.Unlock()
 	for {
 		// A due renewal waits for the slot: it goes first.
-		if gate := l.renewalGate(); gate != nil {
+		if gate := l.slot.renewalGate(); gate != nil {
 			select {
 			case <-gate:
 				continue
@@ -80,8 +81,8 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 			return err
 		default:
 		}
-		if l.slot.TryLock() {
-			if l.renewalGate() == nil {
+		if l.slot.turn.TryLock() {
+			if l.slot.renewalGate() == nil {
 				l.commitNext(writer)
 			}
 			l.unlock()
@@ -93,7 +94,7 @@ func (l *Leadership) awaitWrite(writer GuardedWriter, call *writeCall) error {
 			continue
 		}
 		select {
-		case <-l.slot.Released():
+		case <-l.slot.turn.Released():
 		case err := <-call.outcome:
 			return err
 		case <-call.ctx.Done():

@@ -68,17 +68,13 @@ func mayHaveCommitted(err error) bool {
 // its calls (batchContext), so that the first of them to end ends the
 // transaction, as the end of a caller's context ends its own write. A due
 // renewal that has waited for the slot preemptAfter cancels it (see
-// renewLoop, lockForRenewal). It ends the leadership on an error that leaves the token
+// renewer.due, renewer.lockSlot). It ends the leadership on an error that leaves the token
 // unable to write.
 func (l *Leadership) writeTxn(ctx context.Context, writer GuardedWriter, records []GuardedRecord, calls int) error {
 	writeCtx, cancel := context.WithCancelCause(ctx)
-	l.mu.Lock()
-	l.preempt, l.writeFrom = cancel, monoMillis(l.settings.clock)
-	l.mu.Unlock()
+	l.slot.guard(cancel, monoMillis(l.settings.clock))
 	err := writer.WriteGuarded(writeCtx, l.token, records)
-	l.mu.Lock()
-	l.preempt = nil
-	l.mu.Unlock()
+	l.slot.unguard()
 	preempted := ctx.Err() == nil && errors.Is(context.Cause(writeCtx), errPreempted)
 	cancel(nil)
 	if err == nil {
