@@ -3,8 +3,8 @@ package coordination
 // The lifetime of a leadership: the Leadership handle, its start, what it
 // reports (Role, Token, Lease, Done, Err, Context), and its end (Resign,
 // end, and what ends it). Its owners: the renewer (leadership_renewal.go),
-// the write slot (leadership_slot.go), the guarded writes
-// (leadership_write.go and group_commit.go).
+// the write slot (leadership_slot.go), the write queue of the guarded
+// writes (leadership_write.go).
 
 import (
 	"context"
@@ -41,14 +41,14 @@ type Leadership struct {
 	settings  *settings
 
 	// Its owners, each with its own lock: the write slot that every write
-	// takes (leadership_slot.go), the renewer (leadership_renewal.go).
+	// takes (leadership_slot.go), the renewer (leadership_renewal.go), the
+	// write queue of the guarded writes (leadership_write.go).
 	slot    writeSlot
 	renewer renewer
+	writes  writeQueue
 
-	mu     sync.Mutex // guards err, ctx, cancel, queue and expect
-	err    error
-	queue  []*writeCall // the guarded writes that wait for the next transaction (group_commit.go)
-	expect int          // after a shared transaction: its calls and the calls queued when it ended (gather)
+	mu  sync.Mutex // guards err, ctx and cancel
+	err error
 
 	done        chan struct{} // closed by end, once
 	release     func()        // releases the campaign's claim (campaign_claims.go); called by end before it closes done
@@ -73,6 +73,7 @@ func startLeadership(c *campaign, lease Lease, leaseMono int64) *Leadership {
 		heartbeated: c.heartbeated,
 		release:     c.release,
 	}
+	l.writes.l = l
 	c.release = nil                      // the leadership holds the campaign's claim until it ends
 	l.renewer.start(l, lease, leaseMono) // leadership_renewal.go
 	return l
