@@ -2,9 +2,9 @@ package coordination
 
 // The lifetime of a leadership: the Leadership handle, its start, what it
 // reports (Role, Token, Lease, Done, Err, Context), and its end (Resign,
-// end, and what ends it). Its renewal is leadership_renewal.go, its write
-// slot leadership_slot.go, its guarded writes leadership_write.go and
-// group_commit.go.
+// end, and what ends it). Its owners: the renewer (leadership_renewal.go),
+// the write slot (leadership_slot.go), the write queue of the guarded
+// writes (leadership_write.go).
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-
-	"github.com/krabka-io/krabka-streams-go/coordination/internal/slot"
 )
 
 // Leadership is the live leadership of one member over one role.
@@ -43,44 +41,26 @@ type Leadership struct {
 	token     FencingToken
 	settings  *settings
 
-	// slot is held for every write: the writes share the role's
-	// transactional producer. A caller waiting for it gives up when its
-	// context ends (leadership_slot.go).
-	slot slot.Slot
+	// Its owners, each with its own lock: the write slot that every write
+	// takes (leadership_slot.go), the renewer (leadership_renewal.go), the
+	// write queue of the guarded writes (leadership_write.go).
+	slot    writeSlot
+	renewer renewer
+	writes  writeQueue
 
-	mu        sync.Mutex // guards lease, leaseMono, err, preempt, renewGate, queue and expect
-	lease     Lease
-	leaseMono int64 // the instant of lease's grant on the clock's monotonic reading (monoMillis), from which the local waits run
-	err       error
-	preempt   context.CancelCauseFunc // cancels the guarded write in flight; nil when none
-	writeFrom int64                   // when the guarded write in flight began, in ms on the clock's monotonic reading
-	renewGate chan struct{}           // non-nil while a due renewal waits for the slot; closed when it has it
-	queue     []*writeCall            // the guarded writes that wait for the next transaction (group_commit.go)
-	expect    int                     // after a shared transaction: its calls and the calls queued when it ended (gather)
+	mu  sync.Mutex // guards err, ctx and cancel
+	err error
 
-	done    chan struct{} // closed by end, once
-	release func()        // releases the campaign's claim (campaign_claims.go); called by end before it closes done
-
-	// The renewals (leadership_renewal.go): two tasks on the scheduler of
-	// the leadership's clock (renewal_scheduler.go), and the attempt in
-	// flight, which runs on that scheduler's pool.
-	renewMu      sync.Mutex // guards the fields below, and the tasks' queueing; taken before the scheduler's lock
-	sched        *renewalScheduler
-	renewTask    scheduledTask      // the next renewal
-	deadlineTask *scheduledTask     // the end on the renew deadline (renew_deadline.go); nil without WithRenewDeadline
-	retryAt      int64              // after a failed renewal: the instant of the retry (monoMillis), else 0
-	attempting   bool               // a renewal attempt runs
-	renewalsOver bool               // no renewal starts again: Resign, or the end of the leadership
-	heartbeated  bool               // the campaign wrote a heartbeat, which Resign clears; set before the renewals start, renewMu does not guard it (here for the padding)
-	stopAttempt  context.CancelFunc // cancels the attempt in flight; nil when none runs
-	renewalsDone chan struct{}      // made by a waiter while an attempt runs after renewalsOver; closed when it ends
+	done        chan struct{} // closed by end, once
+	release     func()        // releases the campaign's claim (campaign_claims.go); called by end before it closes done
+	heartbeated bool          // the campaign wrote a heartbeat, whose tombstone Resign writes too
 
 	ctx    context.Context         // Context(), built at its first call (under mu): cancelled by end, with its error as the cause
 	cancel context.CancelCauseFunc // cancels ctx; nil until ctx is built
 }
 
 // startLeadership builds the handle after the first lease write and starts
-// its renewal loop; leaseMono is the monotonic instant of the lease's grant.
+// its renewals; leaseMono is the monotonic instant of the lease's grant.
 func startLeadership(c *campaign, lease Lease, leaseMono int64) *Leadership {
 	l := &Leadership{
 		transport: c.transport,
@@ -90,32 +70,15 @@ func startLeadership(c *campaign, lease Lease, leaseMono int64) *Leadership {
 		partition: c.partition,
 		token:     lease.Token,
 		settings:  c.settings,
-		lease:     lease,
-		leaseMono: leaseMono,
 		done:      make(chan struct{}),
 
 		heartbeated: c.heartbeated,
 		release:     c.release,
 	}
-	c.release = nil   // the leadership holds the campaign's claim until it ends
-	l.startRenewals() // leadership_renewal.go
+	l.writes.l = l
+	c.release = nil                      // the leadership holds the campaign's claim until it ends
+	l.renewer.start(l, lease, leaseMono) // leadership_renewal.go
 	return l
-}
-
-// leaseClock returns the newest lease and the instant of its grant on the
-// clock's monotonic reading.
-func (l *Leadership) leaseClock() (Lease, int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lease, l.leaseMono
-}
-
-// monoAt converts an instant of the lease granted at grantMono (a
-// monotonic instant) into the same instant on the monotonic reading: the
-// extent from the lease's GrantedAt is measured on the local clock, and a
-// step of the wall clock since the grant does not move it.
-func monoAt(lease Lease, grantMono, wallMillis int64) int64 {
-	return grantMono + (wallMillis - lease.GrantedAt)
 }
 
 // Role returns the role that this member holds.
@@ -137,9 +100,8 @@ func (l *Leadership) Token() FencingToken { return l.token }
 // in milliseconds since the Unix epoch, tells how long the standbys wait
 // before they challenge, and nothing about authority.
 func (l *Leadership) Lease() Lease {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lease
+	lease, _ := l.renewer.leaseClock()
+	return lease
 }
 
 // Done returns a channel that closes when the leadership ends: on a fence,
@@ -226,8 +188,8 @@ func (l *Leadership) logger() *slog.Logger {
 // the resigned member until then. A caller that resigns stops its own
 // guarded writes.
 func (l *Leadership) Resign(ctx context.Context) error {
-	l.stopRenewals()
-	defer l.waitRenewals()
+	l.renewer.stop()
+	defer l.renewer.wait()
 
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
@@ -340,7 +302,7 @@ func (l *Leadership) end(err error) {
 		l.cancel(err)
 	}
 	l.mu.Unlock()
-	l.stopRenewals() // and cancels a renewal in flight: none starts after Done
+	l.renewer.stop() // and cancels a renewal in flight: none starts after Done
 }
 
 // endsLeadership reports whether a write error leaves the token unable to

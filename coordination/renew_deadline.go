@@ -46,26 +46,28 @@ func WithRenewDeadline(deadline time.Duration) Option {
 	}
 }
 
-// renewDeadlineDue ends the leadership when no renewal was confirmed
-// within the renew deadline of the grant of the newest confirmed lease. It
-// runs on the scheduler of the leadership's clock (renewal_scheduler.go),
-// at the deadline of the lease it last saw, and puts itself back at the
-// deadline of a newer lease when a renewal was confirmed meanwhile.
-func (l *Leadership) renewDeadlineDue() {
+// deadlineDue ends the leadership when no renewal was confirmed within
+// the renew deadline of the grant of the newest confirmed lease. It runs on
+// the scheduler of the leadership's clock (renewal_scheduler.go), at the
+// deadline of the lease it last saw, and puts itself back at the deadline
+// of a newer lease when a renewal was confirmed meanwhile. A pause of the
+// renewals does not stop it.
+func (r *renewer) deadlineDue() {
+	l := r.l
 	deadline := l.settings.renewDeadline
-	l.renewMu.Lock()
-	if l.renewalsOver {
-		l.renewMu.Unlock()
+	r.mu.Lock()
+	if r.over {
+		r.mu.Unlock()
 		return
 	}
-	lease, grantMono := l.leaseClock()
+	lease, grantMono := r.lease, r.leaseMono
 	at := addMillis(grantMono, deadline) // on the monotonic reading: a step of the wall clock never delays the end
 	if monoMillis(l.settings.clock) < at {
-		l.sched.schedule(l.deadlineTask, at) // a renewal was confirmed meanwhile
-		l.renewMu.Unlock()
+		r.sched.schedule(r.deadlineTask, at) // a renewal was confirmed meanwhile
+		r.mu.Unlock()
 		return
 	}
-	l.renewMu.Unlock()
+	r.mu.Unlock()
 	l.end(fmt.Errorf("coordination: member %s of role %s under %s confirmed no renewal within the renew deadline %v of its lease granted at %d ms (lease deadline %d ms): %w",
 		l.member, l.role, l.token, deadline, lease.GrantedAt, lease.Deadline, ErrRenewDeadline)) // and cancels a renewal in flight; none starts after Done
 	l.logger().Warn("coordination: the leadership ended on its renew deadline: no renewal was confirmed in time",

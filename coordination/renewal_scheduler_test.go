@@ -21,8 +21,8 @@ import (
 
 // renewalGoroutines counts the goroutines of the process whose stack is in
 // the scheduler's loop, and those whose stack is in a method of a
-// Leadership (a renewal attempt, or a goroutine of a leadership of its
-// own).
+// Leadership or of its renewer (a renewal attempt, or a goroutine of a
+// leadership of its own).
 func renewalGoroutines() (schedulers, leaderships int) {
 	buf := make([]byte, 1<<20)
 	for {
@@ -37,7 +37,7 @@ func renewalGoroutines() (schedulers, leaderships int) {
 		if strings.Contains(g, "coordination.(*renewalScheduler).run") {
 			schedulers++
 		}
-		if strings.Contains(g, "coordination.(*Leadership).") {
+		if strings.Contains(g, "coordination.(*Leadership).") || strings.Contains(g, "coordination.(*renewer).") {
 			leaderships++
 		}
 	}
