@@ -129,7 +129,8 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		if err == nil {
 			req := build()
 			sendCtx, stop := send, context.CancelFunc(func() {})
-			if _, patient := req.(patientInitProducerID); patient {
+			_, patient := req.(patientInitProducerID)
+			if patient {
 				sendCtx, stop = c.untilMoved(send, txnID, node)
 			}
 			resp, err = c.client.Broker(int(node)).Request(sendCtx, req)
@@ -137,6 +138,10 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 			if err != nil {
 				if unanswered != nil && mayApplyLater(err) && send.Err() == nil {
 					unanswered.note(node)
+					if patient {
+						c.forget(txnID, node)
+						return nil, err // an InitProducerId goes once while a copy may land (mint_copy.go)
+					}
 				}
 				c.forget(txnID, node)
 			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {

@@ -27,11 +27,15 @@ import (
 // coordinator (CONCURRENT_TRANSACTIONS while it aborts the deposed holder's
 // transaction, or a coordinator that moves), and a resend would fence the
 // rival's first lease.
-func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unless *Producer) (Producer, error) {
+func (w *Wire) initProducerID(ctx, send context.Context, mint *idMint, txnID, op string, unless *Producer) (Producer, error) {
 	pauses := backoff.Doubling{First: 50 * time.Millisecond, Max: time.Second}
 	sent := false
 	for {
+		if err := w.awaitCopy(ctx, send, mint, txnID, op); err != nil {
+			return Producer{}, err // no InitProducerId while a copy of an earlier one may land (mint_copy.go)
+		}
 		var minted Producer
+		var unanswered unansweredAt
 		err := withConcurrentTransactions(ctx, func() error {
 			if sent && unless != nil {
 				if rival, moved := w.rivalMinted(ctx, txnID, *unless); moved {
@@ -48,7 +52,10 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 				return patientInitProducerID{req, req.TransactionTimeoutMillis}
 			}, func(resp kmsg.Response) error {
 				return codeError(resp.(*kmsg.InitProducerIDResponse).ErrorCode)
-			}, nil)
+			}, &unanswered)
+			if unanswered.pending() { // written, no answer: requestWith sent it once only
+				mint.noteCopy(unanswered.nodes, w.mintCopyLife())
+			}
 			if err != nil {
 				return err
 			}

@@ -31,6 +31,7 @@ type idMint struct {
 	mu        sync.Mutex
 	late      *Producer // the pair that an abandoned attempt minted; nil for none
 	abandoned bool      // the attempt in flight lost its caller, and holds sem until it answers
+	copy      *mintCopy // an InitProducerId without an answer that may still land (mint_copy.go); nil for none
 }
 
 // acquire takes the id's mint slot, or returns the error of ctx.
@@ -113,7 +114,7 @@ func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string, 
 	mint.mu.Unlock()
 	go func() { // ends when its last request has answered or the wire closed
 		defer w.background.Done()
-		producer, err := w.initProducerID(ctx, w.ctx, txnID, op, unless)
+		producer, err := w.initProducerID(ctx, w.ctx, mint, txnID, op, unless)
 		mint.mu.Lock()
 		defer mint.mu.Unlock()
 		if !mint.abandoned {
