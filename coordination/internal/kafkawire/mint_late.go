@@ -140,6 +140,10 @@ func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string, 
 	default:
 	}
 	mint.abandoned = true
+	if mint.copy != nil {
+		return Producer{}, &Error{Op: op, Class: Canceled,
+			Err: fmt.Errorf("%w (an InitProducerId of the id got no answer and may still be applied; the next mint of the id sends none before it can no longer land)", ctx.Err())}, false
+	}
 	return Producer{}, &Error{Op: op, Class: Canceled,
 		Err: fmt.Errorf("%w (an InitProducerId in flight runs on to its answer, which the next mint of the id takes if the coordinator still holds it)", ctx.Err())}, false
 }
