@@ -94,7 +94,9 @@ const (
 // whatever is open: KAFKA-17754), so a caller that resends sees it in
 // requestTracked's unanswered and ends the epoch after its transaction
 // (transaction.go, "A request without an answer"). InitProducerId waits
-// for its answer instead (mint.go, patientInitProducerID).
+// for its answer instead (mint.go, patientInitProducerID), and one without
+// an answer returns at once, for the mint to wait until no copy of it can
+// land (mint_copy.go).
 func (c *txnCoordinators) request(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
 	return c.requestWith(ctx, ctx, txnID, build, codeOf, nil)
 }

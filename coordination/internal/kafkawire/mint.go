@@ -111,10 +111,11 @@ func (w *Wire) initProducerID(ctx, send context.Context, mint *idMint, txnID, op
 // whose mint a pair is. So the mint waits for the answer of the request it
 // sent, the one InitProducerId of the id in flight (mint_late.go keeps the
 // id's mint slot until then, when the caller gives up first, and the next
-// mint takes the pair). Only a connection that breaks, a coordinator that
-// moved to another node (untilMoved: the old one can no longer apply it),
-// or an answer later than the read timeout plus the transaction timeout,
-// sends it again.
+// mint takes the pair). A coordinator that moved to another node
+// (untilMoved: the old one can no longer apply it) sends it again at once;
+// a connection that broke after the write, or an answer later than the read
+// timeout plus the transaction timeout, sends it again only once no copy of
+// it can land (mint_copy.go).
 type patientInitProducerID struct {
 	*kmsg.InitProducerIDRequest
 	wait int32
