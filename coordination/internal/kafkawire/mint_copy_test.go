@@ -2,6 +2,7 @@ package kafkawire
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestLateMintAfterABrokenConnectionNeverFencesTheMember(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the mint: %v", err)
 	}
-	t.Logf("the mint took %v, %d InitProducerId after the broken one", time.Since(start).Round(time.Millisecond), mints.Load())
+	t.Logf("the mint took %v, %d InitProducerId after the broken one, its late copy included", time.Since(start).Round(time.Millisecond), mints.Load())
 	if !taken.Load() {
 		t.Fatal("no InitProducerId was taken")
 	}
@@ -130,5 +131,73 @@ func TestMintWithoutABrokenConnectionWaitsForNoCopy(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("ten mints without a broken connection took %v; want no wait for a copy", took)
+	}
+}
+
+// noteTestCopy records a copy of an InitProducerId of txnID written to
+// node, alive for life, as a mint whose attempt broke there does.
+func noteTestCopy(w *Wire, txnID string, node int32, life time.Duration) {
+	w.mu.Lock()
+	id := w.idLocked(txnID)
+	w.mu.Unlock()
+	id.mint.noteCopy([]int32{node}, life)
+}
+
+// TestMintWaitsForACopyAtTheCoordinator: a copy of an InitProducerId that
+// went to the node that is still the coordinator of the id may land for
+// its whole life, so a mint whose context ends first sends no
+// InitProducerId and says why; once the life has passed, a mint goes.
+func TestMintWaitsForACopyAtTheCoordinator(t *testing.T) {
+	c := kafkatest.Fake(t)
+	w := unansweredWire(t, c)
+	txnID := kafkatest.TopicName("copy-here")
+	var mints atomic.Int32
+	c.Fake.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		mints.Add(1)
+		return nil, nil, false
+	})
+	noteTestCopy(w, txnID, c.Fake.CoordinatorFor(txnID), 2*time.Second)
+
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := w.Mint(short, txnID, "mint")
+	if ClassOf(err) != Canceled || !strings.Contains(err.Error(), "may still be applied") {
+		t.Fatalf("a mint whose context ends while a copy may land = %v; want class %v that names the copy", err, Canceled)
+	}
+	if n := mints.Load(); n != 0 {
+		t.Fatalf("%d InitProducerId sent while a copy may land; want none", n)
+	}
+	ctx, cancelLong := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelLong()
+	start := time.Now()
+	if _, err := w.Mint(ctx, txnID, "mint"); err != nil {
+		t.Fatalf("the mint after the copy's life: %v", err)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("the mint went after %v, within the copy's life (2 s, 0.5 s of it gone)", took)
+	}
+}
+
+// TestMintAfterACopyAtAnotherNodeGoesAtOnce: a copy that went to a node
+// that is no longer the coordinator cannot land once another node answers
+// as the coordinator (unansweredAt), so the mint asks (DescribeTransactions)
+// and goes, without waiting for the copy's life.
+func TestMintAfterACopyAtAnotherNodeGoesAtOnce(t *testing.T) {
+	c := kafkatest.Fake(t)
+	w := unansweredWire(t, c)
+	txnID := kafkatest.TopicName("copy-elsewhere")
+	noteTestCopy(w, txnID, c.Fake.CoordinatorFor(txnID)+7, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := w.Mint(ctx, txnID, "mint"); err != nil {
+		t.Fatalf("the mint: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the mint took %v; want no wait for a copy at a node that is not the coordinator", took)
+	}
+	if _, _, pending := w.ids[txnID].mint.pendingCopy(); pending {
+		t.Error("the copy is still pending after another node answered as the coordinator")
 	}
 }
