@@ -777,10 +777,22 @@
 //     can no longer apply it). A copy sent again was answered first, and
 //     the first one, applied later, fenced the member's own new epoch with
 //     no other member present. A caller that gives up leaves the request
-//     to its answer, and the next mint of the role takes the pair. Tests:
-//     TestKafkaLateMintAnswerIsNoSelfFence, and in kafkawire
-//     TestMintWaitsForItsOwnInitProducerID and
-//     TestMintAtACoordinatorThatMovedGoesAgain.
+//     to its answer, and the next mint of the role takes the pair. An
+//     InitProducerId whose connection broke after it was written (or whose
+//     answer timed out) is not sent again while a copy of it may land:
+//     the next InitProducerId of the role waits until the read timeout
+//     plus the lease duration have passed since (monotonic), or another
+//     node answered as the coordinator, so the pair it gets is the last
+//     one. A mint whose request was answered waits for nothing. KIP-360's
+//     expected pair would not do: the coordinator takes the second of two
+//     challengers that saw one pair for a retry and gives both one pair.
+//     Tests: TestKafkaLateMintAnswerIsNoSelfFence,
+//     TestKafkaLateMintAfterABrokenConnectionNeverFencesTheMember, and in
+//     kafkawire TestMintWaitsForItsOwnInitProducerID,
+//     TestMintAtACoordinatorThatMovedGoesAgain,
+//     TestLateMintAfterABrokenConnectionNeverFencesTheMember,
+//     TestMintWithoutABrokenConnectionWaitsForNoCopy and
+//     TestKafkaExpectedPairMintsOnePairTwice.
 //   - [NewRole] and [NewMemberID] also reject a name that is not UTF-8. The
 //     role is a Kafka transactional.id, which the protocol carries as UTF-8:
 //     a Java broker decodes invalid bytes to U+FFFD, so two such roles

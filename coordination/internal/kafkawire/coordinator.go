@@ -94,7 +94,9 @@ const (
 // whatever is open: KAFKA-17754), so a caller that resends sees it in
 // requestTracked's unanswered and ends the epoch after its transaction
 // (transaction.go, "A request without an answer"). InitProducerId waits
-// for its answer instead (mint.go, patientInitProducerID).
+// for its answer instead (mint.go, patientInitProducerID), and one without
+// an answer returns at once, for the mint to wait until no copy of it can
+// land (mint_copy.go).
 func (c *txnCoordinators) request(ctx context.Context, txnID string, build func() kmsg.Request, codeOf func(kmsg.Response) error) (kmsg.Response, error) {
 	return c.requestWith(ctx, ctx, txnID, build, codeOf, nil)
 }
@@ -129,7 +131,8 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 		if err == nil {
 			req := build()
 			sendCtx, stop := send, context.CancelFunc(func() {})
-			if _, patient := req.(patientInitProducerID); patient {
+			_, patient := req.(patientInitProducerID)
+			if patient {
 				sendCtx, stop = c.untilMoved(send, txnID, node)
 			}
 			resp, err = c.client.Broker(int(node)).Request(sendCtx, req)
@@ -137,6 +140,10 @@ func (c *txnCoordinators) requestWith(ctx, send context.Context, txnID string, b
 			if err != nil {
 				if unanswered != nil && mayApplyLater(err) && send.Err() == nil {
 					unanswered.note(node)
+					if patient {
+						c.forget(txnID, node)
+						return nil, err // an InitProducerId goes once while a copy may land (mint_copy.go)
+					}
 				}
 				c.forget(txnID, node)
 			} else if err = codeOf(resp); err == nil || !coordinatorMoved(err) {

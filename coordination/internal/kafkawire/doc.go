@@ -39,6 +39,8 @@
 //     mint that resends nothing once a rival minted (rivalMinted).
 //   - mint_late.go: one mint of an id at a time, and the pair of an
 //     abandoned mint attempt, which the next mint takes.
+//   - mint_copy.go: an InitProducerId written without an answer, which
+//     may still land: no InitProducerId of the id goes until it cannot.
 //   - busy.go: the resends of CONCURRENT_TRANSACTIONS.
 //   - coordinator.go: the cache of transaction coordinators, their
 //     lookups (those asked for together share one FindCoordinator), and

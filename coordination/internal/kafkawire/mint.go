@@ -27,11 +27,15 @@ import (
 // coordinator (CONCURRENT_TRANSACTIONS while it aborts the deposed holder's
 // transaction, or a coordinator that moves), and a resend would fence the
 // rival's first lease.
-func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unless *Producer) (Producer, error) {
+func (w *Wire) initProducerID(ctx, send context.Context, mint *idMint, txnID, op string, unless *Producer) (Producer, error) {
 	pauses := backoff.Doubling{First: 50 * time.Millisecond, Max: time.Second}
 	sent := false
 	for {
+		if err := w.awaitCopy(ctx, send, mint, txnID, op); err != nil {
+			return Producer{}, err // no InitProducerId while a copy of an earlier one may land (mint_copy.go)
+		}
 		var minted Producer
+		var unanswered unansweredAt
 		err := withConcurrentTransactions(ctx, func() error {
 			if sent && unless != nil {
 				if rival, moved := w.rivalMinted(ctx, txnID, *unless); moved {
@@ -48,7 +52,10 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 				return patientInitProducerID{req, req.TransactionTimeoutMillis}
 			}, func(resp kmsg.Response) error {
 				return codeError(resp.(*kmsg.InitProducerIDResponse).ErrorCode)
-			}, nil)
+			}, &unanswered)
+			if unanswered.pending() { // written, no answer: requestWith sent it once only
+				mint.noteCopy(unanswered.nodes, w.mintCopyLife())
+			}
 			if err != nil {
 				return err
 			}
@@ -104,10 +111,11 @@ func (w *Wire) initProducerID(ctx, send context.Context, txnID, op string, unles
 // whose mint a pair is. So the mint waits for the answer of the request it
 // sent, the one InitProducerId of the id in flight (mint_late.go keeps the
 // id's mint slot until then, when the caller gives up first, and the next
-// mint takes the pair). Only a connection that breaks, a coordinator that
-// moved to another node (untilMoved: the old one can no longer apply it),
-// or an answer later than the read timeout plus the transaction timeout,
-// sends it again.
+// mint takes the pair). A coordinator that moved to another node
+// (untilMoved: the old one can no longer apply it) sends it again at once;
+// a connection that broke after the write, or an answer later than the read
+// timeout plus the transaction timeout, sends it again only once no copy of
+// it can land (mint_copy.go).
 type patientInitProducerID struct {
 	*kmsg.InitProducerIDRequest
 	wait int32

@@ -31,6 +31,7 @@ type idMint struct {
 	mu        sync.Mutex
 	late      *Producer // the pair that an abandoned attempt minted; nil for none
 	abandoned bool      // the attempt in flight lost its caller, and holds sem until it answers
+	copy      *mintCopy // an InitProducerId without an answer that may still land (mint_copy.go); nil for none
 }
 
 // acquire takes the id's mint slot, or returns the error of ctx.
@@ -113,7 +114,7 @@ func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string, 
 	mint.mu.Unlock()
 	go func() { // ends when its last request has answered or the wire closed
 		defer w.background.Done()
-		producer, err := w.initProducerID(ctx, w.ctx, txnID, op, unless)
+		producer, err := w.initProducerID(ctx, w.ctx, mint, txnID, op, unless)
 		mint.mu.Lock()
 		defer mint.mu.Unlock()
 		if !mint.abandoned {
@@ -139,6 +140,10 @@ func (w *Wire) mintAttempt(ctx context.Context, mint *idMint, txnID, op string, 
 	default:
 	}
 	mint.abandoned = true
+	if mint.copy != nil {
+		return Producer{}, &Error{Op: op, Class: Canceled,
+			Err: fmt.Errorf("%w (an InitProducerId of the id got no answer and may still be applied; the next mint of the id sends none before it can no longer land)", ctx.Err())}, false
+	}
 	return Producer{}, &Error{Op: op, Class: Canceled,
 		Err: fmt.Errorf("%w (an InitProducerId in flight runs on to its answer, which the next mint of the id takes if the coordinator still holds it)", ctx.Err())}, false
 }
