@@ -4,8 +4,8 @@
 // does the same to a real broker): it delays one request of an API key,
 // loses its answer after the cluster applied it, holds it until the client
 // sent it again and then applies it late, applies it twice, answers it
-// with an error code, or breaks the client's connection at once and
-// applies the request late, after the client's resend.
+// with an error code (applied or not), or breaks the client's connection
+// at once and applies the request late, after the client's resend.
 //
 // It rests on kfake.Cluster.ControlKey (one control function per fault),
 // SleepControl (the fault waits while the cluster serves every other
@@ -53,6 +53,12 @@ const (
 	// (see [ErrorResponse] for the keys it knows).
 	ErrorCode Mode = "error"
 
+	// AppliedError applies the request apart, then answers the client
+	// with Fault.Code: a broker that applied the request and answered
+	// with an error (internal/kafkacodes.Applied lists the codes Kafka
+	// answers so).
+	AppliedError Mode = "applied-error"
+
 	// ResetHold closes the client's connection at once, without applying
 	// the request (the client sees a broken connection, not a timeout),
 	// and applies it apart, late, once Fault.After more requests of the
@@ -63,7 +69,7 @@ const (
 )
 
 // Modes lists every mode.
-var Modes = []Mode{Delay, LoseAnswer, Hold, Duplicate, ErrorCode, ResetHold}
+var Modes = []Mode{Delay, LoseAnswer, Hold, Duplicate, ErrorCode, AppliedError, ResetHold}
 
 // Fault is one fault of one request.
 type Fault struct {
@@ -227,11 +233,14 @@ func (i *Injector) Inject(f Fault) *Armed {
 				apply()
 			}()
 			return nil, errLost, true
-		case ErrorCode:
+		case ErrorCode, AppliedError:
 			resp, err := ErrorResponse(req, f.Code)
 			if err != nil {
 				a.hit.Err = err
 				return nil, nil, false
+			}
+			if f.Mode == AppliedError {
+				i.cluster.SleepControl(apply)
 			}
 			return resp, nil, true
 		}
