@@ -457,13 +457,13 @@ func (n *Nemesis) begin(step Step, busy map[string]string, side map[string]bool)
 		err = n.Actions.Skew(target, step.SkewMillis)
 		side[sideKey(step.Kind, target)] = true
 	case FaultRequest:
-		f.Request, f.Keys = step.Request, []int16{step.Key}
+		f.Request, f.Keys, f.Code = step.Request, []int16{step.Key}, step.Code
 		faulter, ok := n.Actions.(RequestFaulter)
 		if !ok {
 			err = errors.New("the actions cannot fault a request")
 			break
 		}
-		armed, err = faulter.ArmRequest(target, RequestFault{Mode: step.Request, Keys: f.Keys, Delay: step.Delay, MaxHold: step.Hold})
+		armed, err = faulter.ArmRequest(target, RequestFault{Mode: step.Request, Keys: f.Keys, Delay: step.Delay, MaxHold: step.Hold, Code: step.Code})
 	}
 	if err != nil {
 		f.Error = err.Error()

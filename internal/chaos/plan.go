@@ -6,6 +6,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkacodes"
 )
 
 // PlanConfig is what a fault schedule is drawn from.
@@ -94,6 +98,12 @@ type Step struct {
 	Request RequestMode   `json:"request,omitempty"`
 	Key     int16         `json:"key,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
+
+	// Code is the error code of RequestErrorCode and RequestAppliedError:
+	// the codes of the key take turns (internal/kafkacodes: Codes for the
+	// first, Applied for the second; a key without an applied code gets
+	// RequestErrorCode instead).
+	Code int16 `json:"code,omitempty"`
 }
 
 // Rule describes how the step picks its target.
@@ -191,6 +201,7 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 		modes := slices.Clone(RequestModes)
 		rng.Shuffle(len(modes), func(i, j int) { modes[i], modes[j] = modes[j], modes[i] })
 		k := 0
+		codeTurns := make(map[[2]int16]int) // (key, applied) -> the codes drawn so far
 		for at := time.Duration(between(0.3, 1) * float64(gap)); at < c.Duration; at += time.Duration(between(0.5, 1.5) * float64(gap)) {
 			s := Step{At: at, Kind: FaultRequest, LeaderOf: -1, Member: rng.IntN(c.Members),
 				Key: keys[k%len(keys)], Request: modes[(k/len(keys))%len(modes)], Hold: scale(0.3, 1)}
@@ -203,6 +214,8 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 				s.Delay = scale(0.1, 1)
 			case RequestHold, RequestResetHold:
 				s.Hold = scale(1, 2) // past the client's read timeout (a renew interval and more)
+			case RequestErrorCode, RequestAppliedError:
+				s.Request, s.Code = requestCode(s.Key, s.Request, codeTurns)
 			}
 			steps = append(steps, s)
 		}
@@ -254,4 +267,25 @@ func NewPlan(c PlanConfig) ([]Step, error) {
 		steps[i].Index = i
 	}
 	return steps, nil
+}
+
+// requestCode draws the code of an error-code step of key: the codes of
+// the key take turns, counted in turns. A key without an applied code
+// turns RequestAppliedError into RequestErrorCode; a key without any code
+// in the table gets UNKNOWN_SERVER_ERROR.
+func requestCode(key int16, mode RequestMode, turns map[[2]int16]int) (RequestMode, int16) {
+	codes := kafkacodes.AppliedOf(key)
+	if mode != RequestAppliedError || len(codes) == 0 {
+		mode, codes = RequestErrorCode, kafkacodes.Of(key)
+	}
+	if len(codes) == 0 {
+		return mode, kerr.UnknownServerError.Code
+	}
+	turn := [2]int16{key, 0}
+	if mode == RequestAppliedError {
+		turn[1] = 1
+	}
+	code := codes[turns[turn]%len(codes)].Code
+	turns[turn]++
+	return mode, code
 }

@@ -315,6 +315,8 @@ type Fault struct {
 	Request RequestMode `json:"request,omitempty"`
 	Keys    []int16     `json:"keys,omitempty"`
 	Hit     *RequestHit `json:"hit,omitempty"`
+	// Code is the error code of an error-code request fault.
+	Code int16 `json:"code,omitempty"`
 
 	// LeaderOf lists the roles that the orchestrator saw the target lead when
 	// the fault began.

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkacodes"
 )
 
 // RequestMode is what a request fault does to the one Kafka request it
@@ -51,6 +54,28 @@ const (
 	// and a proxy in front of it may still deliver one whose client side
 	// broke.
 	RequestResetHold RequestMode = "reset-hold"
+
+	// RequestErrorCode answers the request with the fault's Code, without
+	// applying it: the proxy builds the answer of the request's key and
+	// version (internal/kafkacodes.ErrorResponse: the code in every error
+	// field, for every topic, partition or id the request names) and sends
+	// the broker, in the request's place, an ApiVersions request of the
+	// same correlation id, whose answer it replaces with the built one.
+	// The broker applies nothing, and the answer keeps its place among
+	// the answers of the connection.
+	RequestErrorCode RequestMode = "error-code"
+
+	// RequestAppliedError forwards the request, and replaces its answer
+	// with one that carries the fault's Code: the broker applied the
+	// request and answered with an error. Kafka does so for a Produce
+	// whose batch is in the leader's log but short of replicas
+	// (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND), and for a
+	// request of a transaction coordinator whose append to the transaction
+	// log failed its replication after it was written
+	// (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR): internal/kafkacodes's
+	// Applied. A client that reads "not applied" into such an answer
+	// reports a write as not committed while it may be.
+	RequestAppliedError RequestMode = "applied-error"
 )
 
 // resetHoldAfter is the number of requests of its key that pass before a
@@ -58,7 +83,8 @@ const (
 const resetHoldAfter = 2
 
 // RequestModes lists every mode, in the order of the summary.
-var RequestModes = []RequestMode{RequestDelay, RequestLoseAnswer, RequestHold, RequestDuplicate, RequestResetHold}
+var RequestModes = []RequestMode{RequestDelay, RequestLoseAnswer, RequestHold, RequestDuplicate, RequestResetHold,
+	RequestErrorCode, RequestAppliedError}
 
 // LibraryRequestKeys lists the API keys of the requests that package
 // coordination sends over KafkaTransport (docs/safety.md lists them with
@@ -124,6 +150,9 @@ type RequestFault struct {
 	// Delay is the delay of RequestDelay. MaxHold bounds RequestHold: the
 	// request is forwarded then at the latest.
 	Delay, MaxHold time.Duration
+
+	// Code is the error code of RequestErrorCode and RequestAppliedError.
+	Code int16
 }
 
 // RequestHit says what a request fault did: the request it took, and, for
@@ -142,6 +171,11 @@ type RequestHit struct {
 	ReleasedMillis int64 `json:"released,omitempty"`
 	ClientGone     bool  `json:"client_gone,omitempty"`
 	Resent         bool  `json:"resent,omitempty"`
+	// Code is the error code that answered the request (RequestErrorCode,
+	// RequestAppliedError), and Err says why the proxy could not build
+	// that answer (the request then went on as it was).
+	Code int16  `json:"code,omitempty"`
+	Err  string `json:"err,omitempty"`
 }
 
 // ArmedRequest is a request fault armed on the proxies of a member. It is
@@ -279,6 +313,9 @@ func responseCorrelation(frame []byte) (int32, error) {
 type swallow struct {
 	pass, drop int
 	reset      bool
+	// replace, when not nil, goes to the client in place of the first
+	// answer (an answer built with an error code).
+	replace []byte
 }
 
 // resendWait bounds the wait of a held request, after its client closed
@@ -394,12 +431,48 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 		case RequestResetHold:
 			p.resetHold(l, upstream, frame, key, corr, armed)
 			return
+		case RequestErrorCode, RequestAppliedError:
+			if !l.send(upstream, errorCodeFrames(l, frame, corr, armed)) {
+				return
+			}
 		default:
 			if !l.send(upstream, frame) {
 				return
 			}
 		}
 	}
+}
+
+// substituteClient names the ApiVersions request that takes the place of a
+// request answered with an error code.
+var substituteClient = kmsg.NewRequestFormatter(kmsg.FormatterClientID("krabka-chaos"))
+
+// errorCodeFrames sets the link's rule that answers corr with the armed
+// fault's code, and returns the frame that goes to the broker: the request
+// itself for RequestAppliedError, an ApiVersions request of the same
+// correlation id for RequestErrorCode (the broker applies nothing, and its
+// answer holds the built one's place in the connection's order). A request
+// whose answer cannot be built goes on as it is; the hit says why.
+func errorCodeFrames(l *link, frame []byte, corr int32, armed *ArmedRequest) []byte {
+	code := armed.fault.Code
+	req, _, err := kafkacodes.ReadRequest(frame)
+	var resp kmsg.Response
+	if err == nil {
+		resp, err = kafkacodes.ErrorResponse(req, code)
+	}
+	if err != nil {
+		armed.update(func(h *RequestHit) { h.Err = err.Error() })
+		return frame
+	}
+	armed.update(func(h *RequestHit) { h.Code = code })
+	l.rule(corr, swallow{drop: 1, replace: kafkacodes.AppendResponse(nil, corr, resp)})
+	if armed.fault.Mode == RequestAppliedError {
+		return frame
+	}
+	substitute := kmsg.NewPtrApiVersionsRequest()
+	substitute.SetVersion(3)
+	substitute.ClientSoftwareName, substitute.ClientSoftwareVersion = "krabka-chaos", "1"
+	return substituteClient.AppendRequest(nil, substitute, corr)
 }
 
 // hold holds a request frame until its client gave up on the connection
@@ -559,6 +632,7 @@ func (p *Proxy) answers(l *link, upstream net.Conn) {
 			return
 		}
 		drop, reset := false, false
+		var replace []byte
 		l.mu.Lock()
 		if s := l.swallows[corr]; s != nil {
 			switch {
@@ -566,7 +640,8 @@ func (p *Proxy) answers(l *link, upstream net.Conn) {
 				s.pass--
 			case s.drop > 0:
 				s.drop--
-				drop, reset = true, s.reset
+				drop, reset, replace = true, s.reset, s.replace
+				s.replace = nil
 			}
 			if s.pass == 0 && s.drop == 0 {
 				delete(l.swallows, corr)
@@ -581,6 +656,9 @@ func (p *Proxy) answers(l *link, upstream net.Conn) {
 			l.clientDead.Store(true)
 			resetConn(l.client)
 			_ = l.client.Close()
+		}
+		if replace != nil && !l.clientDead.Load() {
+			frame, drop = replace, false
 		}
 		if drop || l.clientDead.Load() {
 			continue
@@ -602,6 +680,9 @@ type RequestFaultStats struct {
 	Fired  int            `json:"fired"`
 	ByMode map[string]int `json:"by_mode"`
 	Late   int            `json:"applied_late"`
+	// Codes counts the error codes that answered a request of the key
+	// (error-code and applied-error), by kerr's name of the code.
+	Codes map[string]int `json:"codes,omitempty"`
 }
 
 // countRequestFaults sums up the request faults of a nemesis log by API
@@ -629,6 +710,12 @@ func countRequestFaults(faults []Fault) []RequestFaultStats {
 		st.ByMode[string(f.Request)]++
 		if f.Hit.ClientGone {
 			st.Late++
+		}
+		if f.Hit.Code != 0 {
+			if st.Codes == nil {
+				st.Codes = make(map[string]int)
+			}
+			st.Codes[kerr.ErrorForCode(f.Hit.Code).Error()]++
 		}
 	}
 	out := make([]RequestFaultStats, 0, len(byKey))

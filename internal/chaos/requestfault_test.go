@@ -11,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkacodes"
 )
 
 // frameBroker is a fake Kafka broker for the Kafka-aware proxy: it answers
@@ -309,7 +314,9 @@ func TestPlanTakesTurnsAtTheRequestKeysAndModes(t *testing.T) {
 		}
 		pairs[fmt.Sprintf("%d/%s", s.Key, s.Request)] = true
 	}
-	if want := len(keys) * len(RequestModes); len(pairs) != want {
+	// Metadata has no code that Kafka answers to an applied request: its
+	// applied-error turns are error-code ones.
+	if want := len(keys)*len(RequestModes) - 1; len(pairs) != want {
 		t.Fatalf("%d steps hold %d (key, mode) pairs: %v; want all %d", len(steps), len(pairs), pairs, want)
 	}
 }
@@ -400,5 +407,103 @@ func TestReadFrameBoundsTheSizeAndDecodesTheHeader(t *testing.T) {
 	response := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 4), 1<<31) // correlation id MinInt32
 	if corr, err := responseCorrelation(response); err != nil || corr != math.MinInt32 {
 		t.Errorf("responseCorrelation = %d, %v; want %d", corr, err, math.MinInt32)
+	}
+}
+
+// kafkaRequest builds a real request frame of req, at its version.
+func kafkaRequest(req kmsg.Request, corr int32) []byte {
+	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("test")).AppendRequest(nil, req, corr)
+}
+
+// appliedKeys returns the API keys of the requests the broker applied, in
+// order.
+func (b *frameBroker) appliedKeys() []int16 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var keys []int16
+	for _, a := range b.applied {
+		keys = append(keys, a.key)
+	}
+	return keys
+}
+
+// TestKafkaProxyAnswersARequestWithAnErrorCode: in error-code mode the
+// proxy answers a pipelined EndTxn with the armed code, in its place among
+// the connection's answers, and the broker never sees the EndTxn (an
+// ApiVersions of the same correlation id takes its place); in
+// applied-error mode the broker applies the EndTxn and the client gets
+// the code.
+func TestKafkaProxyAnswersARequestWithAnErrorCode(t *testing.T) {
+	for _, tc := range []struct {
+		mode    RequestMode
+		code    *kerr.Error
+		applied []int16
+	}{
+		{RequestErrorCode, kerr.ConcurrentTransactions, []int16{metadata, 18, metadata}},
+		{RequestAppliedError, kerr.CoordinatorNotAvailable, []int16{metadata, endTxn, metadata}},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			p, b := newKafkaProxy(t)
+			armed := Arm(RequestFault{Mode: tc.mode, Keys: []int16{endTxn}, Code: tc.code.Code}, p)
+			c := dialKafka(t, p)
+			end := kmsg.NewPtrEndTxnRequest()
+			end.SetVersion(4)
+			end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = "role", 7, 3, true
+			c.send(t, metadata, 1, "m")
+			if _, err := c.conn.Write(kafkaRequest(end, 2)); err != nil {
+				t.Fatal(err)
+			}
+			c.send(t, metadata, 3, "m2")
+			for want := int32(1); want <= 3; want++ {
+				corr, body, err := c.answer(5 * time.Second)
+				if err != nil || corr != want {
+					t.Fatalf("answer = %d, %v; want %d, in order", corr, err, want)
+				}
+				if corr != 2 {
+					continue
+				}
+				resp := kmsg.NewPtrEndTxnResponse()
+				resp.SetVersion(4)
+				if err := resp.ReadFrom([]byte(body)[1:]); err != nil { // the flexible header's tags
+					t.Fatalf("the EndTxn answer does not decode: %v", err)
+				}
+				if resp.ErrorCode != tc.code.Code {
+					t.Fatalf("the EndTxn answer's code = %d; want %d (%s)", resp.ErrorCode, tc.code.Code, tc.code.Message)
+				}
+			}
+			if got := b.appliedKeys(); !slices.Equal(got, tc.applied) {
+				t.Fatalf("the broker applied keys %v; want %v", got, tc.applied)
+			}
+			if hit, ok := armed.Hit(); !ok || hit.Code != tc.code.Code || hit.Err != "" {
+				t.Fatalf("Hit() = %+v, %v; want the EndTxn, answered with code %d", hit, ok, tc.code.Code)
+			}
+		})
+	}
+}
+
+// TestPlanDrawsEveryCodeOfAKey: the error-code steps of a key take turns
+// at its codes, and its applied-error steps at the codes Kafka answers to
+// an applied request.
+func TestPlanDrawsEveryCodeOfAKey(t *testing.T) {
+	steps, err := NewPlan(PlanConfig{Seed: 5, Duration: 60 * time.Minute, Members: 3, Roles: 2, Faults: []string{FaultRequest},
+		Lease: 3 * time.Second, MeanGap: 5 * time.Second, RequestKeys: []int16{endTxn}, RequestGap: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[RequestMode]map[int16]bool{RequestErrorCode: {}, RequestAppliedError: {}}
+	for _, s := range steps {
+		if s.Request == RequestErrorCode || s.Request == RequestAppliedError {
+			if s.Code == 0 {
+				t.Fatalf("step %+v: an error-code step without a code", s)
+			}
+			seen[s.Request][s.Code] = true
+		}
+	}
+	for mode, codes := range map[RequestMode][]*kerr.Error{RequestErrorCode: kafkacodes.Of(endTxn), RequestAppliedError: kafkacodes.AppliedOf(endTxn)} {
+		for _, code := range codes {
+			if !seen[mode][code.Code] {
+				t.Errorf("no %s step of EndTxn with code %s", mode, code.Message)
+			}
+		}
 	}
 }

@@ -4,8 +4,8 @@
 // does the same to a real broker): it delays one request of an API key,
 // loses its answer after the cluster applied it, holds it until the client
 // sent it again and then applies it late, applies it twice, answers it
-// with an error code, or breaks the client's connection at once and
-// applies the request late, after the client's resend.
+// with an error code (applied or not), or breaks the client's connection
+// at once and applies the request late, after the client's resend.
 //
 // It rests on kfake.Cluster.ControlKey (one control function per fault),
 // SleepControl (the fault waits while the cluster serves every other
@@ -25,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkacodes"
 )
 
 // Mode is what a [Fault] does to the request it takes.
@@ -51,6 +53,12 @@ const (
 	// (see [ErrorResponse] for the keys it knows).
 	ErrorCode Mode = "error"
 
+	// AppliedError applies the request apart, then answers the client
+	// with Fault.Code: a broker that applied the request and answered
+	// with an error (internal/kafkacodes.Applied lists the codes Kafka
+	// answers so).
+	AppliedError Mode = "applied-error"
+
 	// ResetHold closes the client's connection at once, without applying
 	// the request (the client sees a broken connection, not a timeout),
 	// and applies it apart, late, once Fault.After more requests of the
@@ -61,7 +69,7 @@ const (
 )
 
 // Modes lists every mode.
-var Modes = []Mode{Delay, LoseAnswer, Hold, Duplicate, ErrorCode, ResetHold}
+var Modes = []Mode{Delay, LoseAnswer, Hold, Duplicate, ErrorCode, AppliedError, ResetHold}
 
 // Fault is one fault of one request.
 type Fault struct {
@@ -225,11 +233,14 @@ func (i *Injector) Inject(f Fault) *Armed {
 				apply()
 			}()
 			return nil, errLost, true
-		case ErrorCode:
+		case ErrorCode, AppliedError:
 			resp, err := ErrorResponse(req, f.Code)
 			if err != nil {
 				a.hit.Err = err
 				return nil, nil, false
+			}
+			if f.Mode == AppliedError {
+				i.cluster.SleepControl(apply)
 			}
 			return resp, nil, true
 		}
@@ -240,82 +251,13 @@ func (i *Injector) Inject(f Fault) *Armed {
 }
 
 // ErrorResponse builds the answer of req that carries code in every error
-// field of the request's kind: InitProducerId, AddPartitionsToTxn (v3 and
-// below), Produce, EndTxn, FindCoordinator, DescribeTransactions,
-// ListOffsets and Metadata. Another key is an error.
+// field of the request's kind: internal/kafkacodes.ErrorResponse, which
+// knows every key of the table of codes (kafkacodes.Codes). Another key is
+// an error.
 func ErrorResponse(req kmsg.Request, code int16) (kmsg.Response, error) {
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	switch r := req.(type) {
-	case *kmsg.InitProducerIDRequest:
-		out := resp.(*kmsg.InitProducerIDResponse)
-		out.ErrorCode, out.ProducerID, out.ProducerEpoch = code, -1, -1
-	case *kmsg.EndTxnRequest:
-		resp.(*kmsg.EndTxnResponse).ErrorCode = code
-	case *kmsg.AddPartitionsToTxnRequest:
-		out := resp.(*kmsg.AddPartitionsToTxnResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
-	case *kmsg.ProduceRequest:
-		out := resp.(*kmsg.ProduceResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
-	case *kmsg.FindCoordinatorRequest:
-		out := resp.(*kmsg.FindCoordinatorResponse)
-		out.ErrorCode, out.NodeID = code, -1
-		keys := r.CoordinatorKeys
-		if len(keys) == 0 {
-			keys = []string{r.CoordinatorKey}
-		}
-		for _, key := range keys {
-			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.ErrorCode, c.NodeID = key, code, -1
-			out.Coordinators = append(out.Coordinators, c)
-		}
-	case *kmsg.DescribeTransactionsRequest:
-		out := resp.(*kmsg.DescribeTransactionsResponse)
-		for _, id := range r.TransactionalIDs {
-			s := kmsg.NewDescribeTransactionsResponseTransactionState()
-			s.TransactionalID, s.ErrorCode = id, code
-			out.TransactionStates = append(out.TransactionStates, s)
-		}
-	case *kmsg.ListOffsetsRequest:
-		out := resp.(*kmsg.ListOffsetsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.Offset = p.Partition, code, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			out.Topics = append(out.Topics, rt)
-		}
-	case *kmsg.MetadataRequest:
-		out := resp.(*kmsg.MetadataResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewMetadataResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, code
-			out.Topics = append(out.Topics, rt)
-		}
-	default:
-		return nil, fmt.Errorf("kfakefault: no error answer for %s", kmsg.NameForKey(req.Key()))
+	resp, err := kafkacodes.ErrorResponse(req, code)
+	if err != nil {
+		return nil, fmt.Errorf("kfakefault: %w", err)
 	}
 	return resp, nil
 }

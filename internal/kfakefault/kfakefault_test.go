@@ -142,6 +142,24 @@ func TestEachFaultHappens(t *testing.T) {
 			t.Fatalf("the next InitProducerId = %+v, %v; want no error (the fault takes one request)", resp, err)
 		}
 	})
+	t.Run("applied-error", func(t *testing.T) {
+		_, inj, producer := setup(t)
+		produce(t, producer) // connect first
+		a := inj.Inject(Fault{Key: kmsg.Produce, Mode: AppliedError, Code: kerr.NotEnoughReplicasAfterAppend.Code})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// The producer retries the retriable code: the record lands twice,
+		// once applied apart and once as the client's retry.
+		if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		if hit := wait(t, a); hit.Applied != 1 {
+			t.Fatalf("Hit = %+v; want the request applied once apart", hit)
+		}
+		if n := records(t, producer); n != 3 {
+			t.Fatalf("%d records after two acknowledged produces, one answered with an error after it was applied; want 3", n)
+		}
+	})
 }
 
 func TestMatchPicksTheRequest(t *testing.T) {
