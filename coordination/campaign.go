@@ -141,6 +141,7 @@ type campaign struct {
 	next        int64          // the offset the follower reads from next
 	incarnation uint64         // the log that builder folds (ExtendedTransport.TopicIncarnation)
 	skipped     map[int64]bool // offsets of malformed records already logged
+	leases      leaseHistory   // the newest lease record and the one before it (an offer: leadership_transfer.go)
 
 	registeredAt int64 // the RegisteredAt of this call's registration
 	registered   bool  // the append of that registration succeeded
@@ -182,7 +183,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		c.follower, c.changed = follower, changed
 		c.incarnation = c.topicIncarnation()
 	}
-	c.builder = NewRoleStateBuilder(c.role)
+	c.builder, c.leases = NewRoleStateBuilder(c.role), leaseHistory{}
 	if err := c.watchBeforeRegister(ctx); err != nil { // WithDuplicateMemberCheck: campaign_duplicate.go
 		return nil, c.abandon(ctx, err)
 	}
@@ -284,6 +285,7 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 	if lease := state.Lease; lease != nil && lease.Member == c.member {
 		view.leaseFenced = c.sawFenced(lease.Token)
 		view.leaseMinted = c.extended != nil && c.extended.Minted(lease.Token)
+		view.priorLease = c.leases.priorOf(*lease)
 	}
 	if c.extended != nil && epoch.asked && epoch.held {
 		minted, pending := c.extended.LateMint(c.role, epoch.current)
@@ -452,9 +454,10 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 			return RoleState{}, err
 		}
 		records = got
-		c.builder = NewRoleStateBuilder(c.role)
+		c.builder, c.leases = NewRoleStateBuilder(c.role), leaseHistory{}
 	}
 	for _, record := range records {
+		c.leases.apply(c.role, record)
 		if err := c.builder.Apply(record); err != nil && !c.skipped[record.Offset] {
 			c.skipped[record.Offset] = true
 			c.logger.Warn("coordination: skipped a record of the state partition that does not decode", slog.Any("error", err))
@@ -510,6 +513,7 @@ func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
 	c.logger.Warn("coordination: the state topic was deleted and created again (its topic id changed): the fold of the role starts over from the new log, and this member registers again")
 	c.incarnation = incarnation
 	c.builder, c.next, c.skipped = NewRoleStateBuilder(c.role), 0, make(map[int64]bool)
+	c.leases = leaseHistory{}
 	c.registered, c.registeredAt, c.appendedAt = false, now, 0
 	c.heartbeated, c.heartbeatDue = false, 0
 	c.memory = campaignMemory{}

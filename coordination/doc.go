@@ -512,6 +512,54 @@
 // through the same producer; when its context ends first it ends the
 // leadership without a tombstone, and the standbys wait for the deadline.
 //
+// # Planned transfer
+//
+// [Leadership.TransferTo] hands the role to a named member of the roster,
+// with the specification's two record kinds only (the frozen layout: every
+// earlier release reads them). The holder takes its write slot for the
+// whole transfer, which pauses its renewals and its guarded writes, and
+// writes one lease that names the target under the holder's own token: an
+// offer. It is a live lease, so every standby of this release or an earlier
+// one waits for its deadline plus its rank's stagger, and none challenges.
+// The target recognises the offer (campaign_rules.go, offeredTo): a lease
+// that names it, under the token that the transaction coordinator holds
+// now, that it did not mint, granted after its own registration, and
+// whose lease before it, under the same token, named another member (the
+// holder). It mints at once (its InitProducerId fences the holder, so there
+// are never two writers with authority) and writes its own lease. The
+// holder sees a lease that names the target under a newer token:
+// TransferTo returns nil, the leadership ends with [ErrTransferred] (and
+// [ErrNotHeld]), and the holder withdraws its registration as a
+// resignation does. One leadership change, one epoch.
+//
+// An offer is written once and never renewed, which tells it apart from
+// the lease of a second live process under the target's member id (the
+// duplicate-member watch, [WithDuplicateMemberCheck]): that process's
+// leases under its token all name the target, and it renews them.
+//
+// When the target does not take the role within the bound
+// ([WithTransferTimeout]; 15 s with the defaults: max(3 × 5 s, 10 s + 2 ×
+// 1 s)), or the call's context ends first, the holder writes its own lease
+// again under the same token, the renewals resume, no epoch is used, and
+// TransferTo returns a [*TransferError] with [TransferNotTaken]. A target
+// that minted in the meantime fences that write, and the leadership ends
+// with [ErrFenced] as any fenced leadership does. A target that is not in
+// the roster ([TransferNotMember]), the holder itself ([TransferToSelf]),
+// a target known dead ([TransferMemberDead]), and a second transfer while
+// one runs ([TransferBusy]) fail at once, before anything is written.
+// Known dead needs the heartbeat extension ([WithHeartbeatInterval]): the
+// target's heartbeats stopped for the roster lapse. Without heartbeats
+// nothing tells a dead standby from a live one, and a transfer to a dead
+// one ends with TransferNotTaken after the bound.
+//
+// A target of an earlier release takes the offer as a lease of an earlier
+// incarnation of itself: without the duplicate-member watch it challenges
+// at once (the specification's restart path), which completes the
+// transfer; with the watch, it challenges once the offer went one renew
+// interval plus one poll interval without a renewal (11 s with the
+// defaults), which the default bound covers (its second term). A bystander
+// of any release sees a live lease and waits. docs/upgrades.md says more.
+//
 // # Observing roles
 //
 // [Observe] starts with a [ChangeState] for each role, with its whole

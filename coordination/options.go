@@ -42,6 +42,10 @@ type settings struct {
 	logger           *slog.Logger
 
 	lease LeaseConfig // built by newSettings
+
+	// A planned transfer (leadership_transfer.go).
+	transferTimeout time.Duration                        // WithTransferTimeout; 0: the default (transferBound)
+	successor       *func(roster []RosterEntry) MemberID // WithSuccessor; nil: the Elector resigns
 }
 
 // newSettings applies the options over the specification's defaults
@@ -107,6 +111,10 @@ func buildSettings(options []Option, checkLease bool) (*settings, error) {
 	if s.renewDeadline > 0 && (s.renewDeadline <= lease.renewInterval || s.renewDeadline >= lease.duration) {
 		return nil, fmt.Errorf("coordination: WithRenewDeadline(%v): want above the renew interval %v, so that a renewal can land in time, and below the lease duration %v, so that the margin, lease duration − renew deadline, covers the clock skew and the time the work takes to stop",
 			s.renewDeadline, lease.renewInterval, lease.duration)
+	}
+	if s.transferTimeout > 0 && s.transferTimeout >= lease.duration {
+		return nil, fmt.Errorf("coordination: WithTransferTimeout(%v): want below the lease duration %v, so that the offer's lease does not lapse before the transfer ends: %w",
+			s.transferTimeout, lease.duration, ErrMisconfigured)
 	}
 	return s, nil
 }

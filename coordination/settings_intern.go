@@ -31,11 +31,11 @@ var sharedSettings struct {
 // internSettings returns the shared copy of settings equal to s, s itself
 // when it becomes that copy, and s unshared when it cannot be compared (a
 // Clock of a type without ==, the token of withFencedToken, which is a
-// pointer each call makes) or the table is full. Settings are never
+// pointer each call makes, and WithSuccessor's) or the table is full. Settings are never
 // written after newSettings builds them, so a shared copy is safe for
 // concurrent use.
 func internSettings(s *settings) *settings {
-	if s.fenced != nil || !reflect.ValueOf(s.clock).Comparable() {
+	if s.fenced != nil || s.successor != nil || !reflect.ValueOf(s.clock).Comparable() {
 		return s
 	}
 	key := unique.Make(*s)
