@@ -147,6 +147,7 @@ type campaign struct {
 	next        int64          // the offset the follower reads from next
 	incarnation uint64         // the log that builder folds (TopicIncarnationReporter)
 	skipped     map[int64]bool // offsets of malformed records already logged
+	leases      leaseHistory   // the newest lease record and the one before it (an offer: leadership_transfer.go)
 
 	registeredAt int64 // the RegisteredAt of this call's registration
 	registered   bool  // the append of that registration succeeded
@@ -188,7 +189,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		c.follower, c.changed = follower, changed
 		c.incarnation = c.topicIncarnation()
 	}
-	c.builder = NewRoleStateBuilder(c.role)
+	c.builder, c.leases = NewRoleStateBuilder(c.role), leaseHistory{}
 	if err := c.watchBeforeRegister(ctx); err != nil { // WithDuplicateMemberCheck: campaign_duplicate.go
 		return nil, c.abandon(ctx, err)
 	}
@@ -291,6 +292,7 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		view.leaseFenced = c.sawFenced(lease.Token)
 		recorder, ok := c.transport.(MintRecorder)
 		view.leaseMinted = ok && recorder.Minted(lease.Token)
+		view.priorLease = c.leases.priorOf(*lease)
 	}
 	if minter, ok := c.transport.(rivalMinter); ok && epoch.asked && epoch.held {
 		minted, pending := minter.lateMint(c.role, epoch.current)
@@ -459,9 +461,10 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 			return RoleState{}, err
 		}
 		records = got
-		c.builder = NewRoleStateBuilder(c.role)
+		c.builder, c.leases = NewRoleStateBuilder(c.role), leaseHistory{}
 	}
 	for _, record := range records {
+		c.leases.apply(c.role, record)
 		if err := c.builder.Apply(record); err != nil && !c.skipped[record.Offset] {
 			c.skipped[record.Offset] = true
 			c.logger.Warn("coordination: skipped a record of the state partition that does not decode", slog.Any("error", err))
@@ -517,6 +520,7 @@ func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
 	c.logger.Warn("coordination: the state topic was deleted and created again (its topic id changed): the fold of the role starts over from the new log, and this member registers again")
 	c.incarnation = incarnation
 	c.builder, c.next, c.skipped = NewRoleStateBuilder(c.role), 0, make(map[int64]bool)
+	c.leases = leaseHistory{}
 	c.registered, c.registeredAt, c.appendedAt = false, now, 0
 	c.heartbeated, c.heartbeatDue = false, 0
 	c.memory = campaignMemory{}

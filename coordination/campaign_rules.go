@@ -54,6 +54,11 @@ type campaignView struct {
 
 	memory campaignMemory
 
+	// priorLease: the lease record before the newest one on the
+	// partition, when the newest is state.Lease and names this member;
+	// nil for none (offeredTo).
+	priorLease *Lease
+
 	// ownMint: the token that the coordinator holds (epoch.current) may be
 	// this transport's own, minted by a mint attempt that gave up before
 	// the coordinator answered, or still waiting for its answer
@@ -84,6 +89,7 @@ type campaignMemory struct {
 	ownRegistrationSeen bool   // this call's registration was in the roster once
 	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
+	offer               Lease  // a holder's offer of the role to this member (offeredTo), by value; the zero Lease for none
 
 	stuckStable int64 // the last stable offset that an open transaction holds
 	stuckSince  int64 // when the rules first saw it held, in ms; 0 for none
@@ -222,7 +228,8 @@ type campaignStep struct {
 //  7. A lease that names the member (classifyOwnLease): a deposed member
 //     evaluates as a standby (evaluateDeposed); an earlier incarnation is
 //     challenged at once (the specification); with the duplicate-member
-//     watch, decideNamedLease decides.
+//     watch, a holder's offer of a planned transfer is challenged at once
+//     (offeredTo), and decideNamedLease decides the rest.
 //  8. Evaluate's answer: wait until its instant (or the next heartbeat,
 //     if sooner); a challenge waits for notBefore, for a view that no
 //     open transaction hides (watchStable), and for the first lease of a
@@ -283,6 +290,18 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 	case ownLeaseEarlier:
 		decision = Decision{Action: ActionChallenge}
 	case ownLeaseWatch:
+		if offered, ok := offeredTo(state, member, view, rules, nowMillis); ok {
+			// A holder's planned transfer to this member: take it at
+			// once (the mint fences the holder).
+			if !view.epoch.asked {
+				return campaignStep{action: campaignDescribeEpoch, memory: memory}
+			}
+			if view.epoch.err == nil && view.epoch.held && view.epoch.current == offered.Token {
+				memory.offer = offered
+				decision = Decision{Action: ActionChallenge}
+				break
+			}
+		}
 		named := decideNamedLease(state, member, view, memory, rules, nowMillis, decision)
 		if named.step != nil {
 			return *named.step
@@ -402,6 +421,35 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 		return namedLeaseStep{decision: Decision{Action: ActionWait, WaitUntil: quietUntil}, memory: memory, notes: notes}
 	}
 	return namedLeaseStep{decision: Decision{Action: ActionChallenge}, memory: memory, notes: notes}
+}
+
+// offeredTo reports whether the lease of state is a holder's offer of the
+// role to member ([Leadership.TransferTo]), and returns it: a live lease
+// that names member, which this transport did not mint, granted at or
+// after this call's registration, and either remembered as an offer
+// already (memory.offer, by value) or written under the same token as the
+// lease before it, which named another member: the holder's. The caller
+// checks the token against the coordinator's too (an offer's token is the
+// current pair), and takes the role at once.
+//
+// This tells an offer from the lease of a second live process under the
+// member's id, which decideNamedLease watches for (ErrDuplicateMember):
+// every lease of that process under its token names the member, the first
+// one included (its mint is newer than the lease before it), and it renews
+// them. A holder writes its offer once and renews it never.
+func offeredTo(state RoleState, member MemberID, view campaignView, rules campaignRules, nowMillis int64) (Lease, bool) {
+	lease := state.Lease
+	if lease == nil || lease.Member != member || view.leaseMinted || lease.GrantedAt < view.registeredAt || !rules.lease.Timing(*lease).LiveAt(nowMillis) {
+		return Lease{}, false
+	}
+	if view.memory.offer == *lease {
+		return *lease, true
+	}
+	prior := view.priorLease
+	if prior == nil || prior.Token != lease.Token || prior.Member == member {
+		return Lease{}, false
+	}
+	return *lease, true
 }
 
 // campaignStage names the step of a campaign whose transport call failed.

@@ -99,6 +99,10 @@ func TestCampaignRules(t *testing.T) {
 	asked := func(current FencingToken, held bool, err error) func(*campaignView) {
 		return func(v *campaignView) { v.epoch = epochAnswer{asked: true, current: current, held: held, err: err} }
 	}
+	prior := func(lease *Lease) func(*campaignView) {
+		return func(v *campaignView) { v.priorLease = lease }
+	}
+	offer := leaseOf(f.me, f.tok, T-1_000) // n1's offer of the role to me, until T+29 s
 	namedSeen := func(lease *Lease, at int64) func(*campaignView) {
 		return func(v *campaignView) { v.memory.namedLease, v.memory.namedLeaseSeenAt = lease, at }
 	}
@@ -277,6 +281,42 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "own live lease, the coordinator holds no token", options: "watch", rules: watch,
 			state: RoleState{Roster: roster, Lease: mine}, view: with(seen, asked(FencingToken{}, false, nil)), now: T,
 			action: campaignWait, until: T + 11_000},
+		// 7b. A holder's offer of a planned transfer (offeredTo): a lease
+		// that names this member under the holder's token, after a lease of
+		// the holder under the same token.
+		{branch: "an offer: to the specification, an earlier incarnation, challenged at once", options: "spec", rules: spec,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(seen, prior(live)), now: T,
+			action: campaignChallenge},
+		{branch: "an offer: ask the coordinator first", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(seen, prior(live)), now: T,
+			action: campaignDescribeEpoch},
+		{branch: "an offer under the coordinator's token: take it at once, remembered", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(with(seen, prior(live)), asked(f.tok, true, nil)), now: T,
+			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true, offer: *offer}},
+		{branch: "an offer remembered by value: taken without the lease before it", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(with(seen, asked(f.tok, true, nil)), func(v *campaignView) { v.memory.offer = *offer }), now: T,
+			action: campaignChallenge},
+		{branch: "an offer whose token the coordinator no longer holds: a standby", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(with(seen, prior(live)), asked(f.newer, true, nil)), now: T,
+			action: campaignWait, until: T + 29_000 + 5_000, notes: noteLeaseSuperseded},
+		{branch: "an offer, the coordinator cannot answer: the quiet test", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(with(seen, prior(live)), asked(FencingToken{}, false, errors.New("coordinator not available"))), now: T,
+			action: campaignWait, until: T + 11_000, notes: noteEpochUnknown},
+		{branch: "an offer granted before this call's registration: no offer, the quiet test", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: leaseOf(f.me, f.tok, meAt-1)}, view: with(with(seen, prior(live)), asked(f.tok, true, nil)), now: T,
+			action: campaignWait, until: T + 11_000},
+		{branch: "a duplicate's renewal (the lease before it names this member too): still a live duplicate", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: leaseOf(f.me, f.older, T-1_000)}, view: with(with(with(seen, prior(mine)), asked(f.older, true, nil)), namedSeen(mine, T-4_000)), now: T,
+			action: campaignStop, err: ErrDuplicateMember},
+		{branch: "a duplicate's first lease (the lease before it is under another token): no offer, the quiet test", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: leaseOf(f.me, f.newer, T-1_000)}, view: with(with(seen, prior(live)), asked(f.newer, true, nil)), now: T,
+			action: campaignWait, until: T + 11_000},
+		{branch: "an offer that this transport minted the token of: its own, taken back", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: offer}, view: with(with(with(seen, prior(live)), asked(f.tok, true, nil)), func(v *campaignView) { v.leaseMinted = true }), now: T,
+			action: campaignChallenge, memory: &campaignMemory{ownRegistrationSeen: true}},
+		{branch: "an offer naming another member: a bystander waits for its deadline and its stagger", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: leaseOf(f.n3, f.tok, T-1_000)}, view: with(seen, prior(live)), now: T,
+			action: campaignWait, until: T + 29_000 + 5_000},
 		{branch: "another member's live lease: nothing to ask", options: "watch", rules: watch,
 			state: RoleState{Roster: roster, Lease: live}, view: seen, now: T,
 			action: campaignWait, until: T + 20_000},

@@ -7,9 +7,12 @@ package coordination
 // transfer" explains the mechanism.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -144,5 +147,214 @@ func defaultTransferTimeout(lease LeaseConfig, poll time.Duration) time.Duration
 // end of ctx, with the holder's own lease written again (no epoch used).
 // See the package doc's section "Planned transfer". Safe for concurrent use.
 func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
-	return &TransferError{Role: l.role, Holder: l.member, To: to, Fault: TransferNotTaken, Reason: "not implemented yet"}
+	fail := func(fault TransferFault, err error, format string, args ...any) error {
+		return &TransferError{Role: l.role, Holder: l.member, To: to, Fault: fault, Reason: fmt.Sprintf(format, args...), Err: err}
+	}
+	switch {
+	case to.IsZero():
+		return fail(TransferNotMember, nil, "the zero MemberID names no member: build it with NewMemberID")
+	case to == l.member:
+		return fail(TransferToSelf, nil, "the member holds the role already")
+	}
+	if _, busy := transfers.LoadOrStore(l, struct{}{}); busy {
+		return fail(TransferBusy, nil, "another transfer of this leadership is in progress")
+	}
+	defer transfers.Delete(l)
+	if err := l.endedErr("transfer"); err != nil {
+		return err
+	}
+	reader := newTransferReader(l)
+	defer reader.close()
+	state, err := reader.read(ctx)
+	if err != nil {
+		return fail(TransferNotTaken, err, "reading the roster of %s failed; nothing was written", l.partition)
+	}
+	entry, ok := state.Entry(to)
+	if !ok {
+		return fail(TransferNotMember, nil, "%s is not in the roster of the role (%d members): it must compete for the role (AcquireLeadership, an Elector) to take it", to, len(state.Roster))
+	}
+	if now := l.settings.clock.NowMillis(); entry.LapsedAt(now, l.settings.lease) {
+		return fail(TransferMemberDead, nil, "its newest heartbeat is %d ms old, past the roster lapse of %v", now-entry.LastSeen, l.settings.lease.RosterLapse())
+	}
+	// The write slot, for the whole transfer: no renewal and no guarded
+	// write of the holder goes out while the offer stands.
+	if err := l.lock(ctx, "transfer"); err != nil {
+		return fail(TransferNotTaken, err, "waiting for the write slot; nothing was written")
+	}
+	transferred := false
+	defer func() {
+		l.unlock()
+		if transferred {
+			l.withdrawRegistration(ctx)
+		}
+	}()
+	if err := l.endedErr("transfer"); err != nil {
+		return err
+	}
+	bound := l.settings.transferBound()
+	offer := l.settings.lease.Grant(to, l.token, l.settings.clock.NowMillis())
+	if err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(offer)); err != nil {
+		err = wrapf(err, nil, "offer by member %s", l.member)
+		if endsLeadership(err) || errors.Is(err, ErrNotAuthorized) {
+			l.end(err)
+			return fail(TransferNotTaken, err, "the offer was refused, and the leadership ended")
+		}
+		return fail(TransferNotTaken, errors.Join(err, l.takeBack(ctx)), "the offer's write failed (it may have landed): the holder wrote its own lease again")
+	}
+	wait, cancel := withClockTimeout(ctx, l.settings.clock, bound)
+	defer cancel()
+	for {
+		state, err := reader.read(ctx)
+		if err == nil && state.Lease != nil && state.Lease.Token.Supersedes(l.token) && state.Lease.Member == to {
+			transferred = true
+			l.end(&contextError{msg: fmt.Sprintf("coordination: member %s transferred role %s to %s, which holds it under %s: %s: %s",
+				l.member, l.role, to, state.Lease.Token, ErrTransferred.Error(), ErrNotHeld.Error()), errs: []error{ErrTransferred, ErrNotHeld}})
+			return nil
+		}
+		if err == nil && state.Lease != nil && state.Lease.Token.Supersedes(l.token) {
+			// Another member minted: the take-back is fenced, and ends the
+			// leadership.
+			return fail(TransferNotTaken, l.takeBack(ctx), "%s took the role under %s instead", state.Lease.Member, state.Lease.Token)
+		}
+		if wait.Err() != nil {
+			break
+		}
+		reader.wait(wait) // then one more read, at the bound too
+	}
+	if ctx.Err() != nil {
+		return fail(TransferNotTaken, errors.Join(ctx.Err(), l.takeBack(ctx)), "the call's context ended: the holder wrote its own lease again")
+	}
+	return fail(TransferNotTaken, l.takeBack(ctx), "%s did not take the role within %v: the holder wrote its own lease again and keeps the role, no epoch used", to, bound)
+}
+
+// transfers holds the leaderships whose TransferTo runs (TransferBusy):
+// an entry lives for the call only.
+var transfers sync.Map
+
+// takeBack writes the holder's own lease again after a transfer that did
+// not happen, under a context of its own (the call's may have ended),
+// bounded as a renewal is. The caller holds the write slot. A target that
+// minted meanwhile fences it, which ends the leadership.
+func (l *Leadership) takeBack(ctx context.Context) error {
+	back, cancel := withClockTimeout(context.WithoutCancel(ctx), l.settings.clock, l.renewAttemptBound())
+	defer cancel()
+	if err := l.renewHeld(back); err != nil {
+		return wrapf(err, nil, "take role %s back after the transfer", l.role)
+	}
+	return nil
+}
+
+// withdrawRegistration writes the tombstones of the holder's registration
+// (and heartbeat) after a transfer, as a resignation does, so that the
+// member leaves the roster; a failure is only logged: the registration
+// then ranks as a standby that does not compete.
+func (l *Leadership) withdrawRegistration(ctx context.Context) {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
+		defer cancel()
+	}
+	keys := [][]byte{EncodeKey(RegistrationKey(l.role, l.member))}
+	if l.heartbeated {
+		keys = append(keys, EncodeKey(HeartbeatKey(l.role, l.member)))
+	}
+	for _, key := range keys {
+		if err := l.transport.Append(ctx, l.partition, key, nil); err != nil {
+			l.logger().Warn("coordination: after the transfer, the tombstone of the registration failed", slog.Any("error", err))
+		}
+	}
+}
+
+// transferReader reads the role's state for a transfer: incrementally
+// through the transport's follower, woken by its new records, or the whole
+// partition every poll interval.
+type transferReader struct {
+	l        *Leadership
+	follower PartitionFollower
+	changed  <-chan struct{}
+	stop     func()
+	builder  *RoleStateBuilder
+	next     int64
+}
+
+func newTransferReader(l *Leadership) *transferReader {
+	r := &transferReader{l: l, builder: NewRoleStateBuilder(l.role), stop: func() {}}
+	if follower := followerOfRole(l.transport, l.partition, l.role); follower != nil {
+		r.follower = follower
+		r.changed, r.stop = follower.WatchPartition(l.partition)
+	}
+	return r
+}
+
+func (r *transferReader) close() { r.stop() }
+
+// read returns the role's state now.
+func (r *transferReader) read(ctx context.Context) (RoleState, error) {
+	var records []StateRecord
+	var err error
+	if r.follower != nil {
+		records, r.next, err = r.follower.ReadPartitionFrom(ctx, r.l.partition, r.next)
+	} else {
+		r.builder = NewRoleStateBuilder(r.l.role)
+		records, err = r.l.transport.ReadPartition(ctx, r.l.partition)
+	}
+	if err != nil {
+		return RoleState{}, wrapf(err, nil, "read %s for role %s", r.l.partition, r.l.role)
+	}
+	for _, record := range records {
+		_ = r.builder.Apply(record) // a record that does not decode: the campaigns log it
+	}
+	return r.builder.Build(), nil
+}
+
+// wait returns on a new record of the partition, after one poll interval,
+// or when ctx ends.
+func (r *transferReader) wait(ctx context.Context) {
+	select {
+	case <-r.changed: // nil without a follower
+	case <-r.l.settings.clock.After(r.l.settings.pollInterval):
+	case <-ctx.Done():
+	}
+}
+
+// leaseHistory is what a campaign's fold keeps of the role's lease key
+// beyond [RoleState]: the newest lease record and the one before it, so
+// that the rules can tell a holder's offer (the newest names this member
+// under the token of a lease that named the holder) from a lease of the
+// member's own (offeredTo). Records come in offset order; a tombstone
+// counts as a lease of nobody.
+type leaseHistory struct {
+	key            []byte // the encoded lease key of the role, set at the first record
+	newest, prior  *Lease
+	newestOffset   int64
+	newestAssigned bool
+}
+
+// apply folds one record of the role's partition.
+func (h *leaseHistory) apply(role Role, record StateRecord) {
+	if h.key == nil {
+		h.key = EncodeKey(LeaseKey(role))
+	}
+	if !bytes.Equal(record.Key, h.key) || (h.newestAssigned && record.Offset <= h.newestOffset) {
+		return
+	}
+	var lease *Lease
+	if !IsTombstone(record.Value) {
+		decoded, err := DecodeLease(record.Value)
+		if err != nil {
+			return // the fold reports it
+		}
+		lease = &decoded
+	}
+	h.prior, h.newest, h.newestOffset, h.newestAssigned = h.newest, lease, record.Offset, true
+}
+
+// priorOf returns the lease before the newest one when the newest is
+// lease, and nil otherwise.
+func (h *leaseHistory) priorOf(lease Lease) *Lease {
+	if h.newest == nil || *h.newest != lease || h.prior == nil {
+		return nil
+	}
+	prior := *h.prior
+	return &prior
 }
