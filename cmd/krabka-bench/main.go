@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ func main() {
 	etcd := flag.String("etcd", os.Getenv("KRABKA_ETCD_ENDPOINTS"), "etcd endpoints, comma-separated; empty skips etcd")
 	cluster := flag.String("cluster", os.Getenv("KRABKA_KAFKA_CLUSTER_BROKERS"), "seed brokers of a 3-node Kafka cluster (scripts/kafka-cluster.sh), comma-separated; the handover, failover, write and throughput figures are measured on it too, next to the single broker; empty skips it")
 	etcdCluster := flag.String("etcd-cluster", os.Getenv("KRABKA_ETCD_CLUSTER_ENDPOINTS"), "endpoints of a 3-node etcd, the counterpart of -cluster; empty leaves the etcd columns of the cluster rows empty")
-	only := flag.String("only", "", "comma-separated figure groups to run: handover,failover,write,throughput,idle,fold,roles (default all)")
+	only := flag.String("only", "", "comma-separated figure groups to run: handover,failover,write,throughput,idle,fold,roles,transfer (default all)")
 	scale := flag.Float64("scale", 1, "multiplies the sample counts and windows; 0.2 is a smoke test")
 	idleWindow := flag.Duration("idle-window", 20*time.Second, "the window an idle standby is measured over; the table reports per minute")
 	warmMax := flag.Duration("warm-max", 5*time.Minute, "the longest warm-up of one broker or cluster before its steady state is measured anyway (and reported as not converged)")
@@ -56,10 +57,10 @@ func main() {
 		os.Exit(2)
 	}
 	if *only != "" {
-		known := map[string]bool{"handover": true, "failover": true, "write": true, "throughput": true, "idle": true, "fold": true, "roles": true}
+		known := map[string]bool{"handover": true, "failover": true, "write": true, "throughput": true, "idle": true, "fold": true, "roles": true, "transfer": true}
 		for _, g := range strings.Split(*only, ",") {
 			if !known[g] {
-				fmt.Fprintf(os.Stderr, "krabka-bench: -only: unknown figure group %q (want handover, failover, write, throughput, idle, fold or roles)\n", g)
+				fmt.Fprintf(os.Stderr, "krabka-bench: -only: unknown figure group %q (want handover, failover, write, throughput, idle, fold, roles or transfer)\n", g)
 				os.Exit(2)
 			}
 		}
@@ -113,6 +114,7 @@ func main() {
 		{"idle", r.idle},
 		{"fold", r.fold},
 		{"roles", r.roles},
+		{"transfer", r.transfer},
 	}
 	start := time.Now()
 	for _, g := range groups {
@@ -658,6 +660,101 @@ func (r *runner) roles(ctx context.Context) error {
 			}
 			row.Note = fmt.Sprintf("renew interval 10 s; a leadership is late when its last renewal is older than 11 s at a once-a-second sample over %v; "+
 				"oldest last renewal seen: %s", window, strings.Join(ages, ", "))
+		}
+		r.table.Add(row)
+	}
+	return nil
+}
+
+// transfer measures a planned transfer (issue 31) on each broker or
+// cluster: TransferTo to a live member next to the handover after Resign
+// and to the protocol floor of a transfer, in one steady-state run; a
+// transfer to a member that is down and to one not in the roster; and the
+// drain of a member that holds 100 roles.
+func (r *runner) transfer(ctx context.Context) error {
+	for _, p := range r.pairs() {
+		var series []*bench.Series
+		var closers []func()
+		defer func() {
+			for _, c := range closers {
+				c()
+			}
+		}()
+		hw, hn := max(5, r.n(int(30*p.scale))), r.n(int(200*p.scale))
+		lt, err := p.k.NewLibraryTransfer(ctx)
+		if err != nil {
+			return fmt.Errorf("library transfer%s: %w", p.suffix, err)
+		}
+		closers = append(closers, lt.Close)
+		ft, err := p.k.NewFloorTransfer(ctx)
+		if err != nil {
+			return fmt.Errorf("floor transfer%s: %w", p.suffix, err)
+		}
+		closers = append(closers, ft.Close)
+		lh, err := p.k.NewLibraryHandover(ctx)
+		if err != nil {
+			return fmt.Errorf("library handover%s: %w", p.suffix, err)
+		}
+		closers = append(closers, lh.Close)
+		st := &bench.Series{Name: "library transfer", Window: hw, N: hn, Converge: true, Next: lt.Sample}
+		sf := &bench.Series{Name: "floor transfer", Window: hw, N: hn, Converge: true, Next: ft.Sample}
+		sh := &bench.Series{Name: "library handover", Window: hw, N: hn, Converge: true, Next: lh.Sample}
+		series = append(series, st, sf, sh)
+		where := "single broker"
+		if p.suffix != "" {
+			where = "3-node cluster"
+		}
+		progress := func(line string) { fmt.Fprintf(os.Stderr, "krabka-bench: transfer, %s: %s\n", where, line) }
+		w, err := bench.RunSteady(ctx, series, r.tolerance, 3, r.warmMax, progress)
+		if err != nil {
+			return fmt.Errorf("transfer, %s: %w", where, err)
+		}
+		for _, s := range series {
+			if len(s.Errors) > 0 {
+				fmt.Fprintf(os.Stderr, "krabka-bench: transfer, %s: %s: %d samples failed (first: %v)\n", where, s.Name, len(s.Errors), s.Errors[0])
+			}
+		}
+		steady := func(s *bench.Series) *bench.Summary { return summary(bench.Millis(bench.Durations(s.Steady))) }
+		transfer, floor, handover := steady(st), steady(sf), steady(sh)
+		row := bench.Row{Figure: "transfer to a live member, steady state" + p.suffix, Unit: "ms", Kafka: transfer, Floor: floor, Load: w.LoadSteady,
+			Target: "p50 ≤ 1.15× floor, ≤ 1.15× handover after Resign"}
+		row.Met = bench.Met(transfer.P50 <= 1.15*floor.P50 && transfer.P50 <= 1.15*handover.P50)
+		row.Note = fmt.Sprintf("from TransferTo's start to the named member's AcquireLeadership; %d windows of %d samples, interleaved with the two below; requests per sample, library: %s; floor: %s",
+			w.Windows, hw, bench.RequestsPerSample(st.Steady), bench.RequestsPerSample(sf.Steady))
+		r.table.Add(row)
+		r.table.Add(bench.Row{Figure: "  handover after Resign, same run" + p.suffix, Unit: "ms", Kafka: handover, Load: w.LoadSteady,
+			Note: fmt.Sprintf("transfer p50 / handover p50 = %.2f", transfer.P50/handover.P50)})
+		r.addSteps("transfer to a live member"+p.suffix, bench.LibraryTransferSteps, st, sf)
+
+		bound := 3 * time.Second
+		down, notMember, err := p.k.KafkaTransferRefusals(ctx, r.n(5), bound)
+		if err != nil {
+			return fmt.Errorf("transfer refusals%s: %w", p.suffix, err)
+		}
+		for _, c := range []struct {
+			name string
+			out  bench.TransferRefusal
+		}{{"transfer to a down member", down}, {"transfer to a non-member", notMember}} {
+			s := summary(bench.Millis(c.out.Took))
+			rounds := len(c.out.Took)
+			row := bench.Row{Figure: "  " + c.name + ": TransferTo's error" + p.suffix, Unit: "ms", Kafka: s,
+				Target: fmt.Sprintf("holder keeps the role, no epoch used, max ≤ bound %v + 1 s", bound)}
+			row.Met = bench.Met(c.out.Kept == rounds && c.out.EpochUsed == 0 && s.Max <= float64((bound+time.Second)/time.Millisecond))
+			row.Note = fmt.Sprintf("%d rounds: holder kept the role %d, an epoch used %d; faults %s", rounds, c.out.Kept, c.out.EpochUsed, strings.Join(slices.Compact(c.out.Faults), ", "))
+			if c.name == "transfer to a down member" {
+				row.Note += "; down: a registration with no process behind it, heartbeats off, so the holder waits for the bound"
+			}
+			r.table.Add(row)
+		}
+
+		took, failed, err := p.k.KafkaDrain(ctx, 100)
+		if err != nil {
+			return fmt.Errorf("drain%s: %w", p.suffix, err)
+		}
+		row = bench.Row{Figure: "  drain of a member holding 100 roles: time to empty" + p.suffix, Unit: "s", Kafka: single(took.Seconds()),
+			Note: fmt.Sprintf("TransferTo of every role to one live standby, %d at once; %d transfers failed", bench.RolesAtOnce, failed)}
+		if p.suffix == "" {
+			row.Target, row.Met = "≤ 10, none failed", bench.Met(took.Seconds() <= 10 && failed == 0)
 		}
 		r.table.Add(row)
 	}

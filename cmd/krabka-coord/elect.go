@@ -5,7 +5,11 @@ package main
 // holder (holder.go and the holder_*.go files).
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
 func newElectCommand(g *globals) *cobra.Command {
@@ -87,23 +91,42 @@ transaction.max.timeout.ms.`,
 			defer h.close()
 			for {
 				leadership, err := h.acquire(signals.ctx, signals.stepDown)
+				if errors.Is(err, errDrained) {
+					return h.idle(signals.ctx)
+				}
 				if err != nil || leadership == nil {
 					return err
 				}
-				select {
-				case <-signals.ctx.Done():
-					return h.resign(leadership, signals.again)
-				case <-leadership.Done():
-					if err := h.lost(leadership); !h.rejoinAfter(err) {
-						return err
-					}
-				case <-signals.stepDown:
-					if err := h.stepDown(leadership, "SIGUSR1"); err != nil {
-						return err
-					}
-				case <-h.stepDownRequests:
-					if err := h.stepDown(leadership, "POST /step-down"); err != nil {
-						return err
+				held := true
+				for held {
+					held = false
+					select {
+					case <-signals.ctx.Done():
+						return h.resign(leadership, signals.again)
+					case <-leadership.Done():
+						if err := h.lost(leadership); !h.rejoinAfter(err) {
+							return err
+						}
+					case <-signals.stepDown:
+						if err := h.stepDown(leadership, "SIGUSR1"); err != nil {
+							return err
+						}
+					case <-h.stepDownRequests:
+						if err := h.stepDown(leadership, "POST /step-down"); err != nil {
+							return err
+						}
+					case req := <-h.operatorRequests:
+						// A transfer: the member campaigns again, at the
+						// tail; a drain: it idles. A failed one keeps the role.
+						held = h.handover(leadership, req)
+						if !held && req.drain && errors.Is(leadership.Err(), coordination.ErrTransferred) {
+							return h.idle(signals.ctx)
+						}
+						if !held && !errors.Is(leadership.Err(), coordination.ErrTransferred) {
+							if err := h.lost(leadership); !h.rejoinAfter(err) {
+								return err
+							}
+						}
 					}
 				}
 			}

@@ -22,6 +22,11 @@ type holdFlags struct {
 	wait           time.Duration
 	rejoin         bool
 	stepDownRemote bool
+
+	// The planned transfer (holder_transfer.go).
+	successor       string
+	successorPolicy string
+	transferTimeout time.Duration
 }
 
 func (h *holdFlags) add(f *pflag.FlagSet) {
@@ -29,7 +34,10 @@ func (h *holdFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&h.listen, "listen", "", "serve Prometheus metrics on /metrics and the health of the member on /healthz at this address, such as :9464")
 	f.DurationVar(&h.wait, "wait", 0, "give up when not elected within this long, and exit 1 (default: wait until a signal)")
 	f.BoolVar(&h.rejoin, "rejoin", false, "keep campaigning after a fence or a lost leadership, at the tail of the roster, as a supervisor loop would (counted in krabka_coord_rejoins_total)")
-	f.BoolVar(&h.stepDownRemote, "step-down-endpoint", false, "accept POST /step-down on --listen, as 'krabka-coord step-down ROLE --at ADDR' sends it")
+	f.BoolVar(&h.stepDownRemote, "step-down-endpoint", false, "accept POST /step-down, POST /transfer and POST /drain on --listen, as 'krabka-coord step-down', 'transfer' and 'drain' send them")
+	f.StringVar(&h.successor, "successor", "", "on a stop (a signal; for run, also the command's exit), hand the role to this member (Leadership.TransferTo) instead of resigning to the first standby; a transfer that fails resigns")
+	f.StringVar(&h.successorPolicy, "successor-policy", "", "as --successor, with the member chosen at the stop: \"newest\", the live standby registered last (in a rolling restart, a member already restarted)")
+	f.DurationVar(&h.transferTimeout, "transfer-timeout", 0, "how long a transfer waits for the named member to take the role before the holder takes it back (default: the library's, max(3 × --challenge-stagger, --renew-interval + 2 × --poll-interval), below the lease)")
 }
 
 // holder takes a role for elect and run.
@@ -56,6 +64,11 @@ type holder struct {
 
 	// stepDownRequests receives a POST /step-down of --listen.
 	stepDownRequests chan struct{}
+
+	// operatorRequests receives a POST /transfer or /drain of --listen
+	// (holder_transfer.go); successorID is --successor.
+	operatorRequests chan operatorRequest
+	successorID      coordination.MemberID
 
 	// stop ends the metrics server and the read probe; done closes when
 	// the probe returned.
@@ -89,6 +102,10 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	if flags.stepDownRemote && flags.listen == "" {
 		return nil, usageError("--step-down-endpoint needs --listen, the address it is served on")
 	}
+	successor, err := checkSuccessorFlags(flags, member, config)
+	if err != nil {
+		return nil, err
+	}
 	partition, _ := coordination.RoleTopicPartition(role, g.coordOptions()...)
 	setup, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -97,7 +114,8 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 		return nil, err
 	}
 	h := &holder{g: g, flags: flags, role: role, member: member, config: config, partition: partition, session: s, transport: s.transport,
-		metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1)}
+		metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1),
+		operatorRequests: make(chan operatorRequest), successorID: successor}
 	h.metered = &meteredTransport{KafkaTransport: s.transport, metrics: h.metrics}
 	if err := h.preflight(setup); err != nil {
 		s.close()
@@ -108,11 +126,11 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	h.probeDone = make(chan struct{})
 	go h.probe(background)
 	if flags.listen != "" {
-		var stepDown func() error
+		var endpoints *operatorEndpoints
 		if flags.stepDownRemote {
-			stepDown = h.requestStepDown
+			endpoints = &operatorEndpoints{stepDown: h.requestStepDown, ask: h.ask}
 		}
-		addr, err := h.metrics.serve(background, flags.listen, stepDown)
+		addr, err := h.metrics.serve(background, flags.listen, endpoints)
 		if err != nil {
 			h.close()
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,8 +22,13 @@ import (
 // from: it is reported and dropped, so that it does not step down the
 // leadership that comes later.
 func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coordination.Leadership, error) {
+	// campaign ends the campaign on a POST /drain: the member leaves the
+	// roster (holder_transfer.go).
+	campaign, cancelCampaign := context.WithCancel(ctx)
+	defer cancelCampaign()
 	waiting, stopWaiting := context.WithCancel(ctx)
 	dropped := make(chan struct{})
+	var drain *operatorRequest // set by the goroutine below; read after dropped closes
 	go func() {
 		defer close(dropped)
 		for {
@@ -33,21 +39,36 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 			case <-h.stepDownRequests:
 				// A POST /step-down accepted while the leadership that it
 				// was for ended: stale now.
+			case req := <-h.operatorRequests:
+				switch {
+				case !req.drain:
+					h.notHolder(req)
+				case drain != nil:
+					req.reply <- operatorReply{status: http.StatusConflict, body: "a drain of this member is under way"}
+				default:
+					drain = &req
+					cancelCampaign()
+				}
 			case <-waiting.Done():
 				return
 			}
 		}
 	}()
-	defer func() {
-		stopWaiting()
-		<-dropped
-	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopWaiting()
+			<-dropped
+		}
+	}
+	defer stop()
 	h.report(holderEvent{Event: "campaigning"}, fmt.Sprintf("krabka-coord: member %s campaigns for role %s on %s (lease %v, renew every %v); waiting for its turn",
 		h.shownMember(), h.shownRole(), h.partition, h.config.Duration(), h.config.RenewInterval()), true)
-	wait := ctx
+	wait := campaign
 	if h.flags.wait > 0 {
 		var cancel context.CancelFunc
-		wait, cancel = context.WithTimeout(ctx, h.flags.wait)
+		wait, cancel = context.WithTimeout(campaign, h.flags.wait)
 		defer cancel()
 	}
 	options := append(h.g.coordOptions(), h.flags.lease.options(h.config)...)
@@ -62,9 +83,16 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	if h.renewDeadline != nil {
 		options = append(options, h.renewDeadline)
 	}
+	if h.flags.transferTimeout > 0 {
+		options = append(options, coordination.WithTransferTimeout(h.flags.transferTimeout))
+	}
 	leadership, err := coordination.AcquireLeadership(wait, h.metered, h.role, h.member, options...)
+	stop()
 	switch {
 	case err == nil:
+	case drain != nil && ctx.Err() == nil:
+		h.withdraw(*drain)
+		return nil, errDrained
 	case ctx.Err() != nil:
 		h.report(holderEvent{Event: "interrupted"}, fmt.Sprintf("krabka-coord: interrupted before member %s was elected for role %s; it left the roster", h.shownMember(), h.shownRole()), true)
 		return nil, nil
@@ -89,5 +117,8 @@ func (h *holder) acquire(ctx context.Context, stepDown <-chan os.Signal) (*coord
 	lease := leadership.Lease()
 	h.report(holderEvent{Event: "elected", Token: newTokenJSON(leadership.Token()), Deadline: timePtr(lease.Deadline)},
 		fmt.Sprintf("elected: member %s holds role %s with token %s", h.shownMember(), h.shownRole(), leadership.Token()), false)
+	if drain != nil && !h.handover(leadership, *drain) {
+		return nil, errDrained // elected as the drain came: handed over at once
+	}
 	return leadership, nil
 }

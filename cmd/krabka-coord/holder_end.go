@@ -22,8 +22,13 @@ import (
 const resignTimeout = 2 * time.Second
 
 // resign gives the role up after a signal, within resignTimeout; a second
-// signal (again) stops waiting for the cluster.
+// signal (again) stops waiting for the cluster. With --successor or
+// --successor-policy it first hands the role to the successor, within the
+// transfer's bound, and resigns when that fails.
 func (h *holder) resign(leadership *coordination.Leadership, again <-chan os.Signal) error {
+	if h.transferOnShutdown(leadership, again) {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
 	resigned := make(chan error, 1)

@@ -53,6 +53,8 @@ var nested = map[string]map[string]string{
 	"member event": {"at": "time", "token": "token", "current_token": "token", "deadline": "time"},
 	"fence":        {"old_token": "token", "new_token": "token", "lease_token": "token"},
 	"step-down":    {"previous_token": "token", "token": "token"},
+	"transfer":     {"previous_token": "token", "token": "token"},
+	"drain":        {"previous_token": "token", "token": "token"},
 	"demo":         {"events": "[]demo event", "commands": "[]demo command", "checks": "[]demo check"},
 	"doctor":       {"checks": "[]doctor check"},
 	"demo event":   {"at": "time", "token": "token"},

@@ -12,6 +12,8 @@
 //	krabka-coord elect ROLE MEMBER             take the role and hold it until a signal or a fence
 //	krabka-coord run ROLE MEMBER -- CMD ARGS   run a command only while this member leads
 //	krabka-coord step-down ROLE --at ADDR      drain: the holder resigns and stays a standby
+//	krabka-coord transfer ROLE --to M --at ADDR   hand the role to a named member of its roster
+//	krabka-coord drain MEMBER --at ADDR...     empty a member: its roles to live standbys, its registrations withdrawn
 //	krabka-coord fence ROLE                    forced failover: mint a new epoch for the role
 //
 // Every command but demo needs --brokers (or KRABKA_BROKERS). Run

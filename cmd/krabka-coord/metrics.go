@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -232,9 +233,17 @@ func (m *memberMetrics) health() (bool, string) {
 	return true, fmt.Sprintf("ok: leads role %s with token %s, last renewal %s ago", m.role, m.token, formatSeconds(age))
 }
 
-// handler serves /metrics and /healthz, and POST /step-down when stepDown
-// is not nil.
-func (m *memberMetrics) handler(stepDown func() error) http.Handler {
+// operatorEndpoints are the POST endpoints of --step-down-endpoint: a
+// step-down, and a transfer or a drain that the loop of elect or run
+// answers (ask waits for its answer).
+type operatorEndpoints struct {
+	stepDown func() error
+	ask      func(ctx context.Context, req operatorRequest) operatorReply
+}
+
+// handler serves /metrics and /healthz, and POST /step-down, /transfer and
+// /drain when endpoints is not nil.
+func (m *memberMetrics) handler(endpoints *operatorEndpoints) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -245,34 +254,61 @@ func (m *memberMetrics) handler(stepDown func() error) http.Handler {
 		}
 		fmt.Fprintln(w, message)
 	})
-	if stepDown != nil {
-		mux.HandleFunc("POST /step-down", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			if role := r.URL.Query().Get("role"); role != m.role {
-				w.WriteHeader(http.StatusConflict)
-				fmt.Fprintf(w, "this member campaigns for role %q, not %q\n", m.role, role)
-				return
-			}
-			if err := stepDown(); err != nil {
-				w.WriteHeader(http.StatusConflict)
-				fmt.Fprintln(w, err)
-				return
-			}
-			w.WriteHeader(http.StatusAccepted)
-			fmt.Fprintf(w, "stepping down from role %s\n", m.role)
-		})
+	if endpoints == nil {
+		return mux
 	}
+	mux.HandleFunc("POST /step-down", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if role := r.URL.Query().Get("role"); role != m.role {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprintf(w, "this member campaigns for role %q, not %q\n", m.role, role)
+			return
+		}
+		if err := endpoints.stepDown(); err != nil {
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprintln(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "stepping down from role %s\n", m.role)
+	})
+	mux.HandleFunc("POST /transfer", func(w http.ResponseWriter, r *http.Request) {
+		if role := r.URL.Query().Get("role"); role != m.role {
+			http.Error(w, fmt.Sprintf("this member campaigns for role %q, not %q", m.role, role), http.StatusConflict)
+			return
+		}
+		to, err := coordination.NewMemberID(r.URL.Query().Get("to"))
+		if err != nil {
+			http.Error(w, fmt.Sprintf("to=%q: %v", r.URL.Query().Get("to"), err), http.StatusBadRequest)
+			return
+		}
+		answer(w, endpoints.ask(r.Context(), operatorRequest{to: to}))
+	})
+	mux.HandleFunc("POST /drain", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, endpoints.ask(r.Context(), operatorRequest{drain: true, member: r.URL.Query().Get("member")}))
+	})
 	return mux
+}
+
+// answer writes an operatorReply: JSON, or a line of text.
+func answer(w http.ResponseWriter, reply operatorReply) {
+	if text, ok := reply.body.(string); ok {
+		http.Error(w, text, reply.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(reply.status)
+	_ = json.NewEncoder(w).Encode(reply.body)
 }
 
 // serve listens on addr and serves the handler until ctx ends. It returns
 // the address it listens on. The server's goroutines end when ctx ends.
-func (m *memberMetrics) serve(ctx context.Context, addr string, stepDown func() error) (net.Addr, error) {
+func (m *memberMetrics) serve(ctx context.Context, addr string, endpoints *operatorEndpoints) (net.Addr, error) {
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError("--listen %s: %v", addr, err)
 	}
-	server := &http.Server{Handler: m.handler(stepDown), ReadHeaderTimeout: 5 * time.Second}
+	server := &http.Server{Handler: m.handler(endpoints), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = server.Serve(listener) }()
 	go func() {
 		<-ctx.Done()

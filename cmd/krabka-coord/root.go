@@ -146,6 +146,8 @@ stops it before its checks end.
 		newFenceCommand(g),
 		newListCommand(g),
 		newStepDownCommand(g),
+		newTransferCommand(g),
+		newDrainCommand(g),
 	)
 	return root, g
 }

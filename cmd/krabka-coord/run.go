@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/krabka-io/krabka-streams-go/coordination"
 )
 
 // The environment of the command of run.
@@ -157,11 +159,19 @@ ACL missing.`,
 			}
 			defer h.close()
 			h.renewDeadline = guard.option(config)
+			var kept *coordination.Leadership // a failed transfer's: run starts the command again under it
 			for {
-				leadership, err := h.acquire(signals.ctx, signals.stepDown)
-				if err != nil {
-					return err
+				leadership := kept
+				if leadership == nil {
+					leadership, err = h.acquire(signals.ctx, signals.stepDown)
+					if errors.Is(err, errDrained) {
+						return h.idle(signals.ctx)
+					}
+					if err != nil {
+						return err
+					}
 				}
+				kept = nil
 				if leadership == nil {
 					return nil // interrupted before it was elected: it left the roster
 				}
@@ -173,6 +183,10 @@ ACL missing.`,
 						return err
 					}
 				case endStepDown:
+				case endKept:
+					kept = leadership
+				case endDrained:
+					return h.idle(signals.ctx)
 				default:
 					if err != nil {
 						return err

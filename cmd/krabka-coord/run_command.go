@@ -23,7 +23,9 @@ const (
 	endSignal                     // a stop signal to run
 	endLost                       // the leadership ended: a fence, a lost producer
 	endGuard                      // the lease guard stopped the command
-	endStepDown                   // a step-down: run campaigns again
+	endStepDown                   // a step-down or a transfer: run campaigns again
+	endKept                       // a transfer or a drain failed: run starts the command again, under the same leadership
+	endDrained                    // a drain handed the role over: run idles until a signal
 )
 
 // commandRun is one run of the command under one leadership.
@@ -101,6 +103,8 @@ func (r *commandRun) run() (int, commandEnd, error) {
 			return r.stepDown("SIGUSR1")
 		case <-h.stepDownRequests:
 			return r.stepDown("POST /step-down")
+		case req := <-h.operatorRequests:
+			return r.handover(req)
 		}
 	}
 }
@@ -132,6 +136,31 @@ func (r *commandRun) stepDown(by string) (int, commandEnd, error) {
 	r.reportExit(r.stop())
 	if err := r.h.stepDown(r.leadership, by); err != nil {
 		return 0, endLost, err
+	}
+	return 0, endStepDown, nil
+}
+
+// handover stops the command, so that two copies never run, and hands the
+// role over (holder_transfer.go). When the transfer fails, the member still
+// leads, and run starts the command again.
+func (r *commandRun) handover(req operatorRequest) (int, commandEnd, error) {
+	what := "transfer to " + showName(req.to.String())
+	if req.drain {
+		what = "drain"
+	}
+	if !r.h.g.json() {
+		fmt.Fprintf(r.h.g.stderr, "krabka-coord: %s: stopping the command (SIGTERM, SIGKILL by %s), then handing role %s over\n",
+			what, formatMillis(r.killBound().UnixMilli()), r.h.shownRole())
+	}
+	r.reportExit(r.stop())
+	if r.h.handover(r.leadership, req) {
+		return 0, endKept, nil
+	}
+	switch {
+	case !errors.Is(r.leadership.Err(), coordination.ErrTransferred):
+		return 0, endLost, r.h.lost(r.leadership)
+	case req.drain:
+		return 0, endDrained, nil
 	}
 	return 0, endStepDown, nil
 }

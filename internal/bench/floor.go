@@ -514,6 +514,9 @@ type FloorHandover struct {
 	// registration too, as a plain record: not the floor, but the cost of
 	// that second record.
 	registration registrationTombstone
+	// offer makes the holder write a lease that names the other member in
+	// place of the tombstone: the floor of a transfer (NewFloorTransfer).
+	offer bool
 }
 
 // registrationTombstone says when a floor holder writes the tombstone of its
@@ -672,7 +675,11 @@ func (h *FloorHandover) Sample(ctx context.Context) (Sample, error) {
 	if h.registration == registrationParallel {
 		register()
 	}
-	tomb, err := holder.transact(ctx, h.tp, key, nil)
+	var offer []byte
+	if h.offer {
+		_, offer = floorLease(h.role, h.members[s])
+	}
+	tomb, err := holder.transact(ctx, h.tp, key, offer)
 	if err != nil {
 		cancel()
 		<-fetched

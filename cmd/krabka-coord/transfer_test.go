@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
+)
+
+// transfer and drain on the embedded cluster (issue 31): three elect
+// processes on one role; a transfer to a non-member, to the holder itself
+// and through a standby's address is refused with its fault and leaves
+// the lease alone; a transfer to a named member hands it over; a drain of
+// the holder hands the role to the first live standby, a drain of a
+// standby withdraws its registration, and a drain of the last member says
+// why it cannot move the role.
+func TestTransferAndDrainKfake(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	testTransferAndDrain(t, strings.Join(cluster.Brokers, ","), "transfer")
+}
+
+// The same on the real broker (KRABKA_KAFKA_BROKERS; fails under CI
+// without it).
+func TestTransferAndDrainKafka(t *testing.T) {
+	cluster := kafkatest.Kafka(t)
+	topic := kafkatest.TopicName("krabka-coord-transfer")
+	cluster.DeleteTopicAtCleanup(t, topic)
+	testTransferAndDrain(t, strings.Join(cluster.Brokers, ","), topic)
+}
+
+func testTransferAndDrain(t *testing.T, brokers, topic string) {
+	schema := jsonSchema(t)
+	conn := []string{"--brokers", brokers, "--partitions", "2", "--topic", topic}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	role := "controller"
+	members := []string{"node-1", "node-2", "node-3"}
+	procs := make(map[string]*inProcess)
+	stops := make(map[string]context.CancelFunc)
+	addrs := make(map[string]string)
+	for _, m := range members {
+		pctx, stop := context.WithCancel(ctx)
+		stops[m] = stop
+		procs[m] = startCLI(pctx, nil, append(append([]string{"elect", role, m, "--listen", "127.0.0.1:0", "--step-down-endpoint", "--transfer-timeout", "2s"}, conn...), fastLease...)...)
+		addrs[m] = waitAddr(t, procs[m])
+		if m == "node-1" {
+			procs[m].waitFor(t, electedText, 20*time.Second)
+		}
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+		for _, p := range procs {
+			p.wait()
+		}
+	}()
+	before := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 3 })
+	if before.Lease.Holder != "node-1" {
+		t.Fatalf("holder %s; want node-1", before.Lease.Holder)
+	}
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, nil, append(args, conn...)...)
+	}
+
+	// Refusals: the holder keeps the role, no epoch used.
+	for _, c := range []struct {
+		to, at, fault string
+		code          int
+	}{
+		{"ghost", addrs["node-1"], "not_member", exitUsage},
+		{"node-1", addrs["node-1"], "to_self", exitUsage},
+		{"node-3", addrs["node-2"], "not_holder", exitFailure},
+	} {
+		code, stdout, stderr := cli("transfer", role, "--to", c.to, "--at", c.at, "--output", "json")
+		if code != c.code || !strings.Contains(stderr, c.fault) {
+			t.Fatalf("transfer --to %s: exit %d, stderr %q; want %d and the fault %s", c.to, code, stderr, c.code, c.fault)
+		}
+		checkLines(t, schema, "transfer", stdout)
+		var result handoverJSON
+		if err := json.Unmarshal([]byte(stdout), &result); err != nil || result.Moved || result.Fault != c.fault {
+			t.Fatalf("transfer --to %s: %s; want moved false, fault %s", c.to, stdout, c.fault)
+		}
+	}
+	same := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil })
+	if same.Lease.Holder != "node-1" || same.Lease.Token.Token != before.Lease.Token.Token || same.Coordinator.Token.Token != before.Lease.Token.Token {
+		t.Fatalf("after the refused transfers: lease %+v, coordinator %+v; want node-1's lease and epoch %s unchanged", same.Lease, same.Coordinator, before.Lease.Token.Token)
+	}
+
+	// A transfer to node-3, which ranks after node-2: node-3 takes it, and
+	// node-1 campaigns again at the tail.
+	code, stdout, stderr := cli("transfer", role, "--to", "node-3", "--at", addrs["node-1"], "--output", "json")
+	if code != exitOK {
+		t.Fatalf("transfer --to node-3: exit %d: %s%s", code, stdout, stderr)
+	}
+	checkLines(t, schema, "transfer", stdout)
+	var moved handoverJSON
+	if err := json.Unmarshal([]byte(stdout), &moved); err != nil || !moved.Moved || moved.To != "node-3" || moved.Token == nil || moved.Token.ProducerEpoch != before.Lease.Token.ProducerEpoch+1 {
+		t.Fatalf("transfer: %s; want moved to node-3 under the next epoch of %s", stdout, before.Lease.Token.Token)
+	}
+	after := waitDescribe(t, conn, role, func(r describeJSON) bool {
+		return r.Lease != nil && r.Lease.Holder == "node-3" && len(r.Roster) == 3 && r.Roster[2].Member == "node-1"
+	})
+	procs["node-1"].waitFor(t, regexp.MustCompile(`transferred: member node-1 handed role controller .* to node-3`), 5*time.Second)
+
+	// drain node-3: the role goes to node-2, the first live standby.
+	code, stdout, stderr = cli("drain", "node-3", "--at", addrs["node-3"], "--output", "json")
+	if code != exitOK {
+		t.Fatalf("drain node-3: exit %d: %s%s", code, stdout, stderr)
+	}
+	checkLines(t, schema, "drain", stdout)
+	drained := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-2" })
+	if drained.Lease.Token.ProducerEpoch != after.Lease.Token.ProducerEpoch+1 || slices.ContainsFunc(drained.Roster, func(e rosterJSON) bool { return e.Member == "node-3" }) {
+		t.Fatalf("after drain node-3: %+v; want node-2 under the next epoch, node-3 out of the roster", drained)
+	}
+	procs["node-3"].waitFor(t, regexp.MustCompile(`drained: member node-3`), 5*time.Second)
+
+	// drain node-1, a standby: its registration is withdrawn.
+	code, stdout, stderr = cli("drain", "node-1", "--at", addrs["node-1"])
+	if code != exitOK || !strings.Contains(stdout, "withdrew its standby registration") || !strings.Contains(stdout, "member node-1 drained") {
+		t.Fatalf("drain node-1: exit %d: %s%s", code, stdout, stderr)
+	}
+	waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 1 && r.Lease != nil && r.Lease.Holder == "node-2" })
+
+	// drain node-2: no live standby, so it keeps the role and drain says so.
+	code, stdout, stderr = cli("drain", "node-2", "--at", addrs["node-2"], "--wait", "3s")
+	if code != exitFailure || !strings.Contains(stderr, "no live standby") || !strings.Contains(stderr, "member node-2 is not drained") {
+		t.Fatalf("drain node-2, the last member: exit %d: %s%s; want 1 and the reason", code, stdout, stderr)
+	}
+	kept := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil })
+	if kept.Lease.Holder != "node-2" || kept.Lease.Token.Token != drained.Lease.Token.Token {
+		t.Fatalf("after a drain that could not move the role: %+v; want node-2 under %s", kept.Lease, drained.Lease.Token.Token)
+	}
+	// The drained processes idle, and exit 0 on a stop.
+	for _, m := range []string{"node-1", "node-3"} {
+		stops[m]()
+		if r := procs[m].wait(); r.code != exitOK {
+			t.Fatalf("%s drained: exit %d: %s", m, r.code, r.stderr)
+		}
+		delete(procs, m)
+	}
+}
+
+// elect --successor: at a stop the holder hands the role to the named
+// member, not to the first standby by rank.
+func TestSuccessorOnStopKfake(t *testing.T) {
+	conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "successor"}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holderCtx, stopHolder := context.WithCancel(ctx)
+	a := startCLI(holderCtx, nil, append(append([]string{"elect", "successor", "node-a", "--successor", "node-c"}, conn...), fastLease...)...)
+	a.waitFor(t, electedText, 20*time.Second)
+	b := startCLI(ctx, nil, append(append([]string{"elect", "successor", "node-b"}, conn...), fastLease...)...)
+	waitDescribe(t, conn, "successor", func(r describeJSON) bool { return len(r.Roster) == 2 })
+	c := startCLI(ctx, nil, append(append([]string{"elect", "successor", "node-c"}, conn...), fastLease...)...)
+	before := waitDescribe(t, conn, "successor", func(r describeJSON) bool { return len(r.Roster) == 3 })
+	stopHolder()
+	if r := a.wait(); r.code != exitOK || !strings.Contains(r.stdout, "transferred: member node-a handed role successor") {
+		t.Fatalf("node-a: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	after := waitDescribe(t, conn, "successor", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Token.Token != before.Lease.Token.Token })
+	if after.Lease.Holder != "node-c" || after.Lease.Token.ProducerEpoch != before.Lease.Token.ProducerEpoch+1 {
+		t.Fatalf("after node-a's stop: %+v; want node-c (the successor, not node-b of rank 0) under the next epoch", after.Lease)
+	}
+	cancel()
+	b.wait()
+	c.wait()
+}
