@@ -206,9 +206,10 @@ type ExtendedTransport interface {
 	// answer (pending): such a token is no rival's.
 	LateMint(role Role, token FencingToken) (minted, pending bool)
 
-	// AcquireEpochUnless is AcquireEpoch, except that once another producer
-	// minted over from (the coordinator's token when the caller looked), it
-	// mints nothing and returns an error that wraps [ErrFenced].
+	// AcquireEpochUnless is AcquireEpoch, except that a mint request that
+	// waits for the coordinator (a retry, over Kafka) is not sent once
+	// another producer minted over from (the coordinator's token when the
+	// caller looked): it returns an error that wraps [ErrFenced] instead.
 	AcquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error)
 }
 
