@@ -32,7 +32,9 @@ import (
 // it costs one epoch.
 //
 // It writes nothing and returns an error for a nil transport, the zero
-// [Role] or [MemberID] and an invalid option, and [ErrDuplicateCampaign]
+// [Role] or [MemberID] and an invalid option, [ErrMisconfigured] for a
+// lease duration other than the transport's policy ([ExtendedTransport]),
+// and [ErrDuplicateCampaign]
 // while this process campaigns for or holds the role as the member over the
 // same transport. An error that wraps [ErrNotAuthorized] or
 // [ErrMisconfigured] ends it at once. The loop, the lease policy and the

@@ -56,7 +56,7 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // the partition in one transaction of the producer that minted token, and
 // returns after the commit, so a read_committed reader sees every tombstone
 // of the call or none. [Leadership.Resign] writes the lease tombstone and
-// the member's registration tombstone with it (see [TombstoneWriter]).
+// the member's registration tombstone with it (see [ExtendedTransport.WriteTombstones]).
 //
 // Every key must decode ([DecodeKey]) as a key of the token's role; a key
 // that does not, or an empty list, is refused before any request. The token

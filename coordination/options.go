@@ -281,7 +281,7 @@ func WithRivalMintWatch() Option {
 }
 
 // withFencedToken tells a campaign that this process saw a write under
-// token refused as fenced, as a [FenceRecorder] transport would: the
+// token refused as fenced, as an [ExtendedTransport] reports it (Fenced): the
 // [Elector] passes it after a fence, so that it does not fence its
 // successor over a transport that records no fences.
 func withFencedToken(token FencingToken) Option {
@@ -346,8 +346,7 @@ func WithPartitions(partitions int) Option {
 // WithPollInterval sets the longest gap between two reads of the
 // coordination topic while a member waits; the default is
 // [DefaultPollInterval]. A shorter gap finds a resigned holder sooner and
-// costs more fetches. A transport that implements [RoleFollower] or
-// [PartitionFollower] wakes a waiting member on each new record, and the
+// costs more fetches. An [ExtendedTransport] wakes a waiting member on each new record, and the
 // poll interval then only bounds a missed wake-up.
 func WithPollInterval(interval time.Duration) Option {
 	return func(s *settings) error {
