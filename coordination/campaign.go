@@ -26,18 +26,16 @@ import (
 // passes before this member wins the role, and deregisters the member. The
 // context bounds only the wait: the leadership outlives it.
 //
-// A role state that names this member takes the same path as a challenge.
-// The record came from an earlier incarnation of the member, because this
-// call holds no epoch yet. The new epoch fences that earlier incarnation, and
-// it costs one epoch.
+// A role state that names this member (an earlier incarnation's: this
+// call holds no epoch yet) takes the path of a challenge, whose new epoch
+// fences that incarnation.
 //
 // It writes nothing and returns an error for a nil transport, the zero
 // [Role] or [MemberID] and an invalid option, [ErrMisconfigured] for a
-// lease duration other than the transport's policy ([ExtendedTransport]),
-// and [ErrDuplicateCampaign]
-// while this process campaigns for or holds the role as the member over the
-// same transport. An error that wraps [ErrNotAuthorized] or
-// [ErrMisconfigured] ends it at once. The loop, the lease policy and the
+// lease duration other than the transport's policy, and
+// [ErrDuplicateCampaign] while this process campaigns for or holds the
+// role as the member over the same transport. An error that wraps
+// [ErrNotAuthorized] or [ErrMisconfigured] ends it at once. The loop, the lease policy and the
 // options that change them: see the package doc's "The campaign in detail".
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
