@@ -26,16 +26,16 @@ import (
 // passes before this member wins the role, and deregisters the member. The
 // context bounds only the wait: the leadership outlives it.
 //
-// A role state that names this member takes the same path as a challenge.
-// The record came from an earlier incarnation of the member, because this
-// call holds no epoch yet. The new epoch fences that earlier incarnation, and
-// it costs one epoch.
+// A role state that names this member (an earlier incarnation's: this
+// call holds no epoch yet) takes the path of a challenge, whose new epoch
+// fences that incarnation.
 //
 // It writes nothing and returns an error for a nil transport, the zero
-// [Role] or [MemberID] and an invalid option, and [ErrDuplicateCampaign]
-// while this process campaigns for or holds the role as the member over the
-// same transport. An error that wraps [ErrNotAuthorized] or
-// [ErrMisconfigured] ends it at once. The loop, the lease policy and the
+// [Role] or [MemberID] and an invalid option, [ErrMisconfigured] for a
+// lease duration other than the transport's policy, and
+// [ErrDuplicateCampaign] while this process campaigns for or holds the
+// role as the member over the same transport. An error that wraps
+// [ErrNotAuthorized] or [ErrMisconfigured] ends it at once. The loop, the lease policy and the
 // options that change them: see the package doc's "The campaign in detail".
 func AcquireLeadership(ctx context.Context, transport Transport, role Role, member MemberID, options ...Option) (*Leadership, error) {
 	c, err := newCampaign(ctx, "AcquireLeadership", transport, role, member, options)
@@ -59,13 +59,18 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 	if member.IsZero() {
 		return nil, fmt.Errorf("coordination: %s: the zero MemberID: build the member with NewMemberID", op)
 	}
-	s, err := newSettings(options)
+	extended, _ := extensionsOf(transport)
+	var policy LeaseConfig // the transport's lease policy: the default lease, and the only duration
+	if extended != nil {
+		policy = extended.LeaseConfig()
+	}
+	s, err := newSettingsOver(options, policy)
 	if err != nil {
 		return nil, err
 	}
-	if policy, reports := transportLease(transport); reports && s.lease.duration != policy.duration {
-		s.logger.Warn("coordination: the lease duration differs from the transport's, which is its transaction timeout; pass WithLeaseConfig(transport.LeaseConfig()) to run with the transport's policy",
-			slog.String("role", role.String()), slog.Duration("lease", s.lease.duration), slog.Duration("transport", policy.duration))
+	if policy != (LeaseConfig{}) && s.lease.duration != policy.duration {
+		return nil, fmt.Errorf("coordination: %s: the options give a lease duration of %v, and the transport's lease policy %v (its LeaseConfig; over Kafka the transaction timeout of every role): "+
+			"one lease has one duration; drop the lease options, or build the transport with the lease you want: %w", op, s.lease.duration, policy.duration, ErrMisconfigured)
 	}
 	partition, err := s.partition(role)
 	if err != nil {
@@ -77,7 +82,6 @@ func newCampaign(ctx context.Context, op string, transport Transport, role Role,
 			return nil, err
 		}
 	}
-	extended, _ := extensionsOf(transport)
 	if err := checkTopicForCampaign(ctx, transport, extended, role, s, options); err != nil {
 		release()
 		return nil, err

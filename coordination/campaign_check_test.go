@@ -98,34 +98,28 @@ func TestAcquireLeadershipLogsTheLastTransportErrorWhenTheWaitEnds(t *testing.T)
 // output.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// leasedTransport reports a lease policy of its own, as KafkaTransport does.
-type leasedTransport struct {
-	*coordinationtest.Transport
-	lease coordination.LeaseConfig
-}
-
-func (l leasedTransport) LeaseConfig() coordination.LeaseConfig { return l.lease }
-
-// TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy
-// (issue 17, item 6): the default policy is DefaultLeaseConfig whatever
-// the transport's; one timing option changes that timing of the
-// specification's defaults, never mixes in the transport's; and
-// WithLeaseConfig(transport.LeaseConfig()) takes the transport's whole.
-// A lease duration that differs from the transport's is logged.
-func TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy(t *testing.T) {
+// TestAcquireLeadershipDefaultsToTheTransportsPolicy (issue 30, item 2:
+// one door for the lease): over a transport that reports a lease policy
+// (ExtendedTransport.LeaseConfig, as KafkaTransport does) that policy is
+// the default; an option may change the renew interval, never the
+// duration; and an option that gives another lease duration fails
+// AcquireLeadership and TryAcquire at construction with ErrMisconfigured,
+// in a message that names both durations, before anything is written.
+func TestAcquireLeadershipDefaultsToTheTransportsPolicy(t *testing.T) {
 	config, err := coordination.NewLeaseConfig(6*time.Second, 2*time.Second, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, test := range []struct {
-		name          string
-		options       []coordination.Option
-		lease, renew  time.Duration
-		warnsOfPolicy bool
+		name         string
+		options      []coordination.Option
+		lease, renew time.Duration // 0: refused
 	}{
-		{"no timing option", nil, coordination.DefaultLeaseDuration, coordination.DefaultRenewInterval, true},
-		{"one lease duration", []coordination.Option{coordination.WithLeaseDuration(30 * time.Second)}, 30 * time.Second, coordination.DefaultRenewInterval, true},
-		{"the transport's policy", []coordination.Option{coordination.WithLeaseConfig(config)}, 6 * time.Second, 2 * time.Second, false},
+		{"no timing option", nil, 6 * time.Second, 2 * time.Second},
+		{"the transport's policy", []coordination.Option{coordination.WithLeaseConfig(config)}, 6 * time.Second, 2 * time.Second},
+		{"another renew interval", []coordination.Option{coordination.WithRenewInterval(3 * time.Second)}, 6 * time.Second, 3 * time.Second},
+		{"another lease duration", []coordination.Option{coordination.WithLeaseDuration(30 * time.Second)}, 0, 0},
+		{"the specification's policy", []coordination.Option{coordination.WithLeaseConfig(coordination.DefaultLeaseConfig())}, 0, 0},
 	} {
 		// A bubble: synctest.Wait returns when every goroutine of the
 		// leadership waits, so "no renewal yet" is a fact, not a guess.
@@ -134,11 +128,34 @@ func TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy(t *tes
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				cluster := coordinationtest.NewCluster()
-				var logs syncBuffer
+				cluster.SetLeaseConfig(config)
 				clock := coordination.NewManualClock(1_000_000)
-				transport := leasedTransport{Transport: cluster.Transport("node-1"), lease: config}
-				options := append(test.options, coordination.WithClock(clock), coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-				l, err := coordination.AcquireLeadership(ctx, transport, fxRole(t, "lease-"+strings.ReplaceAll(test.name, " ", "-")), fxMember(t, "node-1"), options...)
+				transport := cluster.Transport("node-1")
+				role := fxRole(t, "lease-"+strings.ReplaceAll(test.name, " ", "-"))
+				options := append(test.options, coordination.WithClock(clock), coordination.WithLogger(slog.New(slog.DiscardHandler)))
+				if test.lease == 0 {
+					for name, call := range map[string]func() (*coordination.Leadership, error){
+						"AcquireLeadership": func() (*coordination.Leadership, error) {
+							return coordination.AcquireLeadership(ctx, transport, role, fxMember(t, "node-1"), options...)
+						},
+						"TryAcquire": func() (*coordination.Leadership, error) {
+							return coordination.TryAcquire(ctx, transport, role, fxMember(t, "node-1"), options...)
+						},
+					} {
+						l, err := call()
+						if l != nil || !errors.Is(err, coordination.ErrMisconfigured) {
+							t.Fatalf("%s = %v, %v; want an error that wraps ErrMisconfigured", name, l, err)
+						}
+						if msg := err.Error(); !strings.Contains(msg, "6s") || !strings.Contains(msg, "30s") && !strings.Contains(msg, "15s") {
+							t.Fatalf("%s: %q names not both lease durations", name, msg)
+						}
+					}
+					if n := transport.Calls(coordinationtest.OpAppend) + transport.Calls(coordinationtest.OpAcquireEpoch); n != 0 {
+						t.Fatalf("a refused call made %d appends and mints; want none", n)
+					}
+					return
+				}
+				l, err := coordination.AcquireLeadership(ctx, transport, role, fxMember(t, "node-1"), options...)
 				if err != nil {
 					t.Fatalf("AcquireLeadership: %v", err)
 				}
@@ -149,9 +166,6 @@ func TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy(t *tes
 				}()
 				if got := time.Duration(l.Lease().Deadline-l.Lease().GrantedAt) * time.Millisecond; got != test.lease {
 					t.Fatalf("the first lease spans %v; want %v", got, test.lease)
-				}
-				if warned := strings.Contains(logs.String(), "differs from the transport's"); warned != test.warnsOfPolicy {
-					t.Fatalf("warned of the transport's policy: %t, want %t; log:\n%s", warned, test.warnsOfPolicy, logs.String())
 				}
 				// The renewal comes at the renew interval, not earlier: 1 ms
 				// before it the lease is the first grant still.

@@ -43,14 +43,14 @@ type campaignView struct {
 	heartbeatDue int64 // the instant of the next heartbeat, in ms; 0 for none yet
 
 	// leaseFenced: this process saw a write under the lease's token
-	// refused as fenced ([FenceRecorder], or the [Elector]'s
+	// refused as fenced ([ExtendedTransport.Fenced], or the [Elector]'s
 	// withFencedToken). leaseMinted: this transport minted the lease's
-	// token ([MintRecorder]).
+	// token ([ExtendedTransport.Minted]).
 	leaseFenced bool
 	leaseMinted bool
 
 	epoch  epochAnswer   // the coordinator's answer on this read, for the duplicate-member watch
-	stable stableOffsets // what a [StableOffsetReporter] reports of the partition
+	stable stableOffsets // what a [ExtendedTransport.StableOffsets] reports of the partition
 
 	memory campaignMemory
 
@@ -62,7 +62,7 @@ type campaignView struct {
 	// ownMint: the token that the coordinator holds (epoch.current) may be
 	// this transport's own, minted by a mint attempt that gave up before
 	// the coordinator answered, or still waiting for its answer
-	// (rivalMinter); watchRival does not wait for it.
+	// (ExtendedTransport.LateMint); watchRival does not wait for it.
 	ownMint bool
 }
 
@@ -76,7 +76,7 @@ type epochAnswer struct {
 	err     error
 }
 
-// stableOffsets is what a [StableOffsetReporter] says of the partition;
+// stableOffsets is what a [ExtendedTransport.StableOffsets] says of the partition;
 // reported is false without one, or before it read the partition.
 type stableOffsets struct {
 	reported     bool
@@ -491,7 +491,7 @@ type ownLease int
 
 const (
 	ownLeaseNone    ownLease = iota // no lease, or one of another member
-	ownLeaseDeposed                 // its token was fenced: a successor minted (FenceRecorder)
+	ownLeaseDeposed                 // its token was fenced: a successor minted (ExtendedTransport.Fenced)
 	ownLeaseEarlier                 // an earlier incarnation, which the challenge fences (the specification)
 	ownLeaseWatch                   // WithDuplicateMemberCheck: tell a live duplicate first
 )

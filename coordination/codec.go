@@ -280,7 +280,7 @@ func DecodeKey(data []byte) (Key, error) {
 // version, an unknown kind) still returns its role, so that a reader of
 // that role's records sees it, and reports it, as a walk of the log does.
 // The transport's views keep the records of a partition by it (the
-// KafkaTransport's RoleFollower).
+// KafkaTransport's ReadRolesFrom).
 func keyRole(data []byte) []byte {
 	if len(data) < 6 {
 		return nil

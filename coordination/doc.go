@@ -132,6 +132,47 @@
 // every file to its concept, and says where a new rule or a new request
 // path goes.
 //
+// # The transport contract
+//
+// A transport is the specification's four interfaces ([Transport]), and
+// may add one extension contract, [ExtendedTransport], whole. The loops
+// probe a value for it once, when a campaign ([AcquireLeadership],
+// [TryAcquire]), an observer ([Observe], [ObserveAll]) or a
+// [DescribeRoleState] starts; a [Leadership] keeps the campaign's answer.
+// Nothing else asks a transport what it implements, so what a call does
+// depends on one fact: the contract is there whole, or not at all. A value
+// that implements part of it is a plain Transport to the package.
+//
+// Over a plain Transport every call gives the specification's answers: it
+// polls the whole partition every poll interval, [Leadership.Resign] writes
+// its tombstones with WriteLease and Append, [Leadership.Write] refuses,
+// and the lease is [DefaultLeaseConfig] unless an option sets it. Over an
+// [ExtendedTransport] the methods select these branches:
+//   - LeaseConfig: the campaigns' default lease; an option that gives
+//     another lease duration fails the call with [ErrMisconfigured]. A
+//     zero LeaseConfig reports no policy.
+//   - CheckStateTopic: the check of the state topic before a campaign
+//     registers, and again after the topic was created again.
+//   - ReadRolesFrom and WatchRoles (the campaign, TryAcquire, Observe,
+//     DescribeRoleState), ReadPartitionFrom and WatchPartition
+//     (ObserveAll): incremental reads that wake on each record.
+//   - StableOffsets: the hold of a challenge while an open transaction
+//     hides records ("Open transactions hide records").
+//   - TopicIncarnation: a fold that starts over on a topic created again.
+//   - Minted and Fenced: the duplicate-member watch and the no-failback
+//     rule on a lease that names this member (see "Extensions and errata").
+//   - LateMint and AcquireEpochUnless: the rival-mint watch
+//     ([WithRivalMintWatch]).
+//   - WriteTombstones: Resign's tombstones in one transaction.
+//   - WriteGuarded: [Leadership.Write] and the group commit.
+//
+// coordinationtest.TestTransport checks every method of the contract; it
+// runs over [KafkaTransport] on a broker and over the in-memory cluster of
+// package coordinationtest, which implements the whole contract, and on
+// which the simulation runs with every extension option on as well as off.
+// An adapter over another client passes that suite; one of the four
+// interfaces only passes its checks of them.
+//
 // # Clock assumptions
 //
 // The lease deadline is a wall-clock instant. The holder writes it, and a
@@ -209,9 +250,9 @@
 // stays invisible for two lease durations is appended once more, and logged.
 // Then:
 //   - It waits until [Decision.WaitUntil], or one poll interval, whichever
-//     comes first. A transport that implements [RoleFollower] or
-//     [PartitionFollower] wakes it on every new record too, and it then
-//     folds only the new records (of its role, with a RoleFollower).
+//     comes first. An [ExtendedTransport] wakes it on every new record of
+//     its role too (WatchRoles), and it then folds only the new records of
+//     its role (ReadRolesFrom).
 //   - A fence on the first lease write is not a win: another member minted
 //     after this one. The call goes back to waiting, and it challenges
 //     again no sooner than one poll interval later, so two challengers do
@@ -220,15 +261,15 @@
 //     under the same epoch; after [ErrProducerLost] the next challenge
 //     mints again.
 //   - It does not challenge on a view that it knows is incomplete: while a
-//     transport that implements [StableOffsetReporter] reports an open
+//     transport's [ExtendedTransport.StableOffsets] report an open
 //     transaction past the last stable offset of the partition, it holds the
 //     challenge, at most for the lease duration plus Kafka's default abort
 //     sweep (10 s) after the last stable offset stopped moving.
 //   - A missing permission ([ErrNotAuthorized]) and a configuration the
-//     cluster refuses ([ErrMisconfigured]) end the call at once. A transport
-//     that implements [StateTopicChecker] checks the state topic first
-//     ([KafkaTransport] once a minute for the campaigns of one topic and
-//     lease: see [KafkaTransport.CheckStateTopic]).
+//     cluster refuses ([ErrMisconfigured]) end the call at once. Over an
+//     [ExtendedTransport] the call checks the state topic first
+//     (CheckStateTopic; the campaigns of one transport, topic and lease
+//     share a check that passed within a minute).
 //   - When the context ends, the error is the context's error itself
 //     (err == context.DeadlineExceeded holds); the last error of the
 //     transport, if any, is logged. The call then deregisters the member (a
@@ -240,14 +281,15 @@
 //     offset: safety rests on the epoch, so a skipped record can make a
 //     challenge early, never a second writer.
 //   - A state topic deleted and created again under the call starts its
-//     fold over ([TopicIncarnationReporter]; see "What this package chose
+//     fold over ([ExtendedTransport.TopicIncarnation]; see "What this package chose
 //     where the contract is silent").
 //
-// The lease policy is [DefaultLeaseConfig] unless an option sets one, over
-// every transport. A [KafkaTransport] built with another policy (its
-// transaction timeout) does not change that default: pass
-// WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease duration
-// that differs from the transport's is logged.
+// The lease policy is the transport's ([ExtendedTransport.LeaseConfig]; a
+// [KafkaTransport]'s is its transaction timeout) unless the transport
+// reports none, and then [DefaultLeaseConfig]. Options may change the
+// renew interval and the stagger, not the transport's lease duration: a
+// call whose options give another fails at once with [ErrMisconfigured]
+// (one door for the lease; see "The transport contract").
 //
 // Three extensions change what the loop does, each switched on by its
 // option and off by default: heartbeats ([WithHeartbeatInterval]), the
@@ -275,7 +317,7 @@
 //     member, and this call competes as a standby; a DescribeEpoch that
 //     fails is logged, and the call goes on with the next test;
 //   - a lease that names this member and that this process did not mint
-//     ([MintRecorder]) must go one renew interval plus one poll interval
+//     ([ExtendedTransport.Minted]) must go one renew interval plus one poll interval
 //     without a renewal before the call challenges; a renewal in that time
 //     is a live duplicate, and the call returns an error that wraps
 //     [ErrDuplicateMember];
@@ -316,7 +358,7 @@
 //     a transaction of its own, in the same order, and returns the outcome
 //     of that one. A call whose context ended returns the shared
 //     transaction's error. (The retry rests on the contract of
-//     [GuardedWriter]: an error that wraps none of ErrFenced,
+//     [ExtendedTransport.WriteGuarded]: an error that wraps none of ErrFenced,
 //     ErrProducerLost and ErrOutcomeUnknown means that nothing committed.)
 //   - A due renewal preempts the transaction (below): every call of it
 //     returns the error that says so.
@@ -501,8 +543,8 @@
 // [Leadership.Resign] writes a tombstone on the lease key, then one on the
 // member's registration key (and on its heartbeat key, if it wrote a
 // heartbeat while it waited), so the member leaves the roster: a later
-// [AcquireLeadership] of the same member joins at the tail. Over a
-// [TombstoneWriter], as [KafkaTransport] is, the tombstones go in one
+// [AcquireLeadership] of the same member joins at the tail. Over an
+// [ExtendedTransport], as [KafkaTransport] is, the tombstones go in one
 // transaction under the epoch and commit together, so the first standby
 // folds the whole resignation at once; a registration tombstone that this
 // transaction did not commit (a fence, a failure) goes again as a plain
@@ -577,8 +619,8 @@
 // tombstone for a member that is not in the roster) yields nothing; a
 // record that does not decode is logged and skipped.
 //
-// A transport that implements [RoleFollower] (for Observe) or
-// [PartitionFollower] wakes the observer on each new record, and the
+// An [ExtendedTransport] (WatchRoles for Observe, WatchPartition for
+// ObserveAll) wakes the observer on each new record, and the
 // observer reads only the new records; otherwise it reads each partition
 // again every poll interval ([WithPollInterval]). Only [WithTopic],
 // [WithPartitions], [WithPollInterval], [WithClock], [WithLogger] and the
@@ -700,19 +742,18 @@
 //     (an operator's fence) delays the failover by a lease duration.
 //     Tests: TestCampaignRules/rival (the rows of watchRival),
 //     TestElectorRivalMintWatchWaitsForTheMintsLease.
-//   - The transport's lease policy: [KafkaTransport] is built with a lease
-//     policy (its transaction timeout), but the default of every call is
-//     [DefaultLeaseConfig] all the same; pass
-//     WithLeaseConfig(transport.LeaseConfig()) to run with it. A lease
-//     duration that differs from the transport's is logged, so a mixed
-//     policy never passes silently. Test:
-//     TestAcquireLeadershipDefaultsToTheSpecificationOverATransportsPolicy.
+//   - The transport's lease policy: over an [ExtendedTransport] that
+//     reports one ([KafkaTransport] is built with one, its transaction
+//     timeout), it is the default of the campaigns in place of
+//     [DefaultLeaseConfig], and an option that gives another lease
+//     duration is an error at construction ([ErrMisconfigured], naming
+//     both). A transport of the four interfaces keeps the specification's
+//     default. Test: TestAcquireLeadershipDefaultsToTheTransportsPolicy.
 //
-// Additions that change no answer of the specification: [Leadership.Write]
-// and [GuardedWriter], [TryAcquire], [Elector], [Observe], the device side
-// (package coordination/device), [WithLogger], and the optional transport interfaces
-// ([PartitionFollower], [RoleFollower], [StableOffsetReporter], [StateTopicChecker],
-// [MintRecorder], [TombstoneWriter]); the fields [StateRecord.Timestamp],
+// Additions that change no answer of the specification: [Leadership.Write],
+// [TryAcquire], [Elector], [Observe], the device side (package
+// coordination/device), [WithLogger], and the one extension contract of a
+// transport, [ExtendedTransport]; the fields [StateRecord.Timestamp],
 // [RosterEntry.LastSeen] and [RoleState.LeaseClearedAt], which are zero
 // unless an extension fills them (a struct literal with field names, as go
 // vet asks, is unaffected); [KindHeartbeat], which this release decodes so
@@ -767,8 +808,8 @@
 //     specification's restart rule would challenge at once, but the
 //     successor that fenced the token has minted and not yet written its
 //     lease, so the challenge would fence the successor: a failback, which
-//     the no-failback rule forbids. A transport that implements
-//     [FenceRecorder] (as [KafkaTransport] does) and an [Elector] after a
+//     the no-failback rule forbids. An [ExtendedTransport] that reports the
+//     token Fenced (as [KafkaTransport] does) and an [Elector] after a
 //     fence compete as a standby instead. A transport of the four
 //     interfaces gets the specification's answer. Test:
 //     TestLivenessNoFailbackAfterAFence.
@@ -864,7 +905,7 @@
 //     registration key), and so does an [AcquireLeadership] whose context
 //     ends before it wins. A member that left ranks nobody behind it, and a
 //     member that comes back joins at the tail, as the no-failback rule
-//     wants. Over a [TombstoneWriter] ([KafkaTransport]) Resign's lease
+//     wants. Over an [ExtendedTransport] ([KafkaTransport]) Resign's lease
 //     and registration tombstones go in one transaction under the epoch,
 //     so the first standby wakes once, on a fold that has both; the
 //     records are the same keys with null values as two separate writes
@@ -873,14 +914,13 @@
 //     challenges again, so two challengers never fence each other in turn
 //     while the winner writes its first lease.
 //   - [Leadership.Write] is the guarded write of the caller's own records,
-//     through the optional [GuardedWriter] interface of a transport.
-//   - A transport may implement [PartitionFollower] or [RoleFollower]; a
-//     waiting member then folds only new records, and wakes on each one
-//     instead of at the next poll. Through a RoleFollower it reads the
-//     records of its own role only, so a transport that keeps them in
-//     memory keeps those of the roles its process follows.
+//     through [ExtendedTransport.WriteGuarded].
+//   - Over an [ExtendedTransport] a waiting member folds only new records,
+//     and wakes on each one instead of at the next poll; it reads the
+//     records of its own role only (ReadRolesFrom), so a transport that
+//     keeps them in memory keeps those of the roles its process follows.
 //   - No failback after a fence: a member whose transport saw its token
-//     fenced ([FenceRecorder]), or an [Elector] that saw its leadership
+//     fenced ([ExtendedTransport.Fenced]), or an [Elector] that saw its leadership
 //     fenced, does not take the role back from the lease that still names
 //     it; it competes as any standby, by the rank of its new registration.
 //     See "Extensions and errata".
@@ -935,7 +975,7 @@
 //     repeated keys included.
 //   - A state topic deleted and created again under running members (Kafka
 //     gives it a new topic id): a transport that reports it
-//     ([TopicIncarnationReporter]; [KafkaTransport] notices within a long
+//     ([ExtendedTransport.TopicIncarnation]; [KafkaTransport] notices within a long
 //     poll and a Metadata request) makes every waiting [AcquireLeadership]
 //     start its fold over from offset 0 of the new log and register again;
 //     it challenges no sooner than one lease duration later, so a live

@@ -101,7 +101,7 @@ func (e *scEnv) teardown() {
 }
 
 // scBothPaths runs a scenario in a synctest bubble, once with the
-// PartitionFollower and GuardedWriter of the transport and once over
+// ExtendedTransport.ReadPartitionFrom and ExtendedTransport.WriteGuarded of the transport and once over
 // coordinationtest.Plain. The bubble fails the test when a goroutine of the
 // scenario is still running at its end, so every scenario resigns or
 // cancels what it started. After a failure, teardown ends what is left, so

@@ -202,7 +202,7 @@ func (t *KafkaTransport) StableOffsets(partition TopicPartition) (lastStable, hi
 
 // TopicIncarnation counts the times the reader of the transport saw the
 // topic of a partition that it follows deleted and created again (its
-// topic id changed; see [TopicIncarnationReporter]), and is 0 for a
+// topic id changed; see [ExtendedTransport.TopicIncarnation]), and is 0 for a
 // partition that no read or watch follows. Each change started the
 // transport's view of the partition over from offset 0 of the new log. It
 // sends no request.

@@ -13,7 +13,7 @@ import (
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
 )
 
-// The tests of KafkaTransport's role-scoped reads (RoleFollower): the fold
+// The tests of KafkaTransport's role-scoped reads (ExtendedTransport.ReadRolesFrom): the fold
 // of what ReadRolesFrom returns must be the state that ReadPartition's walk
 // of the whole log folds to, for a role watched from the start, for a role
 // that starts being watched after the partition holds its records, for a
@@ -233,7 +233,7 @@ func krRolesFoldAsTheWholeLog(t *testing.T, c *kafkatest.Cluster) {
 }
 
 // TestKafkaReadRolesCampaign runs a standby's campaign on a partition that
-// holds the records of other roles, through the RoleFollower, and checks
+// holds the records of other roles, through the ExtendedTransport.ReadRolesFrom, and checks
 // that it takes the role when the holder resigns.
 func TestKafkaReadRolesCampaign(t *testing.T) {
 	c := kafkatest.Fake(t)
@@ -285,7 +285,7 @@ func TestKafkaReadRolesCampaign(t *testing.T) {
 }
 
 // TestKafkaReadRolesObserve observes two roles of a partition that holds
-// the records of others through the RoleFollower: each role's first state
+// the records of others through the ExtendedTransport.ReadRolesFrom: each role's first state
 // is the whole log's, and a record of another role makes no change.
 func TestKafkaReadRolesObserve(t *testing.T) {
 	c := kafkatest.Fake(t)

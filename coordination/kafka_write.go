@@ -56,7 +56,7 @@ func (t *KafkaTransport) WriteLease(ctx context.Context, partition TopicPartitio
 // the partition in one transaction of the producer that minted token, and
 // returns after the commit, so a read_committed reader sees every tombstone
 // of the call or none. [Leadership.Resign] writes the lease tombstone and
-// the member's registration tombstone with it (see [TombstoneWriter]).
+// the member's registration tombstone with it (see [ExtendedTransport.WriteTombstones]).
 //
 // Every key must decode ([DecodeKey]) as a key of the token's role; a key
 // that does not, or an empty list, is refused before any request. The token
@@ -108,7 +108,7 @@ func (t *KafkaTransport) WriteTombstones(ctx context.Context, partition TopicPar
 // writes of the token.
 func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error {
 	t.mu.Lock()
-	err := checkGuardedRecords(records, func(topic string) bool { return t.stateTopics[topic] }) // leadership_write.go
+	err := checkGuardedRecords(records, func(topic string) bool { return t.stateTopics[topic] }) // transport.go
 	t.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("coordination: guarded write under %s: %w", token, err)

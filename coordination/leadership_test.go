@@ -515,7 +515,7 @@ func TestLeadershipGuardedWriteAfterAFenceIsRefused(t *testing.T) {
 		err := l.Write(context.Background(), scCommands)
 		if e.plain {
 			if err == nil || errors.Is(err, coordination.ErrFenced) {
-				t.Fatalf("Write over a transport without GuardedWriter = %v, want an error that is no fence", err)
+				t.Fatalf("Write over a transport without ExtendedTransport.WriteGuarded = %v, want an error that is no fence", err)
 			}
 			scHolds(t, l)
 		} else {

@@ -88,7 +88,7 @@ func TestLivenessNoFailbackAfterAFence(t *testing.T) {
 			t.Fatalf("the lease = %+v, want the deposed holder's still", state.Lease)
 		}
 		mintsBefore := node1.raw.Calls(coordinationtest.OpAcquireEpoch)
-		// The follower path's transport saw its token fenced (FenceRecorder).
+		// The follower path's transport saw its token fenced (ExtendedTransport.Fenced).
 		// A transport of the four interfaces only tells it through
 		// DescribeEpoch, under WithDuplicateMemberCheck; without it, the
 		// specification's restart rule challenges at once.
@@ -184,7 +184,7 @@ func TestLivenessStaggerRank1TakesOverOneStaggerAfterResign(t *testing.T) {
 // and the leadership goes on.
 //
 // It runs over the transport itself only: coordinationtest.Plain hides
-// GuardedWriter, which a write needs.
+// ExtendedTransport.WriteGuarded, which a write needs.
 func TestLivenessRenewalPreemptsAStuckWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := scNewEnv(t, false)

@@ -12,7 +12,7 @@ const (
 	// first change of each role that [Observe] names; [ObserveAll] sends
 	// one for each role that the first read of the state topic found. A
 	// partition whose topic was deleted and created again (see
-	// [TopicIncarnationReporter]) yields the states of its roles again,
+	// [ExtendedTransport.TopicIncarnation]) yields the states of its roles again,
 	// folded from the new log.
 	ChangeState ChangeKind = iota
 

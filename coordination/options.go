@@ -52,7 +52,14 @@ type settings struct {
 // ([DefaultLeaseConfig], [StateTopic], [DefaultPartitions],
 // [DefaultPollInterval], [SystemClock]) and checks the result.
 func newSettings(options []Option) (*settings, error) {
-	s, err := buildSettings(options, true)
+	return newSettingsOver(options, LeaseConfig{})
+}
+
+// newSettingsOver is newSettings with policy, the lease policy of a
+// transport ([ExtendedTransport.LeaseConfig]), as the default lease: the
+// zero LeaseConfig for the specification's.
+func newSettingsOver(options []Option, policy LeaseConfig) (*settings, error) {
+	s, err := buildSettings(options, true, policy)
 	if err != nil {
 		return nil, err
 	}
@@ -66,19 +73,24 @@ func newSettings(options []Option) (*settings, error) {
 // below the default renew interval, say) is no error there; each option's
 // own range still is.
 func placementSettings(options []Option) (*settings, error) {
-	return buildSettings(options, false)
+	return buildSettings(options, false, LeaseConfig{})
 }
 
 // buildSettings is newSettings; checkLease says whether the lease timings
-// must form a policy.
-func buildSettings(options []Option, checkLease bool) (*settings, error) {
+// must form a policy, and policy, when not zero, is the default lease.
+func buildSettings(options []Option, checkLease bool, policy LeaseConfig) (*settings, error) {
 	defaults := DefaultLeaseConfig()
+	if policy != (LeaseConfig{}) {
+		defaults = policy
+	}
 	s := &settings{
 		topic:            StateTopic,
 		partitions:       DefaultPartitions,
 		leaseDuration:    defaults.duration,
 		renewInterval:    defaults.renewInterval,
 		challengeStagger: defaults.challengeStagger,
+		heartbeat:        defaults.heartbeat,
+		resignAnchor:     defaults.resignAnchor,
 		pollInterval:     DefaultPollInterval,
 		clock:            SystemClock{},
 		logger:           slog.Default(),
@@ -117,16 +129,6 @@ func buildSettings(options []Option, checkLease bool) (*settings, error) {
 			s.transferTimeout, lease.duration, ErrMisconfigured)
 	}
 	return s, nil
-}
-
-// transportLease returns the lease policy that transport reports, as
-// [KafkaTransport] does (its lease duration is the transaction timeout of
-// every role), and false for a transport that reports none.
-func transportLease(transport any) (LeaseConfig, bool) {
-	if reporter, ok := transport.(interface{ LeaseConfig() LeaseConfig }); ok && reporter.LeaseConfig() != (LeaseConfig{}) {
-		return reporter.LeaseConfig(), true
-	}
-	return LeaseConfig{}, false
 }
 
 // partition returns the partition of the role under these settings.
@@ -178,10 +180,10 @@ func WithClock(clock Clock) Option {
 // ([LeaseConfig.WithHeartbeatInterval], [LeaseConfig.WithResignationAnchor])
 // come with it.
 //
-// To run with the policy that a [KafkaTransport] was built with, pass
-// WithLeaseConfig(transport.LeaseConfig()): the default is the
-// specification's, whatever the transport's (see the package doc,
-// "Extensions and errata").
+// Over an [ExtendedTransport] that reports a lease policy (a
+// [KafkaTransport]), that policy is the default, and a campaign whose
+// options give another lease duration fails with [ErrMisconfigured] (see
+// the package doc, "The transport contract").
 func WithLeaseConfig(config LeaseConfig) Option {
 	return func(s *settings) error {
 		if config == (LeaseConfig{}) {
@@ -287,7 +289,7 @@ func WithRivalMintWatch() Option {
 }
 
 // withFencedToken tells a campaign that this process saw a write under
-// token refused as fenced, as a [FenceRecorder] transport would: the
+// token refused as fenced, as an [ExtendedTransport] reports it (Fenced): the
 // [Elector] passes it after a fence, so that it does not fence its
 // successor over a transport that records no fences.
 func withFencedToken(token FencingToken) Option {
@@ -352,8 +354,7 @@ func WithPartitions(partitions int) Option {
 // WithPollInterval sets the longest gap between two reads of the
 // coordination topic while a member waits; the default is
 // [DefaultPollInterval]. A shorter gap finds a resigned holder sooner and
-// costs more fetches. A transport that implements [RoleFollower] or
-// [PartitionFollower] wakes a waiting member on each new record, and the
+// costs more fetches. An [ExtendedTransport] wakes a waiting member on each new record, and the
 // poll interval then only bounds a missed wake-up.
 func WithPollInterval(interval time.Duration) Option {
 	return func(s *settings) error {

@@ -12,7 +12,7 @@ import (
 	"github.com/krabka-io/krabka-streams-go/coordination/coordinationtest"
 )
 
-// tombstoneTransport is the in-memory transport with a TombstoneWriter: it
+// tombstoneTransport is the in-memory transport with a ExtendedTransport.WriteTombstones: it
 // records each WriteTombstones call, and either fails it with err or
 // writes each tombstone under the token with WriteLease (the in-memory
 // cluster has no multi-record transaction; what is checked here is what
@@ -44,7 +44,7 @@ func (t *tombstoneTransport) WriteTombstones(ctx context.Context, partition coor
 	return nil
 }
 
-// TestResignWritesItsTombstonesInOneCall: over a TombstoneWriter, Resign
+// TestResignWritesItsTombstonesInOneCall: over a ExtendedTransport.WriteTombstones, Resign
 // asks for the lease tombstone and the registration tombstone in one call
 // (one transaction over Kafka), lease first, and appends nothing; when
 // that call fails, fenced or not, the registration tombstone goes again as

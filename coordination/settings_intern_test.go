@@ -45,7 +45,7 @@ func TestSettingsAreSharedByEqualOptions(t *testing.T) {
 	if a != b {
 		t.Error("equal options built two copies of their settings")
 	}
-	if own, _ := buildSettings([]Option{WithTopic("coord-a"), WithPartitions(16)}, true); *own != *a {
+	if own, _ := buildSettings([]Option{WithTopic("coord-a"), WithPartitions(16)}, true, LeaseConfig{}); *own != *a {
 		t.Errorf("the shared settings %+v differ from the options' own %+v", *a, *own)
 	}
 	if c := build(WithTopic("coord-a"), WithPartitions(8)); c == a || c.partitions != 8 {

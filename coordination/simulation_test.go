@@ -15,6 +15,7 @@ package coordination_test
 //
 //	go test ./coordination -run '^TestSimulation$' -sim.seeds=10000
 //	go test ./coordination -run '^TestSimulation$' -sim.seed=4242 -v   # one seed, with its trace
+//	go test ./coordination -run '^TestSimulationExtended$' -sim.seeds=2000   # every extension option on
 
 import (
 	"context"
@@ -38,19 +39,34 @@ import (
 )
 
 var (
-	simSeeds = flag.Int("sim.seeds", 0, "seeds the simulation runs (0: 10000, or 300 under the race detector)")
+	simSeeds = flag.Int("sim.seeds", 0, "seeds the simulation runs (0: 10000 for TestSimulation, 2000 for TestSimulationExtended, or 300 under the race detector)")
 	simSeed  = flag.Uint64("sim.seed", 0, "run the simulation for this one seed, and log its trace")
 )
 
 const commandTopic = "commands"
 
-func TestSimulation(t *testing.T) {
+func TestSimulation(t *testing.T) { runSimulation(t, false) }
+
+// TestSimulationExtended is the simulation with every extension option on
+// (WithHeartbeatInterval, WithResignationAnchor, WithDuplicateMemberCheck,
+// WithRivalMintWatch, WithRenewDeadline), the lease policy from the
+// transport (the cluster's SetLeaseConfig, no lease option), and one more
+// fault: a transaction of another role held open on the roles' partition
+// (Cluster.OpenTransaction), which the stable-offset hold answers. The
+// in-memory transport implements the whole ExtendedTransport, so every
+// branch that the probe selects runs (issue 30).
+func TestSimulationExtended(t *testing.T) { runSimulation(t, true) }
+
+// runSimulation runs the seeds of one mode: -sim.seed alone, or
+// -sim.seeds of them (by default 10 000, 2000 for the extended mode, 300
+// under the race detector).
+func runSimulation(t *testing.T, extended bool) {
 	if *simSeed != 0 {
 		// One processor: goroutines that wake at one virtual instant then
 		// run in the scheduler's queue order, which makes a rerun replay the
 		// run, not only its fault schedule, in practice.
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-		result := simulate(t, *simSeed, t.Logf)
+		result := simulate(t, *simSeed, extended, t.Logf)
 		if len(result.violations) > 0 {
 			t.Fatalf("seed %d: %s", *simSeed, strings.Join(result.violations, "; "))
 		}
@@ -60,6 +76,9 @@ func TestSimulation(t *testing.T) {
 	seeds := *simSeeds
 	if seeds == 0 {
 		seeds = 10000
+		if extended {
+			seeds = 2000
+		}
 		if raceEnabled {
 			seeds = 300
 		}
@@ -67,12 +86,12 @@ func TestSimulation(t *testing.T) {
 	var totals simResult
 	failures := 0
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		result := simulate(t, seed, nil)
+		result := simulate(t, seed, extended, nil)
 		totals.add(result)
 		if len(result.violations) > 0 {
 			failures++
-			t.Errorf("seed %d: %s\n\trerun: go test ./coordination -run '^TestSimulation$' -sim.seed=%d -v",
-				seed, strings.Join(result.violations, "; "), seed)
+			t.Errorf("seed %d: %s\n\trerun: go test ./coordination -run '^%s$' -sim.seed=%d -v",
+				seed, strings.Join(result.violations, "; "), t.Name(), seed)
 			if failures >= 5 {
 				t.Fatalf("stopping after %d failing seeds", failures)
 			}
@@ -92,6 +111,7 @@ type simResult struct {
 	acks        int // guarded writes acknowledged
 	refused     int // guarded writes refused with ErrFenced
 	faults      int
+	alarms      int // TestSimulationExtended: duplicate-member alarms after hidden records (campaign)
 	violations  []string
 }
 
@@ -102,12 +122,13 @@ func (r *simResult) add(other simResult) {
 	r.acks += other.acks
 	r.refused += other.refused
 	r.faults += other.faults
+	r.alarms += other.alarms
 	r.violations = append(r.violations, other.violations...)
 }
 
 func (r simResult) String() string {
-	return fmt.Sprintf("%d leaderships, %d fenced, %d resigned, %d commands acknowledged, %d refused, %d faults",
-		r.leaderships, r.fences, r.resigns, r.acks, r.refused, r.faults)
+	return fmt.Sprintf("%d leaderships, %d fenced, %d resigned, %d commands acknowledged, %d refused, %d faults, %d duplicate-member alarms",
+		r.leaderships, r.fences, r.resigns, r.acks, r.refused, r.faults, r.alarms)
 }
 
 // skewedClock is the host clock of the bubble, offset by a skew that the
@@ -148,7 +169,10 @@ func decodeCommand(b []byte) (command, error) {
 // simWorld is one run: the cluster, the members, and what they saw.
 type simWorld struct {
 	seed       uint64
-	rng        *rand.Rand // the nemesis's: only the goroutine of run reads it
+	extended   bool           // TestSimulationExtended: every extension option on, and open transactions
+	commits    []func()       // the open transactions of the nemesis, committed at the quiet period
+	open       [][2]time.Time // when each open transaction began, and ended (zero while open)
+	rng        *rand.Rand     // the nemesis's: only the goroutine of run reads it
 	cluster    *coordinationtest.Cluster
 	roles      []coordination.Role
 	options    []coordination.Option
@@ -185,16 +209,16 @@ func (w *simWorld) trace(format string, args ...any) {
 }
 
 // simulate runs one seed and checks it.
-func simulate(t *testing.T, seed uint64, logf func(string, ...any)) simResult {
+func simulate(t *testing.T, seed uint64, extended bool, logf func(string, ...any)) simResult {
 	var result simResult
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(seed, logf)
+		w := newWorld(seed, extended, logf)
 		result = w.run()
 	})
 	return result
 }
 
-func newWorld(seed uint64, logf func(string, ...any)) *simWorld {
+func newWorld(seed uint64, extended bool, logf func(string, ...any)) *simWorld {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
 	lease := time.Duration(2+rng.IntN(4)) * time.Second
 	renew := lease / time.Duration(3+rng.IntN(2))
@@ -230,8 +254,23 @@ func newWorld(seed uint64, logf func(string, ...any)) *simWorld {
 		name := fmt.Sprintf("node-%d", i+1)
 		w.members = append(w.members, &simMember{name: name, id: must(coordination.NewMemberID(name)), clock: &skewedClock{}})
 	}
-	w.trace("seed %d: %d members, roles %v, lease %v, renew %v, stagger %v, poll %v",
-		seed, len(w.members), roles, lease, renew, stagger, poll)
+	if extended {
+		// The transport's policy is the lease (no lease option), and every
+		// extension option is on.
+		w.extended = true
+		w.cluster.SetLeaseConfig(config)
+		w.options = []coordination.Option{
+			coordination.WithPollInterval(poll),
+			coordination.WithLogger(slog.New(slog.DiscardHandler)),
+			coordination.WithHeartbeatInterval(renew),
+			coordination.WithResignationAnchor(),
+			coordination.WithDuplicateMemberCheck(),
+			coordination.WithRivalMintWatch(),
+			coordination.WithRenewDeadline(renew + (lease-renew)/2),
+		}
+	}
+	w.trace("seed %d: %d members, roles %v, lease %v, renew %v, stagger %v, poll %v, extensions %t",
+		seed, len(w.members), roles, lease, renew, stagger, poll, extended)
 	return w
 }
 
@@ -254,8 +293,14 @@ func (w *simWorld) run() simResult {
 		time.Sleep(time.Duration(200+w.rng.IntN(3000)) * time.Millisecond)
 		w.injectFault()
 	}
-	// Quiet period: every member reachable, every clock true. A role with a
-	// live member must be taken within the bound.
+	// Quiet period: every member reachable, every clock true, no
+	// transaction open. A role with a live member must be taken within the
+	// bound.
+	w.mu.Lock()
+	for _, commit := range w.commits {
+		commit()
+	}
+	w.mu.Unlock()
 	for _, m := range w.members {
 		if m.transport == nil {
 			w.startMember(m)
@@ -332,7 +377,21 @@ func (w *simWorld) campaign(ctx context.Context, m *simMember, transport *coordi
 	options := append(slices.Clone(w.options), coordination.WithClock(m.clock))
 	partition := slices.Index(w.roles, role)
 	for ctx.Err() == nil {
+		began := time.Now()
 		l, err := coordination.AcquireLeadership(ctx, transport, role, m.id, options...)
+		if err != nil && ctx.Err() == nil && errors.Is(err, coordination.ErrDuplicateMember) && w.hidden(began) {
+			// A known false alarm of WithDuplicateMemberCheck: records of
+			// this member's crashed incarnation, hidden by an open
+			// transaction, came to light while the call watched, and look
+			// like a live duplicate's. It refuses, which is safe; the
+			// member tries again a lease duration later.
+			w.trace("%s: duplicate-member alarm on %s after hidden records: %v", m.name, role, err)
+			w.mu.Lock()
+			w.result.alarms++
+			w.mu.Unlock()
+			time.Sleep(w.config.Duration())
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.violation("%s: AcquireLeadership on %s returned %v before its context ended", m.name, role, err)
@@ -404,6 +463,9 @@ func (w *simWorld) ended(m *simMember, l *coordination.Leadership) {
 		w.mu.Unlock()
 		w.trace("%s fenced on %s: %v", m.name, l.Role(), err)
 	case errors.Is(err, coordination.ErrNotHeld):
+	case w.extended && errors.Is(err, coordination.ErrRenewDeadline):
+		// WithRenewDeadline: the holder stopped on its own lease clock.
+		w.trace("%s stopped on its renew deadline of %s: %v", m.name, l.Role(), err)
 	default:
 		w.violation("%s: leadership %s ended with %v, which wraps neither ErrFenced nor ErrNotHeld", m.name, l.Token(), err)
 	}
@@ -419,7 +481,11 @@ func (w *simWorld) ended(m *simMember, l *coordination.Leadership) {
 // extent heals itself from its own goroutine.
 func (w *simWorld) injectFault() {
 	m := w.members[w.rng.IntN(len(w.members))]
-	kind := w.rng.IntN(7)
+	kinds := 7
+	if w.extended {
+		kinds = 8
+	}
+	kind := w.rng.IntN(kinds)
 	extent := time.Duration(500+w.rng.IntN(int(2*w.config.Duration()/time.Millisecond))) * time.Millisecond
 	skew := time.Duration(w.rng.IntN(10001)-5000) * time.Millisecond
 	op := coordinationtest.Op(1 + w.rng.IntN(6))
@@ -471,7 +537,40 @@ func (w *simWorld) injectFault() {
 		w.trace("%s: %v delayed by %v", m.name, op, extent/4)
 		release := transport.Block(op)
 		go func() { time.Sleep(extent / 4); release() }()
+	case 7: // a stalled transaction of another role on a role's partition
+		role := w.roles[w.rng.IntN(len(w.roles))]
+		partition := must(coordination.RoleTopicPartition(role))
+		w.trace("a transaction open on %s for %v", partition, extent)
+		opened := w.cluster.OpenTransaction(partition)
+		w.mu.Lock()
+		i := len(w.open)
+		w.open = append(w.open, [2]time.Time{time.Now()})
+		commit := sync.OnceFunc(func() {
+			opened()
+			w.open[i][1] = time.Now() // under w.mu: both callers hold it
+		})
+		w.commits = append(w.commits, commit)
+		w.mu.Unlock()
+		go func() {
+			time.Sleep(extent)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			commit()
+		}()
 	}
+}
+
+// hidden reports whether a transaction of the nemesis was open at some
+// moment since began (records written then came to light late).
+func (w *simWorld) hidden(began time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, open := range w.open {
+		if open[1].IsZero() || open[1].After(began) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *simWorld) violation(format string, args ...any) {

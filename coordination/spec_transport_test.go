@@ -13,10 +13,11 @@ import (
 // The in-memory transport of the specification's conformance suite
 // (spec_test.go). It implements the four interfaces of
 // coordination.Transport and nothing else, as a port written from the
-// specification alone would: no PartitionFollower, no GuardedWriter, no
-// MintRecorder, no FenceRecorder, no lease policy of its own, and no record
-// timestamps. So every answer that the suite sees is the answer that the
-// specification promises to such a program.
+// specification alone would: no ExtendedTransport (so no incremental
+// reads, no guarded writes, no record of its mints and fences, no lease
+// policy of its own), and no record timestamps. So every answer that the
+// suite sees is the answer that the specification promises to such a
+// program.
 
 // specCluster is one cluster: the partitions of the state topic and the
 // transaction coordinator's token of each role. It is safe for concurrent

@@ -1,6 +1,10 @@
 package coordination
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"math"
+)
 
 // Coordinator mints and reports the leadership epoch of a role. An adapter
 // implements it over the transaction coordinator of a cluster.
@@ -117,6 +121,31 @@ type GuardedRecord struct {
 	Headers []RecordHeader
 }
 
+// checkGuardedRecords is the one check of guarded records, which every
+// path that writes them passes before anything is queued or sent: each
+// record names a topic, a partition that Kafka can hold (0 to 2^31-1), and
+// no state topic ([StateTopic] is one always, and stateTopic reports the
+// others, such as the topic of the caller's own leases): a state topic
+// holds only registrations, heartbeats and leases, and a guarded record
+// there could forge one. It returns the error of the first record that
+// fails, which names the record's index, and nil when every record passes.
+// Keys, values and headers are the caller's to choose, as Kafka's are: a
+// record too large for its topic fails at the broker, which the write
+// reports, and nothing of it commits.
+func checkGuardedRecords(records []GuardedRecord, stateTopic func(topic string) bool) error {
+	for i, record := range records {
+		switch {
+		case record.Topic == "":
+			return fmt.Errorf("record %d has no topic", i)
+		case record.Partition < 0 || record.Partition > math.MaxInt32:
+			return fmt.Errorf("record %d has the partition %d, outside 0 to 2^31-1", i, record.Partition)
+		case record.Topic == StateTopic || stateTopic != nil && stateTopic(record.Topic):
+			return fmt.Errorf("record %d is for the state topic %s, which holds only registrations, heartbeats and leases", i, record.Topic)
+		}
+	}
+	return nil
+}
+
 // RecordHeader is one header of a [GuardedRecord]: a key and a value, as a
 // Kafka record header carries them.
 type RecordHeader struct {
@@ -206,9 +235,10 @@ type ExtendedTransport interface {
 	// answer (pending): such a token is no rival's.
 	LateMint(role Role, token FencingToken) (minted, pending bool)
 
-	// AcquireEpochUnless is AcquireEpoch, except that once another producer
-	// minted over from (the coordinator's token when the caller looked), it
-	// mints nothing and returns an error that wraps [ErrFenced].
+	// AcquireEpochUnless is AcquireEpoch, except that a mint request that
+	// waits for the coordinator (a retry, over Kafka) is not sent once
+	// another producer minted over from (the coordinator's token when the
+	// caller looked): it returns an error that wraps [ErrFenced] instead.
 	AcquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error)
 }
 

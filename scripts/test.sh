@@ -117,6 +117,10 @@ step "go test -race, every package" go test -race -count=1 -timeout 20m "$packag
 # The deterministic simulation at full size: 10 000 seeds, without the race
 # detector (the -race run above plays 300 of them).
 step "the simulation at 10 000 seeds" go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
+# Its second mode: every extension option on, over the in-memory cluster's
+# whole ExtendedTransport, with stalled transactions among the faults
+# (about 15 s a 1000 seeds, as the first mode).
+step "the extended simulation at 2000 seeds" go test -count=1 -timeout 10m -run '^TestSimulationExtended$' ./coordination -sim.seeds=2000
 # The broker matrix: the Kafka tests on one broker of every release the
 # library claims (3.9 to 4.4, and 4.4 at transaction.version=1), on ports and
 # directories of their own (docs/compatibility.md). KRABKA_MATRIX=none leaves

@@ -568,7 +568,7 @@ func (r *runner) idle(ctx context.Context) error {
 			Kafka: single(mib(res.Heap)), Target: "≤ 2× the 10000-record standby's"}
 		row.Met = bench.Met(res.Heap <= 2*mid)
 		if res.Records == sizes[len(sizes)-1] {
-			row.Note = "runtime HeapInuse after a GC, at the end of the window; the transport keeps the records of the standby's own role (RoleFollower), not the partition's other records"
+			row.Note = "runtime HeapInuse after a GC, at the end of the window; the transport keeps the records of the standby's own role (ExtendedTransport.ReadRolesFrom), not the partition's other records"
 		}
 		r.table.Add(row)
 	}

@@ -116,7 +116,7 @@ func prepareHolder(ctx context.Context, g *globals, flags *holdFlags, roleName, 
 	h := &holder{g: g, flags: flags, role: role, member: member, config: config, partition: partition, session: s, transport: s.transport,
 		metrics: newMemberMetrics(role, partition, config.Duration()), stepDownRequests: make(chan struct{}, 1),
 		operatorRequests: make(chan operatorRequest), successorID: successor}
-	h.metered = &meteredTransport{KafkaTransport: s.transport, metrics: h.metrics}
+	h.metered = &meteredTransport{ExtendedTransport: s.transport, metrics: h.metrics}
 	if err := h.preflight(setup); err != nil {
 		s.close()
 		return nil, err

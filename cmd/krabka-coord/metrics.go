@@ -319,11 +319,11 @@ func (m *memberMetrics) serve(ctx context.Context, addr string, endpoints *opera
 	return listener.Addr(), nil
 }
 
-// meteredTransport is a KafkaTransport that times its lease writes for the
-// metrics. It keeps every other method, GuardedWriter and PartitionFollower
-// included, by embedding.
+// meteredTransport is a transport that times its lease writes for the
+// metrics. It keeps every other method of the ExtendedTransport it wraps
+// by embedding the interface, so any adapter of the contract fits.
 type meteredTransport struct {
-	*coordination.KafkaTransport
+	coordination.ExtendedTransport
 	metrics *memberMetrics
 }
 
@@ -331,10 +331,10 @@ type meteredTransport struct {
 // is not a renewal, and is not recorded.
 func (t *meteredTransport) WriteLease(ctx context.Context, partition coordination.TopicPartition, token coordination.FencingToken, key, value []byte) error {
 	if coordination.IsTombstone(value) {
-		return t.KafkaTransport.WriteLease(ctx, partition, token, key, value)
+		return t.ExtendedTransport.WriteLease(ctx, partition, token, key, value)
 	}
 	start := time.Now()
-	err := t.KafkaTransport.WriteLease(ctx, partition, token, key, value)
+	err := t.ExtendedTransport.WriteLease(ctx, partition, token, key, value)
 	t.metrics.leaseWritten(token, time.Since(start), err)
 	return err
 }

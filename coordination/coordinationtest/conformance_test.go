@@ -8,9 +8,16 @@ import (
 )
 
 // TestTransportConformance runs the conformance suite on the in-memory
-// transport, and on the plain wrapper that hides its optional interfaces.
+// transport, the whole ExtendedTransport, and on the plain wrapper that
+// hides the extensions (the specification's four interfaces only).
 func TestTransportConformance(t *testing.T) {
 	cluster := coordinationtest.NewCluster()
+	cluster.SetTopicPartitions(coordination.StateTopic, coordination.DefaultPartitions)
+	lease, err := coordination.NewLeaseConfig(coordination.DefaultLeaseDuration, coordination.DefaultRenewInterval, coordination.DefaultChallengeStagger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.SetLeaseConfig(lease)
 	coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
 		NewTransport: func(t *testing.T) coordination.Transport { return cluster.Transport(t.Name()) },
 		GuardedTopic: "commands",

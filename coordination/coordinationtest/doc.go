@@ -6,8 +6,10 @@
 // transaction coordinator that mints one epoch after the other for each role
 // and fences every older token, and the compaction of a log. A [Transport]
 // is the client of one member process over that cluster. It implements
-// [coordination.Transport], [coordination.GuardedWriter] and
-// [coordination.PartitionFollower], and it injects the faults a control
+// [coordination.Transport] and the whole [coordination.ExtendedTransport]
+// (the operator's calls SetLeaseConfig, SetTopicPartitions, RecreateTopic
+// and OpenTransaction of the [Cluster] shape what its extensions report),
+// and it injects the faults a control
 // plane must survive into the calls of one member: a member cut off from
 // the cluster ([Transport.Cut]), a call that fails ([Transport.FailNext]),
 // a reply that is lost after the call took effect
@@ -15,8 +17,8 @@
 // ([Transport.Block]), and reads that lag behind the log
 // ([Transport.StaleReads]). [Transport.Calls] counts the calls of each
 // [Op], so a test asserts what the code under test did not do as well as
-// what it did. [Plain] hides the two optional interfaces, so a test also
-// covers a transport that only polls.
+// what it did. [Plain] hides the extensions, so a test also covers a
+// transport of the specification's four interfaces, which only polls.
 //
 // # Determinism
 //
@@ -69,21 +71,36 @@
 //     with an error that wraps [coordination.ErrFenced] and writes nothing,
 //     and with the key of another role than the token's is refused and
 //     writes nothing;
-//   - for a [coordination.PartitionFollower], ReadPartitionFrom returns the
-//     records from an offset on and the next offset to read;
-//   - for a [coordination.RoleFollower], ReadRolesFrom returns the records
-//     of the roles asked for and no other, which fold to the state that
-//     ReadPartition folds to, whether a WatchRoles subscription held the
-//     role before its records landed or not;
-//   - for a [coordination.GuardedWriter], WriteGuarded under the newest
-//     token writes, under a fenced token fails with ErrFenced, and a record
-//     for the state topic is refused.
+//
+// and for a [coordination.ExtendedTransport], every method of it:
+//   - ReadPartitionFrom returns the records from an offset on and the next
+//     offset to read;
+//   - ReadRolesFrom returns the records of the roles asked for and no
+//     other, which fold to the state that ReadPartition folds to, whether a
+//     WatchRoles subscription held the role before its records landed or
+//     not;
+//   - WriteGuarded under the newest token writes, under a fenced token
+//     fails with ErrFenced, and a record for the state topic is refused;
+//   - LeaseConfig is zero (no policy) or a policy NewLeaseConfig accepts;
+//   - CheckStateTopic passes the suite's topic and refuses it with
+//     ErrMisconfigured under a partition count it does not have (7919);
+//   - WriteTombstones writes its tombstones in order under the newest
+//     token, and nothing under a fenced one (ErrFenced);
+//   - StableOffsets reports nothing before a read of the partition, and
+//     after one a last stable offset past the record read, at most the high
+//     watermark; TopicIncarnation is 0 for a topic not created again;
+//   - Minted knows the transport's own mint and not another's, Fenced a
+//     token whose write was refused after a rival's mint;
+//   - LateMint reports nothing of a token the transport never minted, and
+//     AcquireEpochUnless from the coordinator's token mints a newer one.
 //
 // # What the model leaves out
 //
-// Topics need no creation and have any number of partitions. A record
-// becomes visible when the call that writes it returns, so no reader ever
-// sees an open transaction. Retention never deletes a record, and
+// Topics need no creation and have any number of partitions (unless
+// [Cluster.SetTopicPartitions] gives one a count, which CheckStateTopic
+// then checks). A record becomes visible when the call that writes it
+// returns, so no reader sees an open transaction unless
+// [Cluster.OpenTransaction] holds one. Retention never deletes a record, and
 // [Cluster.Compact] cleans the whole log at once, as if the cleaner ran with
 // delete.retention.ms=0 and no active segment.
 package coordinationtest

@@ -271,12 +271,16 @@ func (t *Transport) LateMint(role coordination.Role, token coordination.FencingT
 	return ok && late == token, false
 }
 
-// AcquireEpochUnless is [Transport.AcquireEpoch], except that when the
-// cluster's token of the role is no longer from, and this transport did not
-// mint it, it mints nothing and returns an error that wraps
-// [coordination.ErrFenced]: a rival minted over from. Faults of
-// [OpAcquireEpoch] apply to it.
+// AcquireEpochUnless is [Transport.AcquireEpoch], except for a call that
+// waited at a gate of [Transport.Block] (a mint that waited for the
+// coordinator): when the cluster's token of the role is no longer from
+// then, and this transport did not mint it, the call mints nothing and
+// returns an error that wraps [coordination.ErrFenced]: a rival minted
+// over from. Faults of [OpAcquireEpoch] apply to it.
 func (t *Transport) AcquireEpochUnless(ctx context.Context, role coordination.Role, from coordination.FencingToken) (coordination.FencingToken, error) {
+	t.cluster.mu.Lock()
+	waits := len(t.gates[OpAcquireEpoch]) > 0
+	t.cluster.mu.Unlock()
 	lost, err := t.enter(ctx, OpAcquireEpoch)
 	if err != nil {
 		return coordination.NoEpoch, err
@@ -286,7 +290,7 @@ func (t *Transport) AcquireEpochUnless(ctx context.Context, role coordination.Ro
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
-	if current, ok := t.cluster.producers[role]; ok && current != from && current != t.minted[role] && current != t.late[role] {
+	if current, ok := t.cluster.producers[role]; waits && ok && current != from && current != t.minted[role] && current != t.late[role] {
 		return coordination.NoEpoch, t.errorf(OpAcquireEpoch, "token %s of role %s was minted by another producer over %s: %w", current, role, from, coordination.ErrFenced)
 	}
 	token := t.cluster.mintLocked(role)

@@ -4,7 +4,8 @@ import "github.com/krabka-io/krabka-streams-go/coordination"
 
 // Plain returns a transport that forwards the four calls of
 // [coordination.Transport] to transport, and implements nothing else: it
-// hides [coordination.GuardedWriter] and [coordination.PartitionFollower].
+// hides [coordination.ExtendedTransport], so the loops over it get the
+// specification's behaviour.
 // A test runs package coordination over it to cover the path of an adapter
 // that only polls. Calls through it count, and fail, on the transport
 // behind it. It is as safe for concurrent use as transport is.

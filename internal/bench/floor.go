@@ -533,7 +533,7 @@ const (
 // writes the tombstone of its registration, a plain record to the same
 // partition, in parallel with its tombstone transaction, as
 // Leadership.Resign did until it wrote that tombstone inside its tombstone
-// transaction (TombstoneWriter, 2026-12-04).
+// transaction (ExtendedTransport.WriteTombstones, 2026-12-04).
 func (k *Kafka) NewFloorHandoverWithRegistration(ctx context.Context) (*FloorHandover, error) {
 	h, err := k.NewFloorHandover(ctx)
 	if h != nil {

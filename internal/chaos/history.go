@@ -127,7 +127,7 @@ func (h *historian) append(e HistoryEntry) {
 
 // writeResult classifies the error of a guarded write: acknowledged, not
 // held, of unknown outcome, fenced, or not committed. The contract of
-// [coordination.GuardedWriter] is that an error that wraps none of
+// [coordination.ExtendedTransport.WriteGuarded] is that an error that wraps none of
 // ErrFenced, ErrProducerLost and ErrOutcomeUnknown means that nothing
 // committed; a lost producer says in its words whether anything may have
 // (see outcomeUnknown).

@@ -96,7 +96,7 @@ func TestMembersOverTheInMemoryCluster(t *testing.T) {
 			// A commit whose reply is lost: the outcome is unknown to the
 			// writer, and the command must still appear once at most.
 			for _, tr := range transports {
-				// The error says so, as the GuardedWriter contract asks:
+				// The error says so, as the ExtendedTransport.WriteGuarded contract asks:
 				// a plain error would say that nothing committed, and the
 				// checkers would call the visible command a false report.
 				tr.LoseNextReply(coordinationtest.OpWriteGuarded, fmt.Errorf("reply lost: %w", coordination.ErrOutcomeUnknown))

@@ -127,7 +127,7 @@ const (
 
 	// EventWriteFailed marks a guarded write whose error says that nothing
 	// committed: an error that wraps none of ErrFenced, ErrNotHeld and an
-	// unknown outcome (the contract of [coordination.GuardedWriter]). No
+	// unknown outcome (the contract of [coordination.ExtendedTransport.WriteGuarded]). No
 	// record of the command may ever become visible; one that does is a
 	// false report ([ViolationFalseReport]).
 	EventWriteFailed = "write-failed"
