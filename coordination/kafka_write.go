@@ -108,7 +108,7 @@ func (t *KafkaTransport) WriteTombstones(ctx context.Context, partition TopicPar
 // writes of the token.
 func (t *KafkaTransport) WriteGuarded(ctx context.Context, token FencingToken, records []GuardedRecord) error {
 	t.mu.Lock()
-	err := checkGuardedRecords(records, func(topic string) bool { return t.stateTopics[topic] }) // leadership_write.go
+	err := checkGuardedRecords(records, func(topic string) bool { return t.stateTopics[topic] }) // transport.go
 	t.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("coordination: guarded write under %s: %w", token, err)

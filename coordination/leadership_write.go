@@ -3,13 +3,13 @@ package coordination
 // The write path of a leadership: Write, the write queue that lets
 // concurrent writes share one transaction (group commit), and the
 // transaction that writes them under the leadership's token. The check of
-// guarded records is checkGuardedRecords.
+// guarded records, which Write passes first, is checkGuardedRecords, beside
+// GuardedRecord (transport.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -368,29 +368,4 @@ func batchContext(batch []*writeCall) (context.Context, func()) {
 		cancelDeadline()
 		cancel(nil)
 	}
-}
-
-// checkGuardedRecords is the one check of guarded records, which every
-// path that writes them passes before anything is queued or sent: each
-// record names a topic, a partition that Kafka can hold (0 to 2^31-1), and
-// no state topic ([StateTopic] is one always, and stateTopic reports the
-// others, such as the topic of the caller's own leases): a state topic
-// holds only registrations, heartbeats and leases, and a guarded record
-// there could forge one. It returns the error of the first record that
-// fails, which names the record's index, and nil when every record passes.
-// Keys, values and headers are the caller's to choose, as Kafka's are: a
-// record too large for its topic fails at the broker, which the write
-// reports, and nothing of it commits.
-func checkGuardedRecords(records []GuardedRecord, stateTopic func(topic string) bool) error {
-	for i, record := range records {
-		switch {
-		case record.Topic == "":
-			return fmt.Errorf("record %d has no topic", i)
-		case record.Partition < 0 || record.Partition > math.MaxInt32:
-			return fmt.Errorf("record %d has the partition %d, outside 0 to 2^31-1", i, record.Partition)
-		case record.Topic == StateTopic || stateTopic != nil && stateTopic(record.Topic):
-			return fmt.Errorf("record %d is for the state topic %s, which holds only registrations, heartbeats and leases", i, record.Topic)
-		}
-	}
-	return nil
 }

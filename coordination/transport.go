@@ -1,6 +1,10 @@
 package coordination
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"math"
+)
 
 // Coordinator mints and reports the leadership epoch of a role. An adapter
 // implements it over the transaction coordinator of a cluster.
@@ -124,6 +128,35 @@ type RecordHeader struct {
 
 	// Value is the header value, and nil for none.
 	Value []byte
+}
+
+// checkGuardedRecords is the one check of guarded records, beside the
+// record it checks: each record names a topic, a partition that Kafka can
+// hold (0 to 2^31-1), and no state topic ([StateTopic] is one always, and
+// stateTopic reports the others, such as the topic of the caller's own
+// leases): a state topic holds only registrations, heartbeats and leases,
+// and a guarded record there could forge one. It returns the error of the
+// first record that fails, which names the record's index, and nil when
+// every record passes. Keys, values and headers are the caller's to
+// choose, as Kafka's are: a record too large for its topic fails at the
+// broker, which the write reports, and nothing of it commits.
+//
+// The write path ([Leadership.Write]) runs it once per call, before
+// anything is queued. An adapter may run it in its WriteGuarded to refuse
+// the same records from a direct caller, with every state topic it knows;
+// [KafkaTransport] does.
+func checkGuardedRecords(records []GuardedRecord, stateTopic func(topic string) bool) error {
+	for i, record := range records {
+		switch {
+		case record.Topic == "":
+			return fmt.Errorf("record %d has no topic", i)
+		case record.Partition < 0 || record.Partition > math.MaxInt32:
+			return fmt.Errorf("record %d has the partition %d, outside 0 to 2^31-1", i, record.Partition)
+		case record.Topic == StateTopic || stateTopic != nil && stateTopic(record.Topic):
+			return fmt.Errorf("record %d is for the state topic %s, which holds only registrations, heartbeats and leases", i, record.Topic)
+		}
+	}
+	return nil
 }
 
 // GuardedWriter writes the caller's own records under the epoch of a role.

@@ -1,7 +1,7 @@
 package coordination
 
 // The table test of the one check of guarded records
-// (checkGuardedRecords, leadership_write.go).
+// (checkGuardedRecords, transport.go).
 
 import (
 	"math"
