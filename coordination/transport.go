@@ -120,16 +120,6 @@ type GuardedRecord struct {
 	Headers []RecordHeader
 }
 
-// RecordHeader is one header of a [GuardedRecord]: a key and a value, as a
-// Kafka record header carries them.
-type RecordHeader struct {
-	// Key is the header key.
-	Key string
-
-	// Value is the header value, and nil for none.
-	Value []byte
-}
-
 // checkGuardedRecords is the one check of guarded records, beside the
 // record it checks: each record names a topic, a partition that Kafka can
 // hold (0 to 2^31-1), and no state topic ([StateTopic] is one always, and
@@ -157,6 +147,16 @@ func checkGuardedRecords(records []GuardedRecord, stateTopic func(topic string) 
 		}
 	}
 	return nil
+}
+
+// RecordHeader is one header of a [GuardedRecord]: a key and a value, as a
+// Kafka record header carries them.
+type RecordHeader struct {
+	// Key is the header key.
+	Key string
+
+	// Value is the header value, and nil for none.
+	Value []byte
 }
 
 // GuardedWriter writes the caller's own records under the epoch of a role.
