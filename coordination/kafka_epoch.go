@@ -25,7 +25,8 @@ import (
 //
 // It retries CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
 // NOT_COORDINATOR and connection errors until ctx ends, and then returns the
-// context's error. It returns a permanent error for a missing ACL (WRITE on
+// context's error; an InitProducerId written without an answer goes again
+// only once no copy of it can land (the package doc, "Extensions and errata"). It returns a permanent error for a missing ACL (WRITE on
 // the TransactionalId) and for a lease duration above the broker's
 // transaction.max.timeout.ms, and one that wraps [ErrMisconfigured] for
 // a cluster that cannot serve the requests of a transaction at the
