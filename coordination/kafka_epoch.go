@@ -25,11 +25,13 @@ import (
 //
 // It retries CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
 // NOT_COORDINATOR and connection errors until ctx ends, and then returns the
-// context's error. It returns a permanent error for a missing ACL (WRITE on
-// the TransactionalId) and for a lease duration above the broker's
-// transaction.max.timeout.ms, and one that wraps [ErrMisconfigured] for
-// a cluster that cannot serve the requests of a transaction at the
-// versions the transport sends them ([KafkaTransport.CheckStateTopic]).
+// context's error; an InitProducerId written without an answer goes again
+// only once no copy of it can land (the package doc, "Extensions and
+// errata"). It returns a permanent error for a missing ACL (WRITE on the
+// TransactionalId) and for a lease duration above the broker's
+// transaction.max.timeout.ms, and one that wraps [ErrMisconfigured] for a
+// cluster that cannot serve the requests of a transaction at the versions
+// the transport sends them ([KafkaTransport.CheckStateTopic]).
 // Concurrent calls for one role run one after the other.
 func (t *KafkaTransport) AcquireEpoch(ctx context.Context, role Role) (FencingToken, error) {
 	if role.IsZero() {

@@ -187,7 +187,9 @@ func (w *Wire) Epoch(producer Producer) *Epoch {
 // coordinator still holds exactly that pair with no transaction open
 // (DescribeTransactions), since a pair that the coordinator holds is the
 // authority whoever asked for it; so a mint abandoned while the
-// coordinator moved costs no second epoch.
+// coordinator moved costs no second epoch. An InitProducerId written
+// without an answer is not sent again while a copy of it may land
+// (mint_copy.go).
 //
 // op names the call in errors. It retries what [Classify] calls Retriable
 // on PathMint until ctx ends, and then returns an *Error of class Canceled;
