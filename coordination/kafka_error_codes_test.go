@@ -226,6 +226,11 @@ func kcRun(t *testing.T, c kcCase) (out kcOutcome) {
 	}
 	active.Store(false)
 	out.taken = kcTaken(armed)
+	if out.taken {
+		if hit, _ := armed.Wait(ctx); hit.Err != nil {
+			t.Logf("the fault's own request of %s v%d failed: %v", c.key.Name(), hit.Version, hit.Err)
+		}
+	}
 	select {
 	case <-holder.Done():
 		out.leadershipErr = holder.Err()
