@@ -29,8 +29,7 @@ var Codes = map[kmsg.Key][]*kerr.Error{
 		kerr.NotEnoughReplicasAfterAppend, kerr.InvalidRequiredAcks, kerr.TopicAuthorizationFailed,
 		kerr.UnsupportedForMessageFormat, kerr.InvalidProducerEpoch, kerr.ClusterAuthorizationFailed,
 		kerr.TransactionalIDAuthorizationFailed, kerr.InvalidRecord, kerr.InvalidTxnState,
-		kerr.InvalidProducerIDMapping, kerr.OutOfOrderSequenceNumber, kerr.DuplicateSequenceNumber,
-		kerr.UnknownProducerID, kerr.KafkaStorageError, kerr.RequestTimedOut, kerr.InvalidTimestamp,
+		kerr.InvalidProducerIDMapping, kerr.OutOfOrderSequenceNumber, kerr.UnknownProducerID, kerr.KafkaStorageError, kerr.RequestTimedOut, kerr.InvalidTimestamp,
 		kerr.ProducerFenced, kerr.UnknownTopicID, kerr.TransactionAbortable, kerr.UnknownServerError,
 	},
 	kmsg.Fetch: {
@@ -88,7 +87,10 @@ var Codes = map[kmsg.Key][]*kerr.Error{
 // Applied lists, for the keys that have them, the codes with which a
 // broker may answer a request that it applied (or whose effect may still
 // be applied): a Produce whose batch is in the leader's log but not yet on
-// enough replicas (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+// enough replicas (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND), a
+// Produce of a batch the leader appended before (DUPLICATE_SEQUENCE_NUMBER:
+// it says "already in the log", so it is never answered to a batch the
+// broker did not apply, and is in Applied only),
 // and a request of a transaction coordinator whose append to the
 // transaction log is in the leader's log but failed its replication or
 // lost its leadership, which Kafka's TransactionStateManager answers
@@ -96,7 +98,7 @@ var Codes = map[kmsg.Key][]*kerr.Error{
 // "applied-error" mode forwards the request and answers it with one of
 // these: a second fault, beside a request answered without being applied.
 var Applied = map[kmsg.Key][]*kerr.Error{
-	kmsg.Produce:            {kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend},
+	kmsg.Produce:            {kerr.RequestTimedOut, kerr.NotEnoughReplicasAfterAppend, kerr.DuplicateSequenceNumber},
 	kmsg.InitProducerID:     {kerr.CoordinatorNotAvailable, kerr.NotCoordinator},
 	kmsg.AddPartitionsToTxn: {kerr.CoordinatorNotAvailable, kerr.NotCoordinator},
 	kmsg.EndTxn:             {kerr.CoordinatorNotAvailable, kerr.NotCoordinator},

@@ -17,8 +17,12 @@ package kfakefault
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -194,7 +198,7 @@ func (i *Injector) Inject(f Fault) *Armed {
 			a.hit.Applied++
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, err := i.side.Broker(int(node)).Request(ctx, req); err != nil {
+			if err := i.applyAsSent(ctx, node, req); err != nil {
 				a.hit.Err = errors.Join(a.hit.Err, err)
 			}
 		}
@@ -248,6 +252,48 @@ func (i *Injector) Inject(f Fault) *Armed {
 		return nil, nil, false
 	})
 	return a
+}
+
+// applyAsSent sends req to node at the version its client sent it, on a
+// connection of its own, and reads the answer. A kgo client would send it
+// at the highest version the two sides share instead, which for a Produce
+// of a client capped below v13 names its topics by an id the request does
+// not carry (UNKNOWN_TOPIC_ID: not applied). The node's address comes from
+// the injector's client's metadata.
+func (i *Injector) applyAsSent(ctx context.Context, node int32, req kmsg.Request) error {
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, i.side)
+	if err != nil {
+		return fmt.Errorf("kfakefault: the address of node %d: %w", node, err)
+	}
+	addr := ""
+	for _, b := range meta.Brokers {
+		if b.NodeID == node {
+			addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
+	}
+	if addr == "" {
+		return fmt.Errorf("kfakefault: node %d is not in the metadata", node)
+	}
+	conn, err := new(net.Dialer).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("kfakefault: %w", err)
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("kfakefault")).AppendRequest(nil, req, 1)
+	if _, err := conn.Write(frame); err != nil {
+		return fmt.Errorf("kfakefault: write %s: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		return fmt.Errorf("kfakefault: the answer of %s: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	if _, err := io.CopyN(io.Discard, conn, int64(binary.BigEndian.Uint32(size[:]))); err != nil {
+		return fmt.Errorf("kfakefault: the answer of %s: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return nil
 }
 
 // ErrorResponse builds the answer of req that carries code in every error

@@ -133,9 +133,10 @@ func deref(p *error) error {
 }
 
 // TestMayApplyLater: a request whose answer timed out, or whose connection
-// broke while the client read the answer (an EOF, a reset on the read),
-// may be applied by the broker later; one that was never written whole (a
-// failed dial, a failed write) may not.
+// broke while the client read the answer (an EOF, a reset on the read), or
+// that died with its connection queued behind another's answer
+// (errChosenBrokerDead), may be applied by the broker later; one that was
+// never written whole (a failed dial, a failed write) may not.
 func TestMayApplyLater(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -148,6 +149,8 @@ func TestMayApplyLater(t *testing.T) {
 		{"an EOF", io.EOF, true},
 		{"an EOF mid-answer", fmt.Errorf("reading: %w", io.ErrUnexpectedEOF), true},
 		{"the first read's EOF", &kgo.ErrFirstReadEOF{}, true},
+		{"a request queued behind a failed read (errChosenBrokerDead)", fmt.Errorf("EndTxn: %w", errors.New(chosenBrokerDead)), true},
+		{"errChosenBrokerDead, joined", errors.Join(errors.New("x"), errors.New(chosenBrokerDead)), true},
 		{"a reset on the write", &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}, false},
 		{"a dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
 		{"a refused dial", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false},

@@ -410,11 +410,59 @@ func answerTimedOut(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
-// mayApplyLater reports a request that was written to a connection and got
-// no answer: its answer timed out (answerTimedOut), or the connection
-// broke while the client read it (brokeWhileReading). Either way the
-// broker may still apply it after a resend of it was answered.
-func mayApplyLater(err error) bool { return answerTimedOut(err) || brokeWhileReading(err) }
+// mayApplyLater reports a request that was written to a connection, or
+// may have been, and got no answer: its answer timed out
+// (answerTimedOut), the connection broke while the client read it
+// (brokeWhileReading), or it died with its connection while queued behind
+// another request's answer (connectionDied). Either way the broker may
+// still apply it after a resend of it was answered.
+func mayApplyLater(err error) bool {
+	return answerTimedOut(err) || brokeWhileReading(err) || connectionDied(err)
+}
+
+// chosenBrokerDead is the text of franz-go's unexported errChosenBrokerDead
+// (kgo/errors.go), which it returns for a request whose connection died:
+// both one never written (its broker retired, or its connection died
+// while it waited to be written) and one written behind another request
+// whose read failed, queued for its answer. franz-go gives the two the one
+// error. TestPipelinedRequestBehindAFailedReadCountsAsWritten pins the
+// text: it fails when franz-go words it otherwise.
+const chosenBrokerDead = "the broker connection has died and the request will be retried on a new connection"
+
+// connectionDied reports franz-go's errChosenBrokerDead anywhere in err's
+// tree. The transport cannot prove that such a request was not written,
+// and straight to Kafka a written one is lost with the socket (the broker
+// reads a connection's requests one at a time), but a proxy or load
+// balancer that read it ahead delivers it on its own connection to the
+// broker, which applies it. So it counts as written (mayApplyLater): the
+// rule is that a request counts as not sent only when the transport can
+// prove it (notDialled).
+func connectionDied(err error) bool {
+	if err == nil || notDialled(err) {
+		return false
+	}
+	found := false
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || found {
+			return
+		}
+		if e.Error() == chosenBrokerDead {
+			found = true
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				walk(inner)
+			}
+		}
+	}
+	walk(err)
+	return found
+}
 
 // brokeWhileReading reports a connection that broke after the request was
 // written whole, while the client waited for its answer: an EOF, or a read
