@@ -358,3 +358,33 @@ func (h *leaseHistory) priorOf(lease Lease) *Lease {
 	prior := *h.prior
 	return &prior
 }
+
+// handOver transfers the leadership of a Run whose context ended to the
+// member that WithSuccessor's func chooses from the roster, and reports
+// whether it did; false (no chooser, "" chosen, the roster unreadable, a
+// failed transfer) leaves the resignation to the caller. The transfer
+// runs under a context of its own, bounded by the transfer's bound.
+func (e *Elector) handOver(ctx context.Context, leader *Leadership) bool {
+	choose := e.settings.successor
+	if choose == nil || leader.Err() != nil {
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	read, cancel := withClockTimeout(ctx, e.settings.clock, electorResignBound)
+	state, err := DescribeRoleState(read, e.transport, e.role, e.options...)
+	cancel()
+	if err != nil {
+		e.logger.Warn("coordination: the elector could not read the roster to choose a successor; resigning instead", slog.Any("error", err))
+		return false
+	}
+	to := (*choose)(state.Roster)
+	if to.IsZero() {
+		return false
+	}
+	if err := leader.TransferTo(ctx, to); err != nil {
+		e.logger.Warn("coordination: the transfer to the chosen successor failed; resigning instead", slog.String("successor", to.String()), slog.Any("error", err))
+		return false
+	}
+	e.logger.Info("coordination: the elector handed the role to its successor", slog.String("successor", to.String()))
+	return true
+}

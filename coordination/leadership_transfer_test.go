@@ -298,3 +298,102 @@ func TestTransferTimeoutOption(t *testing.T) {
 		e.resign(holder)
 	})
 }
+
+// elSuccessor chooses name when it is in the roster, and "" otherwise.
+func elSuccessor(t *testing.T, name string, rosters *[][]coordination.RosterEntry) coordination.Option {
+	want := fxMember(t, name)
+	return coordination.WithSuccessor(func(roster []coordination.RosterEntry) coordination.MemberID {
+		*rosters = append(*rosters, roster)
+		for _, entry := range roster {
+			if entry.Member == want {
+				return want
+			}
+		}
+		return coordination.MemberID{}
+	})
+}
+
+// TestElectorSuccessorTakesTheRoleOnShutdown: an Elector with
+// WithSuccessor hands the role, when Run's context ends, to the chosen
+// member (rank 2) instead of resigning to the first standby: one epoch,
+// the first standby never mints, the chooser saw the roster in rank order
+// with the holder first.
+func TestElectorSuccessorTakesTheRoleOnShutdown(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2, node3 := e.member("node-1"), e.member("node-2"), e.member("node-3")
+		var rosters [][]coordination.RosterEntry
+		run := elStart(t, e, node1, nil, elSuccessor(t, "node-3", &rosters))
+		holder := run.leadership(t, 1)
+		first := e.campaign(node2)
+		target := e.campaign(node3)
+		e.runTo(2_000)
+
+		run.cancel()
+		e.settle()
+		if e.plain {
+			e.runTo(2_000 + 2*scPoll.Milliseconds())
+		}
+		<-run.done
+		if run.err != nil {
+			t.Fatalf("Run = %v, want nil", run.err)
+		}
+		scEnded(t, holder, coordination.ErrTransferred)
+		successor := target.won(t)
+		e.checkToken(successor.Token(), "after the hand-over")
+		if successor.Token().ProducerEpoch() != holder.Token().ProducerEpoch()+1 {
+			t.Fatalf("the successor holds %s, want the next epoch after %s", successor.Token(), holder.Token())
+		}
+		if len(rosters) != 1 || len(rosters[0]) != 3 || rosters[0][0].Member != node1.id || rosters[0][2].Member != node3.id {
+			t.Fatalf("the chooser saw %v, want one roster node-1, node-2, node-3", rosters)
+		}
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 0 {
+			t.Fatalf("the first standby minted %d times", got)
+		}
+		if got := e.roster(); got != "node-2,node-3" {
+			t.Fatalf("roster = %s, want node-2,node-3", got)
+		}
+		if err := first.abandon(t); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled AcquireLeadership = %v", err)
+		}
+		e.resign(successor)
+	})
+}
+
+// TestElectorSuccessorFallsBackToResign: a chooser that names nobody, and
+// a transfer that is not taken within its bound, leave the Elector's
+// resignation as before: the first standby takes the role.
+func TestElectorSuccessorFallsBackToResign(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		choose  string // the member the chooser names when present
+		resumed int64  // when the resignation lands, relative to the shutdown
+	}{
+		{"nobody chosen", "node-absent", 0},
+		{"transfer not taken", "node-ghost", 4_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			scBothPaths(t, func(t *testing.T, e *scEnv) {
+				node1, node2 := e.member("node-1"), e.member("node-2")
+				var rosters [][]coordination.RosterEntry
+				run := elStart(t, e, node1, nil, elSuccessor(t, c.choose, &rosters), coordination.WithTransferTimeout(4*time.Second))
+				holder := run.leadership(t, 1)
+				first := e.campaign(node2)
+				e.ghost("node-ghost")
+				e.runTo(2_000)
+
+				run.cancel()
+				e.runTo(2_000 + c.resumed)
+				<-run.done
+				scEnded(t, holder, coordination.ErrNotHeld)
+				if errors.Is(holder.Err(), coordination.ErrTransferred) {
+					t.Fatalf("Err = %v, want a resignation", holder.Err())
+				}
+				e.checkLeaseTombstone(holder)
+				e.handOver()
+				successor := first.won(t)
+				e.checkToken(successor.Token(), "after the resignation")
+				e.resign(successor)
+			})
+		})
+	}
+}
