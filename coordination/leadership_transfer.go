@@ -170,6 +170,14 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 		return fail(TransferNotTaken, err, "reading the roster of %s failed; nothing was written", l.partition)
 	}
 	entry, ok := state.Entry(to)
+	if now := l.settings.clock.NowMillis(); !ok || entry.LapsedAt(now, l.settings.lease) {
+		// A refusal reads the partition itself: a follower's view may lag
+		// a registration or a heartbeat that was just committed.
+		if state, err = reader.readAll(ctx); err != nil {
+			return fail(TransferNotTaken, err, "reading the roster of %s failed; nothing was written", l.partition)
+		}
+		entry, ok = state.Entry(to)
+	}
 	if !ok {
 		return fail(TransferNotMember, nil, "%s is not in the roster of the role (%d members): it must compete for the role (AcquireLeadership, an Elector) to take it", to, len(state.Roster))
 	}
@@ -305,6 +313,20 @@ func (r *transferReader) read(ctx context.Context) (RoleState, error) {
 		_ = r.builder.Apply(record) // a record that does not decode: the campaigns log it
 	}
 	return r.builder.Build(), nil
+}
+
+// readAll returns the role's state from a read of the whole partition, to
+// its last stable offset, whatever the follower's view holds.
+func (r *transferReader) readAll(ctx context.Context) (RoleState, error) {
+	records, err := r.l.transport.ReadPartition(ctx, r.l.partition)
+	if err != nil {
+		return RoleState{}, wrapf(err, nil, "read %s for role %s", r.l.partition, r.l.role)
+	}
+	builder := NewRoleStateBuilder(r.l.role)
+	for _, record := range records {
+		_ = builder.Apply(record)
+	}
+	return builder.Build(), nil
 }
 
 // wait returns on a new record of the partition, after one poll interval,
