@@ -136,7 +136,7 @@ func (k *Kafka) KafkaTransferRefusals(ctx context.Context, rounds int, bound tim
 	if err != nil {
 		return down, notMember, err
 	}
-	defer func() { _ = holder.Resign(context.Background()) }()
+	defer resignAll([]*coordination.Leadership{holder})
 	partition, _ := coordination.RoleTopicPartition(role, options...)
 	ghost := mustMember("down")
 	value := coordination.EncodeRegistration(coordination.Registration{Member: ghost, RegisteredAt: time.Now().UnixMilli()})
@@ -251,24 +251,42 @@ func (k *Kafka) KafkaDrain(ctx context.Context, n int) (time.Duration, int, erro
 	// ends with the bound.
 	took := time.Duration(0)
 	bound := time.After(time.Minute)
+	var taker []*coordination.Leadership
 	for i := range n {
 		select {
 		case r := <-taken[i]:
 			if r.err == nil {
 				took = max(took, r.at.Sub(start))
-				defer func() { _ = r.leadership.Resign(context.Background()) }()
+				taker = append(taker, r.leadership)
 			}
 		case <-bound:
 			stop()
-			<-taken[i]
+			if r := <-taken[i]; r.err == nil {
+				taker = append(taker, r.leadership)
+			}
 		}
 	}
 	for i := range n {
 		if held[i].Err() == nil {
-			_ = held[i].Resign(context.Background())
+			taker = append(taker, held[i])
 		}
 	}
+	resignAll(taker)
 	return took, failed, nil
+}
+
+// resignAll resigns the leaderships at once, each within a few seconds: a
+// clean-up, whose failures leave the leases to lapse.
+func resignAll(leaderships []*coordination.Leadership) {
+	var wg sync.WaitGroup
+	for _, l := range leaderships {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = l.Resign(ctx)
+		})
+	}
+	wg.Wait()
 }
 
 func cmpErr(first, err error) error {
