@@ -143,6 +143,17 @@ func (k *Kafka) KafkaTransferRefusals(ctx context.Context, rounds int, bound tim
 	if err := t.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, ghost)), value); err != nil {
 		return down, notMember, fmt.Errorf("register the down member: %w", err)
 	}
+	// The holder's own view of the roster must show the down member before
+	// the first round, or the round is refused as a non-member's: the read
+	// of the roster, then a poll interval of the leadership's follower.
+	if err := waitStandby(ctx, t, role, ghost, options, -1); err != nil {
+		return down, notMember, err
+	}
+	select {
+	case <-ctx.Done():
+		return down, notMember, ctx.Err()
+	case <-time.After(coordination.DefaultPollInterval + 100*time.Millisecond):
+	}
 	down.Bound, notMember.Bound = bound, bound
 	for range rounds {
 		for _, c := range []struct {
