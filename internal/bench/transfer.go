@@ -165,7 +165,7 @@ func (k *Kafka) KafkaTransferRefusals(ctx context.Context, rounds int, bound tim
 			c.out.Took = append(c.out.Took, time.Since(start))
 			var te *coordination.TransferError
 			if !errors.As(err, &te) {
-				return down, notMember, fmt.Errorf("transfer to %s: %v; want a TransferError", c.to, err)
+				return down, notMember, fmt.Errorf("transfer to %s: %w; want a TransferError", c.to, err)
 			}
 			c.out.Faults = append(c.out.Faults, te.Fault.String())
 			if holder.Err() == nil {

@@ -327,7 +327,10 @@ func awaitRegistration(ctx context.Context, m *mixed, member string, before int6
 			return time.Now().UnixMilli(), nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("member %s did not register within %s (see %s; last error: %v)", member, timeout, m.o.info.MemberPath(member, "log"), err)
+			if err != nil {
+				return 0, fmt.Errorf("member %s did not register within %s (see %s; last error: %w)", member, timeout, m.o.info.MemberPath(member, "log"), err)
+			}
+			return 0, fmt.Errorf("member %s did not register within %s (see %s)", member, timeout, m.o.info.MemberPath(member, "log"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
