@@ -274,6 +274,7 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		return campaignStep{action: campaignChallenge, memory: memory}
 	}
 	var notes campaignNote
+	offer := false // a holder's offer is taken (offeredTo)
 	switch classifyOwnLease(state, member, view.leaseFenced, rules.duplicateCheck) {
 	case ownLeaseDeposed:
 		if !memory.fencer.asked {
@@ -289,6 +290,9 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		}
 	case ownLeaseEarlier:
 		decision = Decision{Action: ActionChallenge}
+		if offered, ok := offeredTo(state, member, view, rules, nowMillis); ok {
+			memory.offer, offer = offered, true
+		}
 	case ownLeaseWatch:
 		if offered, ok := offeredTo(state, member, view, rules, nowMillis); ok {
 			// A holder's planned transfer to this member: take it at
@@ -297,7 +301,7 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 				return campaignStep{action: campaignDescribeEpoch, memory: memory}
 			}
 			if view.epoch.err == nil && view.epoch.held && view.epoch.current == offered.Token {
-				memory.offer = offered
+				memory.offer, offer = offered, true
 				decision = Decision{Action: ActionChallenge}
 				break
 			}
@@ -313,13 +317,16 @@ func decideCampaign(state RoleState, member MemberID, view campaignView, rules c
 		return campaignStep{action: campaignWait, until: decision.WaitUntil, notes: notes, memory: memory}.withHeartbeat(view)
 	case ActionHold, ActionChallenge:
 		// Hold comes only of a lease that names this member, which this
-		// call did not write: the restart path challenges.
+		// call did not write: the restart path challenges. An offer does
+		// not wait for a complete view: the holder stopped writing, and
+		// only its take-back after the transfer's bound could be hidden,
+		// which this mint then fences (the transfer ends either way).
 		if nowMillis < view.notBefore {
 			return campaignStep{action: campaignWait, until: view.notBefore, notes: notes, memory: memory}
 		}
 		var hold bool
 		var note campaignNote
-		if !hiddenRecordsRankBehind(state, member) {
+		if !offer && !hiddenRecordsRankBehind(state, member) {
 			memory, hold, note = memory.watchStable(view.stable, nowMillis, rules.lease)
 		}
 		if hold {

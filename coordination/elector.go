@@ -115,7 +115,10 @@ func NewElector(transport Transport, role Role, member MemberID, callbacks Elect
 //
 // Run waits for OnStartedLeading to return before it resigns or campaigns
 // again, so two leaderships of one elector never overlap; work that
-// ignores its context keeps Run waiting.
+// ignores its context keeps Run waiting. With [WithSuccessor], a Run whose
+// context ends while it leads hands the role to the chosen member instead
+// of resigning, which may take up to the transfer's bound
+// ([WithTransferTimeout]).
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return errors.New("coordination: Elector.Run: already running")
@@ -205,7 +208,9 @@ func (e *Elector) lead(ctx context.Context, leader *Leadership) error {
 	e.callbacks.OnStartedLeading(work, leader)
 	returned = true
 	cancel(nil)
-	e.resign(ctx, leader)
+	if ctx.Err() == nil || !e.handOver(ctx, leader) { // WithSuccessor: leadership_transfer.go
+		e.resign(ctx, leader)
+	}
 	return leader.Err()
 }
 

@@ -170,6 +170,14 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 		return fail(TransferNotTaken, err, "reading the roster of %s failed; nothing was written", l.partition)
 	}
 	entry, ok := state.Entry(to)
+	if now := l.settings.clock.NowMillis(); !ok || entry.LapsedAt(now, l.settings.lease) {
+		// A refusal reads the partition itself: a follower's view may lag
+		// a registration or a heartbeat that was just committed.
+		if state, err = reader.readAll(ctx); err != nil {
+			return fail(TransferNotTaken, err, "reading the roster of %s failed; nothing was written", l.partition)
+		}
+		entry, ok = state.Entry(to)
+	}
 	if !ok {
 		return fail(TransferNotMember, nil, "%s is not in the roster of the role (%d members): it must compete for the role (AcquireLeadership, an Elector) to take it", to, len(state.Roster))
 	}
@@ -307,6 +315,20 @@ func (r *transferReader) read(ctx context.Context) (RoleState, error) {
 	return r.builder.Build(), nil
 }
 
+// readAll returns the role's state from a read of the whole partition, to
+// its last stable offset, whatever the follower's view holds.
+func (r *transferReader) readAll(ctx context.Context) (RoleState, error) {
+	records, err := r.l.transport.ReadPartition(ctx, r.l.partition)
+	if err != nil {
+		return RoleState{}, wrapf(err, nil, "read %s for role %s", r.l.partition, r.l.role)
+	}
+	builder := NewRoleStateBuilder(r.l.role)
+	for _, record := range records {
+		_ = builder.Apply(record)
+	}
+	return builder.Build(), nil
+}
+
 // wait returns on a new record of the partition, after one poll interval,
 // or when ctx ends.
 func (r *transferReader) wait(ctx context.Context) {
@@ -357,4 +379,34 @@ func (h *leaseHistory) priorOf(lease Lease) *Lease {
 	}
 	prior := *h.prior
 	return &prior
+}
+
+// handOver transfers the leadership of a Run whose context ended to the
+// member that WithSuccessor's func chooses from the roster, and reports
+// whether it did; false (no chooser, "" chosen, the roster unreadable, a
+// failed transfer) leaves the resignation to the caller. The transfer
+// runs under a context of its own, bounded by the transfer's bound.
+func (e *Elector) handOver(ctx context.Context, leader *Leadership) bool {
+	choose := e.settings.successor
+	if choose == nil || leader.Err() != nil {
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	read, cancel := withClockTimeout(ctx, e.settings.clock, electorResignBound)
+	state, err := DescribeRoleState(read, e.transport, e.role, e.options...)
+	cancel()
+	if err != nil {
+		e.logger.Warn("coordination: the elector could not read the roster to choose a successor; resigning instead", slog.Any("error", err))
+		return false
+	}
+	to := (*choose)(state.Roster)
+	if to.IsZero() {
+		return false
+	}
+	if err := leader.TransferTo(ctx, to); err != nil {
+		e.logger.Warn("coordination: the transfer to the chosen successor failed; resigning instead", slog.String("successor", to.String()), slog.Any("error", err))
+		return false
+	}
+	e.logger.Info("coordination: the elector handed the role to its successor", slog.String("successor", to.String()))
+	return true
 }
