@@ -740,7 +740,7 @@ func (r *runner) transfer(ctx context.Context) error {
 			row := bench.Row{Figure: "  " + c.name + ": TransferTo's error" + p.suffix, Unit: "ms", Kafka: s,
 				Target: fmt.Sprintf("holder keeps the role, no epoch used, max ≤ bound %v + 1 s", bound)}
 			row.Met = bench.Met(c.out.Kept == rounds && c.out.EpochUsed == 0 && s.Max <= float64((bound+time.Second)/time.Millisecond))
-			row.Note = fmt.Sprintf("%d rounds: holder kept the role %d, an epoch used %d; faults %s", rounds, c.out.Kept, c.out.EpochUsed, strings.Join(slices.Compact(c.out.Faults), ", "))
+			row.Note = fmt.Sprintf("%d rounds: holder kept the role %d, an epoch used %d; faults %s", rounds, c.out.Kept, c.out.EpochUsed, strings.Join(slices.Compact(slices.Sorted(slices.Values(c.out.Faults))), ", "))
 			if c.name == "transfer to a down member" {
 				row.Note += "; down: a registration with no process behind it, heartbeats off, so the holder waits for the bound"
 			}

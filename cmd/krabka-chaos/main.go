@@ -130,12 +130,25 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "run directory (default a new directory under the system temp dir)")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON")
 	failSlow := fs.Bool("fail-slow", false, "exit 1 also when a failover took longer than its bound or never came")
+	rolling := fs.Bool("rolling", false, "no nemesis: a rolling restart of --members members on one role, once by each procedure: transfer (standbys first, the holder last, handing the role to a member already restarted) and resign (roster order, the holder first, each resigning); checks the run, and reports the leadership changes, epochs and the longest gap without an acknowledged command of each (docs/operations.md)")
+	rollingHold := fs.Duration("rolling-hold", 2*time.Second, "with --rolling: how long each step runs after the restarted member registered again")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	if *brokers == "" {
 		fmt.Fprintln(stderr, "krabka-chaos run: no broker: pass --brokers or set KRABKA_KAFKA_BROKERS (out=$(scripts/kafka-start.sh) && eval \"$out\")")
 		return exitUsage
+	}
+	if *rolling {
+		if *members < 2 {
+			fmt.Fprintf(stderr, "krabka-chaos run --rolling: --members %d: want at least 2\n", *members)
+			return exitUsage
+		}
+		return rollingMode(ctx, chaos.RollingConfig{
+			Brokers: splitList(*brokers), Members: *members,
+			Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll,
+			CommandInterval: *interval, WriteTimeout: *writeTimeout, Hold: *rollingHold,
+		}, *out, *settle, *jsonOut, stdout, stderr)
 	}
 	kinds := splitList(*faults)
 	if *faults == "all" {
@@ -204,6 +217,51 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// The check runs even after an interrupt, on a context of its own.
 	return report(context.WithoutCancel(ctx), info.Dir, nil, *settle, *jsonOut, *failSlow, stdout, stderr)
+}
+
+// rollingMode runs a rolling restart (--rolling), checks it, and reports
+// each procedure. It exits 1 on a violation, a history that does not
+// linearize, or a transfer procedure that took more than one leadership
+// change or one epoch.
+func rollingMode(ctx context.Context, config chaos.RollingConfig, out string, settle time.Duration, jsonOut bool, stdout, stderr io.Writer) int {
+	dir := out
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "krabka-chaos-rolling-"); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitHarness
+		}
+	}
+	dir, _ = filepath.Abs(dir)
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitHarness
+	}
+	config.Dir, config.Executable, config.Progress = dir, exe, stderr
+	run, err := chaos.OrchestrateRolling(ctx, config)
+	if err != nil {
+		fmt.Fprintf(stderr, "krabka-chaos run --rolling: %v (run directory %s)\n", err, dir)
+		return exitHarness
+	}
+	code := report(context.WithoutCancel(ctx), dir, nil, settle, jsonOut, false, stdout, stderr)
+	phases, err := chaos.MeasureRolling(context.WithoutCancel(ctx), run)
+	if err != nil {
+		fmt.Fprintf(stderr, "krabka-chaos run --rolling: %v\n", err)
+		return exitHarness
+	}
+	for _, p := range phases {
+		if jsonOut {
+			_ = json.NewEncoder(stdout).Encode(p)
+		} else {
+			fmt.Fprintln(stdout, p)
+		}
+		if p.Procedure == chaos.ProcedureTransfer && (p.Changes != 1 || p.Epochs != 1) {
+			fmt.Fprintf(stderr, "krabka-chaos: the transfer procedure took %d leadership changes and %d epochs; want 1 and 1\n", p.Changes, p.Epochs)
+			code = max(code, exitFailed)
+		}
+	}
+	return code
 }
 
 func checkMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -173,4 +174,75 @@ func TestSuccessorOnStopKfake(t *testing.T) {
 	cancel()
 	b.wait()
 	c.wait()
+}
+
+// A transfer of run's role: the holder stops its command before the
+// offer, so the two commands never run at once, and a refused transfer
+// starts the command again under the same token.
+func TestTransferOfRunKfake(t *testing.T) {
+	conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "transfer-run"}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	// Each command marks its start and its end in a file of its own, so the
+	// test can tell whether the two ran at once.
+	script := `echo "$(date +%s%N) start" >> ` + dir + `/"$KRABKA_MEMBER"; trap 'echo "$(date +%s%N) end" >> ` + dir + `/"$KRABKA_MEMBER"; exit 0' TERM; while :; do sleep 0.05; done`
+	runArgs := func(member string) []string {
+		return append(append([]string{"run", "job", member, "--listen", "127.0.0.1:0", "--step-down-endpoint", "--transfer-timeout", "2s"}, conn...),
+			append(fastLease, "--grace", "500ms", "--max-clock-skew", "100ms", "--", "sh", "-c", script)...)
+	}
+	a := startCLI(ctx, nil, runArgs("node-a")...)
+	addr := waitAddr(t, a)
+	a.waitFor(t, electedText, 20*time.Second)
+	b := startCLI(ctx, nil, runArgs("node-b")...)
+	before := waitDescribe(t, conn, "job", func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 2 })
+	waitLines(t, dir+"/node-a", 1)
+
+	code, stdout, stderr := runCLI(t, nil, append([]string{"transfer", "job", "--to", "ghost", "--at", addr}, conn...)...)
+	if code != exitUsage || !strings.Contains(stderr, "not_member") {
+		t.Fatalf("transfer --to ghost: exit %d: %s%s", code, stdout, stderr)
+	}
+	waitLines(t, dir+"/node-a", 3) // start, end, start again
+	same := waitDescribe(t, conn, "job", func(r describeJSON) bool { return r.Lease != nil })
+	if same.Lease.Holder != "node-a" || same.Lease.Token.Token != before.Lease.Token.Token {
+		t.Fatalf("after the refused transfer: %+v; want node-a under %s", same.Lease, before.Lease.Token.Token)
+	}
+
+	code, stdout, stderr = runCLI(t, nil, append([]string{"transfer", "job", "--to", "node-b", "--at", addr}, conn...)...)
+	if code != exitOK {
+		t.Fatalf("transfer --to node-b: exit %d: %s%s", code, stdout, stderr)
+	}
+	waitLines(t, dir+"/node-b", 1)
+	aLines, bLines := readLines(t, dir+"/node-a"), readLines(t, dir+"/node-b")
+	if len(aLines) != 4 || !strings.HasSuffix(aLines[3], "_end") {
+		t.Fatalf("node-a's command: %q; want start, end, start, end", aLines)
+	}
+	if aLines[3] > bLines[0] { // same-width nanosecond stamps compare as text
+		t.Fatalf("node-a's command ended at %s, after node-b's started at %s: two copies ran at once", aLines[3], bLines[0])
+	}
+	cancel()
+	a.wait()
+	b.wait()
+}
+
+// waitLines waits until the file has at least n lines.
+func waitLines(t *testing.T, path string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(readLines(t, path)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %q; want %d lines", path, readLines(t, path), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(strings.ReplaceAll(string(data), " ", "_"))
 }

@@ -136,12 +136,23 @@ func (k *Kafka) KafkaTransferRefusals(ctx context.Context, rounds int, bound tim
 	if err != nil {
 		return down, notMember, err
 	}
-	defer func() { _ = holder.Resign(context.Background()) }()
+	defer resignAll([]*coordination.Leadership{holder})
 	partition, _ := coordination.RoleTopicPartition(role, options...)
 	ghost := mustMember("down")
 	value := coordination.EncodeRegistration(coordination.Registration{Member: ghost, RegisteredAt: time.Now().UnixMilli()})
 	if err := t.Append(ctx, partition, coordination.EncodeKey(coordination.RegistrationKey(role, ghost)), value); err != nil {
 		return down, notMember, fmt.Errorf("register the down member: %w", err)
+	}
+	// The holder's own view of the roster must show the down member before
+	// the first round, or the round is refused as a non-member's: the read
+	// of the roster, then a poll interval of the leadership's follower.
+	if err := waitStandby(ctx, t, role, ghost, options, -1); err != nil {
+		return down, notMember, err
+	}
+	select {
+	case <-ctx.Done():
+		return down, notMember, ctx.Err()
+	case <-time.After(coordination.DefaultPollInterval + 100*time.Millisecond):
 	}
 	down.Bound, notMember.Bound = bound, bound
 	for range rounds {
@@ -154,7 +165,7 @@ func (k *Kafka) KafkaTransferRefusals(ctx context.Context, rounds int, bound tim
 			c.out.Took = append(c.out.Took, time.Since(start))
 			var te *coordination.TransferError
 			if !errors.As(err, &te) {
-				return down, notMember, fmt.Errorf("transfer to %s: %v; want a TransferError", c.to, err)
+				return down, notMember, fmt.Errorf("transfer to %s: %w; want a TransferError", c.to, err)
 			}
 			c.out.Faults = append(c.out.Faults, te.Fault.String())
 			if holder.Err() == nil {
@@ -251,24 +262,42 @@ func (k *Kafka) KafkaDrain(ctx context.Context, n int) (time.Duration, int, erro
 	// ends with the bound.
 	took := time.Duration(0)
 	bound := time.After(time.Minute)
+	var taker []*coordination.Leadership
 	for i := range n {
 		select {
 		case r := <-taken[i]:
 			if r.err == nil {
 				took = max(took, r.at.Sub(start))
-				defer func() { _ = r.leadership.Resign(context.Background()) }()
+				taker = append(taker, r.leadership)
 			}
 		case <-bound:
 			stop()
-			<-taken[i]
+			if r := <-taken[i]; r.err == nil {
+				taker = append(taker, r.leadership)
+			}
 		}
 	}
 	for i := range n {
 		if held[i].Err() == nil {
-			_ = held[i].Resign(context.Background())
+			taker = append(taker, held[i])
 		}
 	}
+	resignAll(taker)
 	return took, failed, nil
+}
+
+// resignAll resigns the leaderships at once, each within a few seconds: a
+// clean-up, whose failures leave the leases to lapse.
+func resignAll(leaderships []*coordination.Leadership) {
+	var wg sync.WaitGroup
+	for _, l := range leaderships {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = l.Resign(ctx)
+		})
+	}
+	wg.Wait()
 }
 
 func cmpErr(first, err error) error {
