@@ -23,9 +23,9 @@ func TestWriteChecksTheRecordsBeforeAnything(t *testing.T) {
 		}
 		ctx := context.Background()
 		if e.plain {
-			// A transport without guarded writes refuses every Write.
-			if err := holder.Write(ctx, scCommands); err == nil || !strings.Contains(err.Error(), "does not implement") {
-				t.Fatalf("Write over a plain transport = %v, want an error that says what it does not implement", err)
+			// A transport without ExtendedTransport refuses every Write.
+			if err := holder.Write(ctx, scCommands); err == nil || !strings.Contains(err.Error(), "does not implement ExtendedTransport") {
+				t.Fatalf("Write over a plain transport = %v, want an error naming ExtendedTransport", err)
 			}
 			e.resign(holder)
 			return
