@@ -1,6 +1,7 @@
 package coordination_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -99,5 +100,49 @@ func TestRenewerPausedLeadershipResigns(t *testing.T) {
 		e.runTo(5_000)
 		e.resign(holder)
 		e.checkLeaseTombstone(holder)
+	})
+}
+
+// TestRenewerPausedAttemptWritesNothing: a due renewal that waits for the
+// write slot behind a guarded write, and is paused meanwhile, writes no
+// lease when it gets the slot; resume then renews at once (it is due).
+func TestRenewerPausedAttemptWritesNothing(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1)
+		if e.plain {
+			// No guarded write to hold the slot with: the pause of a
+			// renewal that waits for it needs one.
+			e.resign(holder)
+			return
+		}
+		e.runTo(9_000)
+		release := node1.raw.Block(coordinationtest.OpWriteGuarded)
+		written := make(chan error, 1)
+		go func() { written <- holder.Write(context.Background(), scCommands) }()
+		node1.raw.WaitCalls(coordinationtest.OpWriteGuarded, 1)
+		e.runTo(10_000) // the renewal is due, and waits for the slot
+		writes := node1.raw.Calls(coordinationtest.OpWriteLease)
+		e.runTo(10_500)
+		coordination.PauseRenewals(holder)
+		release()
+		if err := <-written; err != nil {
+			t.Fatalf("the guarded write that held the slot: %v", err)
+		}
+		e.settle()
+		if got := node1.raw.Calls(coordinationtest.OpWriteLease); got != writes {
+			t.Fatalf("a renewal paused while it waited for the slot wrote %d leases, want none", got-writes)
+		}
+		if got := holder.Lease().GrantedAt; got != scAt(0) {
+			t.Fatalf("the lease was granted at %d, want 0 (no renewal)", got-scStart)
+		}
+		e.runTo(12_000)
+		coordination.ResumeRenewals(holder)
+		e.settle()
+		if got := holder.Lease().GrantedAt; got != scAt(12_000) {
+			t.Fatalf("the resume of a due renewal renewed at %d, want 12000 (at once)", got-scStart)
+		}
+		scHolds(t, holder)
+		e.resign(holder)
 	})
 }
