@@ -149,31 +149,43 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 	}
 }
 
-// elect --successor: at a stop the holder hands the role to the named
-// member, not to the first standby by rank.
+// elect --successor and --successor-policy newest: at a stop the holder
+// hands the role to the named member, or to the live standby registered
+// last, not to the first standby by rank.
 func TestSuccessorOnStopKfake(t *testing.T) {
-	conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "successor"}
-	createStateTopic(t, conn)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	holderCtx, stopHolder := context.WithCancel(ctx)
-	a := startCLI(holderCtx, nil, append(append([]string{"elect", "successor", "node-a", "--successor", "node-c"}, conn...), fastLease...)...)
-	a.waitFor(t, electedText, 20*time.Second)
-	b := startCLI(ctx, nil, append(append([]string{"elect", "successor", "node-b"}, conn...), fastLease...)...)
-	waitDescribe(t, conn, "successor", func(r describeJSON) bool { return len(r.Roster) == 2 })
-	c := startCLI(ctx, nil, append(append([]string{"elect", "successor", "node-c"}, conn...), fastLease...)...)
-	before := waitDescribe(t, conn, "successor", func(r describeJSON) bool { return len(r.Roster) == 3 })
-	stopHolder()
-	if r := a.wait(); r.code != exitOK || !strings.Contains(r.stdout, "transferred: member node-a handed role successor") {
-		t.Fatalf("node-a: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	for _, c := range []struct {
+		name string
+		flag []string
+	}{
+		{"named", []string{"--successor", "node-c"}},
+		{"newest", []string{"--successor-policy", "newest"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			role := "successor-" + c.name
+			conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "successor"}
+			createStateTopic(t, conn)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			holderCtx, stopHolder := context.WithCancel(ctx)
+			a := startCLI(holderCtx, nil, append(append(append([]string{"elect", role, "node-a"}, c.flag...), conn...), fastLease...)...)
+			a.waitFor(t, electedText, 20*time.Second)
+			b := startCLI(ctx, nil, append(append([]string{"elect", role, "node-b"}, conn...), fastLease...)...)
+			waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 2 })
+			d := startCLI(ctx, nil, append(append([]string{"elect", role, "node-c"}, conn...), fastLease...)...)
+			before := waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 3 })
+			stopHolder()
+			if r := a.wait(); r.code != exitOK || !strings.Contains(r.stdout, "transferred: member node-a handed role "+role) {
+				t.Fatalf("node-a: exit %d: %s%s", r.code, r.stdout, r.stderr)
+			}
+			after := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && r.Lease.Token.Token != before.Lease.Token.Token })
+			if after.Lease.Holder != "node-c" || after.Lease.Token.ProducerEpoch != before.Lease.Token.ProducerEpoch+1 {
+				t.Fatalf("after node-a's stop: %+v; want node-c (not node-b of rank 0) under the next epoch", after.Lease)
+			}
+			cancel()
+			b.wait()
+			d.wait()
+		})
 	}
-	after := waitDescribe(t, conn, "successor", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Token.Token != before.Lease.Token.Token })
-	if after.Lease.Holder != "node-c" || after.Lease.Token.ProducerEpoch != before.Lease.Token.ProducerEpoch+1 {
-		t.Fatalf("after node-a's stop: %+v; want node-c (the successor, not node-b of rank 0) under the next epoch", after.Lease)
-	}
-	cancel()
-	b.wait()
-	c.wait()
 }
 
 // A transfer of run's role: the holder stops its command before the
