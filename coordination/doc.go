@@ -526,7 +526,9 @@
 // now, that it did not mint, granted after its own registration, and
 // whose lease before it, under the same token, named another member (the
 // holder). It mints at once (its InitProducerId fences the holder, so there
-// are never two writers with authority) and writes its own lease. The
+// are never two writers with authority), without waiting for a view that
+// no open transaction hides (the holder stopped writing), and writes its
+// own lease. The
 // holder sees a lease that names the target under a newer token:
 // TransferTo returns nil, the leadership ends with [ErrTransferred] (and
 // [ErrNotHeld]), and the holder withdraws its registration as a

@@ -51,18 +51,18 @@ type MemberConfig struct {
 	// for another reason than the end of the context.
 	RetryInterval time.Duration
 
-	// Successor, if not nil, names at a stop the member that the member
-	// hands each role it leads to (Leadership.TransferTo) instead of
-	// resigning; "" resigns, and so does a transfer that fails. The
-	// rolling-restart run sets it ([OrchestrateRolling]).
-	Successor func() string
-
 	// Acks receives one line per acknowledged command, and Events one line
 	// per event. Both are required. Calls, if not nil, receives one [Call]
 	// line per exported call of package coordination, and History, if not
 	// nil, one [HistoryEntry] at the invocation and one at the return of
 	// every acquisition and guarded write.
 	Acks, Events, Calls, History *LineLog
+
+	// TransferTarget, if not nil, names at shutdown the member to hand a
+	// held role to (Leadership.TransferTo, issue 31) instead of resigning;
+	// "" resigns. A build of the library without TransferTo (an earlier
+	// release, in the mixed-release run) resigns.
+	TransferTarget func() string
 }
 
 // Member competes for the roles of a run and writes commands while it leads.
@@ -176,7 +176,7 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 	for {
 		select {
 		case <-ctx.Done():
-			if m.handOver(ctx, leadership) {
+			if m.transfer(ctx, leadership) {
 				return
 			}
 			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -227,6 +227,38 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			m.event(Event{Kind: EventWriteFailed, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
 		}
 	}
+}
+
+// transferer is a leadership of a library release with
+// Leadership.TransferTo; an interface, so that the harness builds on an
+// earlier release too.
+type transferer interface {
+	TransferTo(ctx context.Context, to coordination.MemberID) error
+}
+
+// transfer hands the role of a leadership that ctx's end stops to the
+// member that config.TransferTarget names, and reports whether it did.
+func (m *Member) transfer(ctx context.Context, leadership *coordination.Leadership) bool {
+	if m.config.TransferTarget == nil {
+		return false
+	}
+	target := m.config.TransferTarget()
+	t, ok := any(leadership).(transferer)
+	if target == "" || !ok {
+		return false
+	}
+	to, err := coordination.NewMemberID(target)
+	if err != nil {
+		return false
+	}
+	role, token := leadership.Role().String(), leadership.Token().String()
+	err = m.Timed(context.WithoutCancel(ctx), CallTransfer, role, func(ctx context.Context) error { return t.TransferTo(ctx, to) })
+	if err != nil {
+		m.event(Event{Kind: EventWriteFailed, Role: role, Token: token, Error: "transfer to " + target + ": " + err.Error()})
+		return false
+	}
+	m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: errText(errors.Join(errors.New("shutdown: transferred to "+target), leadership.Err()))})
+	return true
 }
 
 // commandRecords builds the cmd.PartCount() records of one command of the

@@ -41,6 +41,13 @@ type MixedConfig struct {
 	// safe, one epoch more).
 	ResignationAnchor bool
 
+	// Transfer makes the rollback's restart of the holder (a member of
+	// this release, every other one back on the previous release) a
+	// planned transfer (Leadership.TransferTo, issue 31) to the last
+	// standby of the roster instead of a resignation: the target and the
+	// bystander run the previous release.
+	Transfer bool
+
 	// Hold is how long each step runs, after the restarted member
 	// registered again (and, after a restart of the holder, after the next
 	// holder took the role), before the next step.
@@ -82,6 +89,11 @@ type MixedStep struct {
 	// roster read just before its stop: the member a handover in rank order
 	// gives the role to.
 	FirstStandby string `json:"first_standby,omitempty"`
+
+	// TransferTo is, for a holder stopped with a planned transfer
+	// ([MixedConfig.Transfer]), the member it named: the last standby of
+	// the roster read just before its stop.
+	TransferTo string `json:"transfer_to,omitempty"`
 
 	// StopMillis is the host time of the SIGTERM, ExitMillis that of the
 	// process's end, and RegisteredMillis the time the new process's
@@ -318,18 +330,18 @@ func (m *mixed) stop(member string, timeout time.Duration) error {
 }
 
 // registration returns the offset of the member's registration in the
-// state topic, and -1 when it has none, and the first other member of the
-// roster ("" when there is none).
-func (m *mixed) registration(ctx context.Context, member string) (offset int64, first string, err error) {
+// state topic, and -1 when it has none, and the first and the last other
+// member of the roster ("" when there is none).
+func (m *mixed) registration(ctx context.Context, member string) (offset int64, first, last string, err error) {
 	id, err := coordination.NewMemberID(member)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	read, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	state, err := coordination.DescribeRoleState(read, m.reader, m.role, m.options...)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	offset = -1
 	for _, entry := range state.Roster {
@@ -338,24 +350,36 @@ func (m *mixed) registration(ctx context.Context, member string) (offset int64, 
 			offset = entry.Offset
 		case first == "":
 			first = entry.Member.String()
+			last = first
+		default:
+			last = entry.Member.String()
 		}
 	}
-	return offset, first, nil
+	return offset, first, last, nil
 }
 
 // restart stops the member and starts it on the binary of another release;
 // see [OrchestrateMixed].
 func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, holder bool, config MixedConfig) (MixedStep, error) {
 	step := MixedStep{Phase: phase, Member: member, From: m.release[member], To: to, Holder: holder}
-	before, first, err := m.registration(ctx, member)
+	before, first, last, err := m.registration(ctx, member)
 	if err != nil {
 		return step, err
 	}
 	if holder {
 		step.FirstStandby = first
 	}
+	transferFile := m.o.info.MemberPath(member, "transfer-to")
+	if holder && config.Transfer && phase == "rollback" {
+		step.TransferTo = last
+		if err := os.WriteFile(transferFile, []byte(last+"\n"), 0o644); err != nil {
+			return step, err
+		}
+	}
 	step.StopMillis = time.Now().UnixMilli()
-	if err := m.stop(member, 10*time.Second); err != nil {
+	err = m.stop(member, 10*time.Second)
+	_ = os.Remove(transferFile) // the next incarnation resigns
+	if err != nil {
 		return step, err
 	}
 	step.ExitMillis = time.Now().UnixMilli()
@@ -364,7 +388,7 @@ func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, h
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		offset, _, err := m.registration(ctx, member)
+		offset, _, _, err := m.registration(ctx, member)
 		if err != nil && ctx.Err() != nil {
 			return step, err
 		}

@@ -166,7 +166,7 @@ const (
 	CallAcquire  = "acquire"  // coordination.AcquireLeadership
 	CallWrite    = "write"    // Leadership.Write
 	CallResign   = "resign"   // Leadership.Resign
-	CallTransfer = "transfer" // Leadership.TransferTo, at the stop of a rolling restart
+	CallTransfer = "transfer" // Leadership.TransferTo
 	CallClose    = "close"    // KafkaTransport.Close, which takes no context
 )
 
