@@ -122,7 +122,11 @@ transaction.max.timeout.ms.`,
 						if !held && req.drain && errors.Is(leadership.Err(), coordination.ErrTransferred) {
 							return h.idle(signals.ctx)
 						}
-						if !held && !errors.Is(leadership.Err(), coordination.ErrTransferred) {
+						switch {
+						case held:
+						case errors.Is(leadership.Err(), coordination.ErrTransferred):
+							h.metrics.rejoined("transfer")
+						default:
 							if err := h.lost(leadership); !h.rejoinAfter(err) {
 								return err
 							}
