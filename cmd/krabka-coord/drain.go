@@ -86,8 +86,8 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 				var left []string
 				for {
 					left, err = rolesOf(waitCtx, s, member)
-					if err == nil && len(left) == 0 {
-						break
+					if err == nil && settled(left, answered) {
+						break // every role left is one its process could not move
 					}
 					if waitCtx.Err() != nil {
 						break
@@ -126,6 +126,18 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 	cmd.Flags().StringSliceVar(&at, "at", nil, "host:port of the --listen of a process of MEMBER; repeat it, or separate with commas, for each process")
 	cmd.Flags().DurationVar(&wait, "wait", 120*time.Second, "how long to wait for the processes' answers and for the member to leave every roster")
 	return cmd
+}
+
+// settled reports whether the drain has nothing more to wait for: every
+// role that still names the member is one whose process said it could not
+// move it.
+func settled(left []string, moved map[string]bool) bool {
+	for _, role := range left {
+		if ok, answered := moved[role]; !answered || ok {
+			return false
+		}
+	}
+	return true
 }
 
 // drainAnswer is one process's answer to POST /drain.
