@@ -41,7 +41,8 @@ process then stays out of the roster, holding nothing, until it gets a
 signal (exit 0): stop it then.
 
 drain then reads every role of the state topic until MEMBER holds no lease
-and is in no roster, up to --wait. It prints one line per process (and per
+and is in no roster (or every role left is one whose process said it could
+not move it), up to --wait. It prints one line per process (and per
 role that MEMBER still holds or waits for with no --at address for it):
 where the role went, or what could not move and why.
 
