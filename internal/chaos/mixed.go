@@ -45,7 +45,9 @@ type MixedConfig struct {
 	// this release, every other one back on the previous release) a
 	// planned transfer (Leadership.TransferTo, issue 31) to the last
 	// standby of the roster instead of a resignation: the target and the
-	// bystander run the previous release.
+	// bystander run the previous release. The holder learns its target
+	// from its successor file, as in the rolling-restart run
+	// (MemberConfig.Successor).
 	Transfer bool
 
 	// Hold is how long each step runs, after the restarted member
@@ -369,7 +371,7 @@ func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, h
 	if holder {
 		step.FirstStandby = first
 	}
-	transferFile := m.o.info.MemberPath(member, "transfer-to")
+	transferFile := m.o.info.MemberPath(member, "successor") // the member reads it at its stop (MemberConfig.Successor, rolling.go)
 	if holder && config.Transfer && phase == "rollback" {
 		step.TransferTo = last
 		if err := os.WriteFile(transferFile, []byte(last+"\n"), 0o644); err != nil {
