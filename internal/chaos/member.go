@@ -57,12 +57,6 @@ type MemberConfig struct {
 	// nil, one [HistoryEntry] at the invocation and one at the return of
 	// every acquisition and guarded write.
 	Acks, Events, Calls, History *LineLog
-
-	// TransferTarget, if not nil, names at shutdown the member to hand a
-	// held role to (Leadership.TransferTo, issue 31) instead of resigning;
-	// "" resigns. A build of the library without TransferTo (an earlier
-	// release, in the mixed-release run) resigns.
-	TransferTarget func() string
 }
 
 // Member competes for the roles of a run and writes commands while it leads.
@@ -176,9 +170,6 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 	for {
 		select {
 		case <-ctx.Done():
-			if m.transfer(ctx, leadership) {
-				return
-			}
 			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			err := m.Timed(resign, CallResign, role, leadership.Resign)
 			cancel()
@@ -227,38 +218,6 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			m.event(Event{Kind: EventWriteFailed, Role: role, Token: token, Seq: cmd.Seq, Error: err.Error()})
 		}
 	}
-}
-
-// transferer is a leadership of a library release with
-// Leadership.TransferTo; an interface, so that the harness builds on an
-// earlier release too.
-type transferer interface {
-	TransferTo(ctx context.Context, to coordination.MemberID) error
-}
-
-// transfer hands the role of a leadership that ctx's end stops to the
-// member that config.TransferTarget names, and reports whether it did.
-func (m *Member) transfer(ctx context.Context, leadership *coordination.Leadership) bool {
-	if m.config.TransferTarget == nil {
-		return false
-	}
-	target := m.config.TransferTarget()
-	t, ok := any(leadership).(transferer)
-	if target == "" || !ok {
-		return false
-	}
-	to, err := coordination.NewMemberID(target)
-	if err != nil {
-		return false
-	}
-	role, token := leadership.Role().String(), leadership.Token().String()
-	err = m.Timed(context.WithoutCancel(ctx), CallTransfer, role, func(ctx context.Context) error { return t.TransferTo(ctx, to) })
-	if err != nil {
-		m.event(Event{Kind: EventWriteFailed, Role: role, Token: token, Error: "transfer to " + target + ": " + err.Error()})
-		return false
-	}
-	m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: errText(errors.Join(errors.New("shutdown: transferred to "+target), leadership.Err()))})
-	return true
 }
 
 // commandRecords builds the cmd.PartCount() records of one command of the

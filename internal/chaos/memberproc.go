@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -105,15 +104,6 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		Events:          events,
 		Calls:           calls,
 		History:         history,
-		TransferTarget: func() string {
-			// The orchestrator names the member a holder hands its role to
-			// on SIGTERM (the mixed-release run's transfer step).
-			data, err := os.ReadFile(info.MemberPath(id, "transfer-to"))
-			if err != nil {
-				return ""
-			}
-			return strings.TrimSpace(string(data))
-		},
 	})
 	if err != nil {
 		return err

@@ -45,7 +45,9 @@ type MixedConfig struct {
 	// this release, every other one back on the previous release) a
 	// planned transfer (Leadership.TransferTo, issue 31) to the last
 	// standby of the roster instead of a resignation: the target and the
-	// bystander run the previous release.
+	// bystander run the previous release. The holder learns its target
+	// from its successor file, as in the rolling-restart run
+	// (MemberConfig.Successor).
 	Transfer bool
 
 	// Hold is how long each step runs, after the restarted member
@@ -330,18 +332,18 @@ func (m *mixed) stop(member string, timeout time.Duration) error {
 }
 
 // registration returns the offset of the member's registration in the
-// state topic, and -1 when it has none, and the first and the last other
-// member of the roster ("" when there is none).
-func (m *mixed) registration(ctx context.Context, member string) (offset int64, first, last string, err error) {
+// state topic, and -1 when it has none, and the first other member of the
+// roster ("" when there is none).
+func (m *mixed) registration(ctx context.Context, member string) (offset int64, first string, err error) {
 	id, err := coordination.NewMemberID(member)
 	if err != nil {
-		return 0, "", "", err
+		return 0, "", err
 	}
 	read, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	state, err := coordination.DescribeRoleState(read, m.reader, m.role, m.options...)
 	if err != nil {
-		return 0, "", "", err
+		return 0, "", err
 	}
 	offset = -1
 	for _, entry := range state.Roster {
@@ -350,27 +352,47 @@ func (m *mixed) registration(ctx context.Context, member string) (offset int64, 
 			offset = entry.Offset
 		case first == "":
 			first = entry.Member.String()
-			last = first
-		default:
+		}
+	}
+	return offset, first, nil
+}
+
+// lastStandby returns the last member of the roster other than member,
+// "" when there is none: the target of a planned transfer that passes the
+// first standby over.
+func (m *mixed) lastStandby(ctx context.Context, member string) (string, error) {
+	read, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	state, err := coordination.DescribeRoleState(read, m.reader, m.role, m.options...)
+	if err != nil {
+		return "", err
+	}
+	last := ""
+	for _, entry := range state.Roster {
+		if entry.Member.String() != member {
 			last = entry.Member.String()
 		}
 	}
-	return offset, first, last, nil
+	return last, nil
 }
 
 // restart stops the member and starts it on the binary of another release;
 // see [OrchestrateMixed].
 func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, holder bool, config MixedConfig) (MixedStep, error) {
 	step := MixedStep{Phase: phase, Member: member, From: m.release[member], To: to, Holder: holder}
-	before, first, last, err := m.registration(ctx, member)
+	before, first, err := m.registration(ctx, member)
 	if err != nil {
 		return step, err
 	}
 	if holder {
 		step.FirstStandby = first
 	}
-	transferFile := m.o.info.MemberPath(member, "transfer-to")
+	transferFile := m.o.info.MemberPath(member, "successor") // the member reads it at its stop (MemberConfig.Successor, rolling.go)
 	if holder && config.Transfer && phase == "rollback" {
+		last, err := m.lastStandby(ctx, member)
+		if err != nil {
+			return step, err
+		}
 		step.TransferTo = last
 		if err := os.WriteFile(transferFile, []byte(last+"\n"), 0o644); err != nil {
 			return step, err
@@ -388,7 +410,7 @@ func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, h
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		offset, _, _, err := m.registration(ctx, member)
+		offset, _, err := m.registration(ctx, member)
 		if err != nil && ctx.Err() != nil {
 			return step, err
 		}
