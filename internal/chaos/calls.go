@@ -35,7 +35,7 @@ type CallStats struct {
 // measureCalls summarises the call logs by kind of call.
 func measureCalls(in CheckInput, r *Report) {
 	byKind := make(map[string]*CallStats)
-	order := []string{CallAcquire, CallWrite, CallResign, CallClose}
+	order := []string{CallAcquire, CallWrite, CallResign, CallTransfer, CallClose}
 	for _, c := range in.Calls {
 		st := byKind[c.Call]
 		if st == nil {

@@ -51,6 +51,13 @@ type MemberConfig struct {
 	// for another reason than the end of the context.
 	RetryInterval time.Duration
 
+	// Successor, if not nil, names at a stop the member that the member
+	// hands each role it leads to (Leadership.TransferTo) instead of
+	// resigning; "" resigns, and so does a transfer that fails. The
+	// rolling-restart run and the mixed-release run set it
+	// ([OrchestrateRolling], [OrchestrateMixed]).
+	Successor func() string
+
 	// Acks receives one line per acknowledged command, and Events one line
 	// per event. Both are required. Calls, if not nil, receives one [Call]
 	// line per exported call of package coordination, and History, if not
@@ -170,6 +177,9 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 	for {
 		select {
 		case <-ctx.Done():
+			if m.handOver(ctx, leadership) {
+				return
+			}
 			resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			err := m.Timed(resign, CallResign, role, leadership.Resign)
 			cancel()

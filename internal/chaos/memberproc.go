@@ -104,6 +104,7 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		Events:          events,
 		Calls:           calls,
 		History:         history,
+		Successor:       func() string { return successorOf(info.MemberPath(id, "successor")) },
 	})
 	if err != nil {
 		return err

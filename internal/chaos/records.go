@@ -163,10 +163,11 @@ type Event struct {
 
 // Kinds of [Call].
 const (
-	CallAcquire = "acquire" // coordination.AcquireLeadership
-	CallWrite   = "write"   // Leadership.Write
-	CallResign  = "resign"  // Leadership.Resign
-	CallClose   = "close"   // KafkaTransport.Close, which takes no context
+	CallAcquire  = "acquire"  // coordination.AcquireLeadership
+	CallWrite    = "write"    // Leadership.Write
+	CallResign   = "resign"   // Leadership.Resign
+	CallTransfer = "transfer" // Leadership.TransferTo, at a stop with a successor (rolling.go)
+	CallClose    = "close"    // KafkaTransport.Close, which takes no context
 )
 
 // Call is one line of the call log of a member: one exported call of

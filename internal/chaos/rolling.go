@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
@@ -95,7 +96,7 @@ type RollingRun struct {
 // its next incarnation on the same binary, waiting until its registration
 // is in the state topic. ProcedureTransfer restarts the standbys first, in
 // roster order, then the holder, after writing the member restarted last
-// into the holder's transfer-to file (members/<id>.transfer-to), which the
+// into the holder's successor file (members/<id>.successor), which the
 // member reads at its stop to hand the role over with
 // Leadership.TransferTo (resigning when that fails). ProcedureResign
 // restarts the members in roster order, the holder first: each holder
@@ -318,7 +319,7 @@ func rosterOrder(ctx context.Context, m *mixed) ([]string, error) {
 func awaitRegistration(ctx context.Context, m *mixed, member string, before int64, timeout time.Duration) (int64, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		offset, _, _, err := m.registration(ctx, member)
+		offset, _, err := m.registration(ctx, member)
 		if err != nil && ctx.Err() != nil {
 			return 0, err
 		}
@@ -336,14 +337,14 @@ func awaitRegistration(ctx context.Context, m *mixed, member string, before int6
 }
 
 // rollOne restarts one member: for a holder with a successor it writes the
-// transfer-to file first, which the member reads at its stop.
+// successor file first, which the member reads at its stop.
 func rollOne(ctx context.Context, m *mixed, member, procedure string, holder bool, successor string, config RollingConfig) (RollingStep, error) {
 	step := RollingStep{Procedure: procedure, Member: member, Holder: holder}
-	before, _, _, err := m.registration(ctx, member)
+	before, _, err := m.registration(ctx, member)
 	if err != nil {
 		return step, err
 	}
-	path := m.o.info.MemberPath(member, "transfer-to")
+	path := m.o.info.MemberPath(member, "successor")
 	if successor != "" {
 		if err := os.WriteFile(path, []byte(successor+"\n"), 0o644); err != nil {
 			return step, err
@@ -478,4 +479,51 @@ func MeasureRolling(ctx context.Context, run *RollingRun) ([]RollingPhaseReport,
 		reports = append(reports, r)
 	}
 	return reports, nil
+}
+
+// successorOf reads a member's successor file: the member that its stop
+// hands its roles to, or "" when the file is absent or empty.
+func successorOf(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// transferrer is Leadership.TransferTo, asked for by an interface so that
+// the harness builds against an earlier release of the library too (the
+// mixed-release test lays this harness over one).
+type transferrer interface {
+	TransferTo(ctx context.Context, to coordination.MemberID) error
+}
+
+// handOver hands the leadership to the successor on a stop, within the
+// harness's bound, and reports whether it did; when it did not, the
+// caller resigns.
+func (m *Member) handOver(ctx context.Context, leadership *coordination.Leadership) bool {
+	if m.config.Successor == nil {
+		return false
+	}
+	name := m.config.Successor()
+	if name == "" {
+		return false
+	}
+	t, ok := any(leadership).(transferrer)
+	if !ok {
+		return false // an earlier release: no transfer
+	}
+	to, err := coordination.NewMemberID(name)
+	if err != nil {
+		return false
+	}
+	transfer, cancel := context.WithTimeout(context.WithoutCancel(ctx), 25*time.Second)
+	defer cancel()
+	role, token := leadership.Role().String(), leadership.Token().String()
+	err = m.Timed(transfer, CallTransfer, role, func(ctx context.Context) error { return t.TransferTo(ctx, to) })
+	if err != nil {
+		return false // the call log has the error
+	}
+	m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: "shutdown: transferred to " + name})
+	return true
 }
