@@ -213,13 +213,18 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 	defer cancel()
 	for {
 		state, err := reader.read(ctx)
-		if err == nil && state.Lease != nil && state.Lease.Token.Supersedes(l.token) && state.Lease.Member == to {
+		// A lease under another token than the holder's comes of a newer
+		// mint: an older producer can no longer write once the offer
+		// landed. (Supersedes would miss a producer id that the
+		// coordinator reallocated after an exhausted epoch.)
+		newer := err == nil && state.Lease != nil && state.Lease.Token != l.token
+		if newer && state.Lease.Member == to {
 			transferred = true
 			l.end(&contextError{msg: fmt.Sprintf("coordination: member %s transferred role %s to %s, which holds it under %s: %s: %s",
 				l.member, l.role, to, state.Lease.Token, ErrTransferred.Error(), ErrNotHeld.Error()), errs: []error{ErrTransferred, ErrNotHeld}})
 			return nil
 		}
-		if err == nil && state.Lease != nil && state.Lease.Token.Supersedes(l.token) {
+		if newer {
 			// Another member minted: the take-back is fenced, and ends the
 			// leadership.
 			return fail(TransferNotTaken, l.takeBack(ctx), "%s took the role under %s instead", state.Lease.Member, state.Lease.Token)
