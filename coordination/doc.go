@@ -596,6 +596,14 @@
 // nothing tells a dead standby from a live one, and a transfer to a dead
 // one ends with TransferNotTaken after the bound.
 //
+// The offer is an ordinary lease record, so [Observe] reports it as a
+// [ChangeTakeover] to the target under the holder's token, then the
+// target's own lease as a [ChangeReacquired] (an [Elector]'s OnNewLeader
+// sees both); a transfer that is not taken shows a ChangeTakeover back to
+// the holder. [TryAcquire] of the target takes an offer as the
+// specification's restart path does, and with the duplicate-member watch
+// refuses it until its deadline.
+//
 // A target of an earlier release takes the offer as a lease of an earlier
 // incarnation of itself: without the duplicate-member watch it challenges
 // at once (the specification's restart path), which completes the

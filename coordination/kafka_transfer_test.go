@@ -41,6 +41,7 @@ func runKafkaTransferSuite(t *testing.T, cluster func(*testing.T) *kafkatest.Clu
 		{"ToALiveMember", kxLive},
 		{"NotTakenWithinTheBound", kxNotTaken},
 		{"RefusedAtOnce", kxRefused},
+		{"ElectorSuccessorOnShutdown", kxElectorSuccessor},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, cluster(t)) })
 	}
@@ -295,4 +296,60 @@ func kxOfferGrantedAt(t *testing.T, e *klEnv, role coordination.Role, member str
 	}
 	t.Fatalf("no offer to %s among the lease records", member)
 	return 0
+}
+
+// kxElectorSuccessor: an Elector with WithSuccessor, stopped while it
+// leads, hands the role to the member its chooser names (the standby of
+// rank 1) instead of resigning to the first; Run returns nil.
+func kxElectorSuccessor(t *testing.T, c *kafkatest.Cluster) {
+	e := kxNewEnv(t, c)
+	role := ktRole(t, "transfer-elector")
+	a, b, cc := e.member(t, "node-a"), e.member(t, "node-b"), e.member(t, "node-c")
+	started := make(chan *coordination.Leadership, 1)
+	choose := coordination.WithSuccessor(func(roster []coordination.RosterEntry) coordination.MemberID {
+		return roster[len(roster)-1].Member // the last standby
+	})
+	elector, err := coordination.NewElector(a, role, fxMember(t, "node-a"), coordination.ElectorCallbacks{
+		OnStartedLeading: func(ctx context.Context, l *coordination.Leadership) {
+			started <- l
+			<-ctx.Done()
+		},
+	}, append(slices.Clone(e.options), choose)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- elector.Run(ctx) }()
+	var holder *coordination.Leadership
+	select {
+	case holder = <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the elector did not lead within 30 s")
+	}
+	first := e.campaign(t, b, role, "node-b")
+	e.waitRosterHeld(t, role, "node-a,node-b", "node-a")
+	target := e.campaign(t, cc, role, "node-c")
+	e.waitRosterHeld(t, role, "node-a,node-b,node-c", "node-a")
+
+	stop := time.Now()
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(kxBound + 10*time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	successor := target.await(t, 10*time.Second)
+	t.Logf("%s: the stopped elector's successor node-c took the role %v after the stop", c.Name, target.returnedAt.Sub(stop))
+	klEnded(t, "node-a", holder, coordination.ErrTransferred)
+	if status := e.describe(t, role); !status.Authoritative(successor.Token()) {
+		t.Fatalf("DescribeLeadership = %v, want node-c's %s", status, successor.Token())
+	}
+	if first.finished() {
+		t.Fatalf("node-b's campaign returned (%v): the first standby took the role", first.err)
+	}
 }

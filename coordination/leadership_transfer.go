@@ -207,19 +207,25 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 			l.end(err)
 			return fail(TransferNotTaken, err, "the offer was refused, and the leadership ended")
 		}
-		return fail(TransferNotTaken, errors.Join(err, l.takeBack(ctx)), "the offer's write failed (it may have landed): the holder wrote its own lease again")
+		back := l.takeBack(ctx)
+		return fail(TransferNotTaken, errors.Join(err, back), "the offer's write failed (it may have landed): %s", tookBack(back))
 	}
 	wait, cancel := withClockTimeout(ctx, l.settings.clock, bound)
 	defer cancel()
 	for {
 		state, err := reader.read(ctx)
-		if err == nil && state.Lease != nil && state.Lease.Token.Supersedes(l.token) && state.Lease.Member == to {
+		// A lease under another token than the holder's comes of a newer
+		// mint: an older producer can no longer write once the offer
+		// landed. (Supersedes would miss a producer id that the
+		// coordinator reallocated after an exhausted epoch.)
+		newer := err == nil && state.Lease != nil && state.Lease.Token != l.token
+		if newer && state.Lease.Member == to {
 			transferred = true
 			l.end(&contextError{msg: fmt.Sprintf("coordination: member %s transferred role %s to %s, which holds it under %s: %s: %s",
 				l.member, l.role, to, state.Lease.Token, ErrTransferred.Error(), ErrNotHeld.Error()), errs: []error{ErrTransferred, ErrNotHeld}})
 			return nil
 		}
-		if err == nil && state.Lease != nil && state.Lease.Token.Supersedes(l.token) {
+		if newer {
 			// Another member minted: the take-back is fenced, and ends the
 			// leadership.
 			return fail(TransferNotTaken, l.takeBack(ctx), "%s took the role under %s instead", state.Lease.Member, state.Lease.Token)
@@ -229,10 +235,23 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 		}
 		reader.wait(wait) // then one more read, at the bound too
 	}
+	back := l.takeBack(ctx)
 	if ctx.Err() != nil {
-		return fail(TransferNotTaken, errors.Join(ctx.Err(), l.takeBack(ctx)), "the call's context ended: the holder wrote its own lease again")
+		return fail(TransferNotTaken, errors.Join(ctx.Err(), back), "the call's context ended: %s", tookBack(back))
 	}
-	return fail(TransferNotTaken, l.takeBack(ctx), "%s did not take the role within %v: the holder wrote its own lease again and keeps the role, no epoch used", to, bound)
+	return fail(TransferNotTaken, back, "%s did not take the role within %v: %s", to, bound, tookBack(back))
+}
+
+// tookBack says in words how the take-back after a transfer that did not
+// happen went.
+func tookBack(err error) string {
+	switch {
+	case err == nil:
+		return "the holder wrote its own lease again and keeps the role, no epoch used"
+	case errors.Is(err, ErrFenced):
+		return "the holder's own lease was fenced (the member minted meanwhile), and the leadership ended"
+	}
+	return "the holder's own lease did not land; its renewals retry it"
 }
 
 // transfers holds the leaderships whose TransferTo runs (TransferBusy):

@@ -397,3 +397,37 @@ func TestElectorSuccessorFallsBackToResign(t *testing.T) {
 		})
 	}
 }
+
+// TestTransferTargetMintedButItsLeaseLate: the target mints (which fences
+// the holder) but its first lease does not land within the bound. The
+// holder's take-back is then fenced: TransferTo returns TransferNotTaken
+// wrapping ErrFenced, the leadership ends with ErrFenced, and the target's
+// lease lands when its write goes through. At no moment do two tokens
+// write: the coordinator holds the target's from its mint on.
+func TestTransferTargetMintedButItsLeaseLate(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		holder := e.acquireNow(node1, coordination.WithTransferTimeout(4*time.Second))
+		target := e.campaign(node2)
+		e.runTo(1_000)
+		release := node2.raw.Block(coordinationtest.OpWriteLease)
+		tr := e.transfer(context.Background(), holder, node2.id)
+		e.runTo(1_000 + 4_000)
+		if !tr.finished() {
+			t.Fatal("TransferTo still waits at the bound")
+		}
+		te := scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if !errors.Is(te, coordination.ErrFenced) {
+			t.Fatalf("TransferTo = %v, want it to wrap ErrFenced (the take-back after the target's mint)", te)
+		}
+		scEnded(t, holder, coordination.ErrFenced)
+		if got := e.cluster.Token(e.role); !got.Supersedes(holder.Token()) {
+			t.Fatalf("the coordinator holds %s, want the target's mint after %s", got, holder.Token())
+		}
+		release()
+		e.settle()
+		successor := target.won(t)
+		e.checkToken(successor.Token(), "after the target's late lease")
+		e.resign(successor)
+	})
+}

@@ -33,6 +33,16 @@
 //	out=$(scripts/kafka-start.sh) && eval "$out"
 //	go run ./cmd/krabka-chaos run --brokers "$KRABKA_KAFKA_BROKERS" --duration 2m --seed 1
 //
+// With --rolling there is no nemesis: a rolling restart of the members on
+// one role, by the transfer procedure of docs/operations.md (standbys
+// first, the holder last handing the role to a member already restarted)
+// and by the resign procedure before it, checked as any run, with each
+// procedure's leadership changes, epochs and longest gap without an
+// acknowledged command (exit 1 when the transfer procedure takes more than
+// one change or one epoch):
+//
+//	go run ./cmd/krabka-chaos run --rolling --members 3 --lease 6s --renew 2s --stagger 1s
+//
 // and with the 3-node cluster of scripts/kafka-cluster.sh:
 //
 //	out=$(scripts/kafka-cluster.sh start) && eval "$out"

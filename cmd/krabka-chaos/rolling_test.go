@@ -18,11 +18,13 @@ import (
 // resign (roster order, the holder first, each holder resigning). It
 // asserts: no violation, no lost command, a history that linearizes
 // (the harness's checker and Porcupine); the transfer procedure makes
-// exactly one leadership change and one epoch, and its longest gap without
-// an acknowledged command is within the transfer's own time and two
-// command intervals (the holder's last command before its stop, the new
-// holder's first after its election) and a write's round trips; the
-// resign procedure makes more than one change.
+// exactly one leadership change and one epoch, and its gap without an
+// acknowledged command across the holder's stop is within the transfer's
+// own time and two command intervals (the holder's last command before its
+// stop, the new holder's first after its election) and a write's round
+// trips; the resign procedure makes more than one change. The longest gap
+// of each procedure anywhere (a slow write on a loaded machine counts too)
+// is logged.
 func TestRollingRestart(t *testing.T) {
 	cluster := kafkatest.Kafka(t)
 	root, err := filepath.Abs("../..")
@@ -88,8 +90,8 @@ func TestRollingRestart(t *testing.T) {
 	// stop), the transfer, the new holder's first command (one interval
 	// after its election) and that write's round trips.
 	bound := time.Duration(transfer.TransferMillis[0])*time.Millisecond + 2*interval + 500*time.Millisecond
-	if gap := time.Duration(transfer.LongestGapMillis) * time.Millisecond; gap > bound {
-		t.Errorf("transfer procedure: longest gap without an acknowledged command %v; want at most %v (the transfer's %d ms, two command intervals and 500 ms for a write)",
+	if gap := time.Duration(transfer.HandoverGapMillis) * time.Millisecond; gap > bound {
+		t.Errorf("transfer procedure: gap without an acknowledged command across the holder's stop %v; want at most %v (the transfer's %d ms, two command intervals and 500 ms for a write)",
 			gap, bound, transfer.TransferMillis[0])
 	}
 	if resign.Changes < 2 {

@@ -41,7 +41,8 @@ process then stays out of the roster, holding nothing, until it gets a
 signal (exit 0): stop it then.
 
 drain then reads every role of the state topic until MEMBER holds no lease
-and is in no roster, up to --wait. It prints one line per process (and per
+and is in no roster (or every role left is one whose process said it could
+not move it), up to --wait. It prints one line per process (and per
 role that MEMBER still holds or waits for with no --at address for it):
 where the role went, or what could not move and why.
 
@@ -86,8 +87,8 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 				var left []string
 				for {
 					left, err = rolesOf(waitCtx, s, member)
-					if err == nil && len(left) == 0 {
-						break
+					if err == nil && settled(left, answered) {
+						break // every role left is one its process could not move
 					}
 					if waitCtx.Err() != nil {
 						break
@@ -126,6 +127,18 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 	cmd.Flags().StringSliceVar(&at, "at", nil, "host:port of the --listen of a process of MEMBER; repeat it, or separate with commas, for each process")
 	cmd.Flags().DurationVar(&wait, "wait", 120*time.Second, "how long to wait for the processes' answers and for the member to leave every roster")
 	return cmd
+}
+
+// settled reports whether the drain has nothing more to wait for: every
+// role that still names the member is one whose process said it could not
+// move it.
+func settled(left []string, moved map[string]bool) bool {
+	for _, role := range left {
+		if ok, answered := moved[role]; !answered || ok {
+			return false
+		}
+	}
+	return true
 }
 
 // drainAnswer is one process's answer to POST /drain.

@@ -34,6 +34,16 @@ On SIGUSR1, or on POST /step-down with --listen and --step-down-endpoint
 resigns, so the first standby takes over at once, and campaigns again at
 the tail of the roster, without exiting (a drain).
 
+POST /transfer ('krabka-coord transfer ROLE --to MEMBER --at ADDR') hands
+the role to a named standby (Leadership.TransferTo), and the member then
+campaigns again at the tail; POST /drain ('krabka-coord drain MEMBER --at
+ADDR') hands it to the first live standby that takes it, or withdraws a
+standby's registration, and the member then holds nothing until a signal.
+With --successor MEMBER (or --successor-policy newest, the live standby
+registered last) a stop hands the role to that member instead of resigning
+to the first standby, and resigns when the transfer fails: the rolling
+restart of docs/operations.md.
+
 When a renewal is refused because another member minted a newer epoch (a
 fence, or a takeover after this process stalled past its lease), it leaves
 the roster and exits 3; so it does when the producer of its epoch fails in a
@@ -122,7 +132,11 @@ transaction.max.timeout.ms.`,
 						if !held && req.drain && errors.Is(leadership.Err(), coordination.ErrTransferred) {
 							return h.idle(signals.ctx)
 						}
-						if !held && !errors.Is(leadership.Err(), coordination.ErrTransferred) {
+						switch {
+						case held:
+						case errors.Is(leadership.Err(), coordination.ErrTransferred):
+							h.metrics.rejoined("transfer")
+						default:
 							if err := h.lost(leadership); !h.rejoinAfter(err) {
 								return err
 							}

@@ -77,7 +77,7 @@ func newMemberMetrics(role coordination.Role, partition coordination.TopicPartit
 		}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krabka_coord_leadership_changes_total", ConstLabels: labels,
-			Help: "Leadership changes of this member: change=acquired, resigned, stepped_down, fenced, lost (the producer of the epoch failed), denied (a permission) or guard (run stopped its command when it could not confirm its lease).",
+			Help: "Leadership changes of this member: change=acquired, resigned, stepped_down, transferred (a transfer, a drain or --successor handed the role over), fenced, lost (the producer of the epoch failed), denied (a permission) or guard (run stopped its command when it could not confirm its lease).",
 		}, []string{"change"}),
 		writeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "krabka_coord_renewal_duration_seconds", ConstLabels: labels,
@@ -94,7 +94,7 @@ func newMemberMetrics(role coordination.Role, partition coordination.TopicPartit
 		}),
 		rejoins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krabka_coord_rejoins_total", ConstLabels: labels,
-			Help: "Campaigns that this member started again after a leadership ended: after=fenced, lost or guard (with --rejoin), or step_down.",
+			Help: "Campaigns that this member started again after a leadership ended: after=fenced, lost or guard (with --rejoin), step_down, or transfer (a transfer handed the role over; a drain does not campaign again).",
 		}, []string{"after"}),
 		readFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "krabka_coord_partition_read_failures_total", ConstLabels: labels,
@@ -112,10 +112,10 @@ func newMemberMetrics(role coordination.Role, partition coordination.TopicPartit
 	m.registry.MustRegister(m.isLeader, m.producerID, m.producerEpoch, m.changes, m.writeLatency, m.failures, m.lastRenewal,
 		m.rejoins, m.readFailures, m.lastRead, m.guardStops,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, change := range []string{"acquired", "resigned", "stepped_down", "fenced", "lost", "denied", "guard"} {
+	for _, change := range []string{"acquired", "resigned", "stepped_down", "transferred", "fenced", "lost", "denied", "guard"} {
 		m.changes.WithLabelValues(change)
 	}
-	for _, after := range []string{"fenced", "lost", "guard", "step_down"} {
+	for _, after := range []string{"fenced", "lost", "guard", "step_down", "transfer"} {
 		m.rejoins.WithLabelValues(after)
 	}
 	for _, kind := range []string{"grant", "renewal"} {

@@ -55,7 +55,11 @@ while this member leads:
     run started, as under nohup, stays ignored);
   - on SIGUSR1, or POST /step-down (--listen, --step-down-endpoint), run
     stops COMMAND as on a signal, resigns, and campaigns again at the tail
-    of the roster: a drain that never lets two copies run.
+    of the roster: a drain that never lets two copies run;
+  - on POST /transfer or /drain ('krabka-coord transfer', 'drain'), and at
+    a stop with --successor or --successor-policy, run stops COMMAND first,
+    then hands the role over (see 'krabka-coord elect --help'); a transfer
+    that fails starts COMMAND again under the same token.
 
 The lease guard. COMMAND's side effects are not fenced by Kafka, so run
 never lets COMMAND outlive the lease that the cluster last confirmed. A

@@ -162,6 +162,7 @@ func (r *commandRun) handover(req operatorRequest) (int, commandEnd, error) {
 	case req.drain:
 		return 0, endDrained, nil
 	}
+	r.h.metrics.rejoined("transfer")
 	return 0, endStepDown, nil
 }
 

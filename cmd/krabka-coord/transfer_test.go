@@ -21,8 +21,7 @@ import (
 // standby withdraws its registration, and a drain of the last member says
 // why it cannot move the role.
 func TestTransferAndDrainKfake(t *testing.T) {
-	cluster := kafkatest.Fake(t)
-	testTransferAndDrain(t, strings.Join(cluster.Brokers, ","), "transfer")
+	testTransferAndDrain(t, kafkatest.Fake(t), "transfer")
 }
 
 // The same on the real broker (KRABKA_KAFKA_BROKERS; fails under CI
@@ -31,12 +30,12 @@ func TestTransferAndDrainKafka(t *testing.T) {
 	cluster := kafkatest.Kafka(t)
 	topic := kafkatest.TopicName("krabka-coord-transfer")
 	cluster.DeleteTopicAtCleanup(t, topic)
-	testTransferAndDrain(t, strings.Join(cluster.Brokers, ","), topic)
+	testTransferAndDrain(t, cluster, topic)
 }
 
-func testTransferAndDrain(t *testing.T, brokers, topic string) {
+func testTransferAndDrain(t *testing.T, cluster *kafkatest.Cluster, topic string) {
 	schema := jsonSchema(t)
-	conn := []string{"--brokers", brokers, "--partitions", "2", "--topic", topic}
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", topic}
 	createStateTopic(t, conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -52,6 +51,9 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 		addrs[m] = waitAddr(t, procs[m])
 		if m == "node-1" {
 			procs[m].waitFor(t, electedText, 20*time.Second)
+			// node-0: a standby of rank 0 with no process behind it (down;
+			// heartbeats off, so nothing tells it apart from a live one).
+			writeRegistration(t, cluster, topic, 2, role, "node-0")
 		}
 	}
 	defer func() {
@@ -62,7 +64,7 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 			p.wait()
 		}
 	}()
-	before := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 3 })
+	before := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 4 })
 	if before.Lease.Holder != "node-1" {
 		t.Fatalf("holder %s; want node-1", before.Lease.Holder)
 	}
@@ -95,8 +97,8 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 		t.Fatalf("after the refused transfers: lease %+v, coordinator %+v; want node-1's lease and epoch %s unchanged", same.Lease, same.Coordinator, before.Lease.Token.Token)
 	}
 
-	// A transfer to node-3, which ranks after node-2: node-3 takes it, and
-	// node-1 campaigns again at the tail.
+	// A transfer to node-3, which ranks after node-0 and node-2: node-3
+	// takes it, and node-1 campaigns again at the tail.
 	code, stdout, stderr := cli("transfer", role, "--to", "node-3", "--at", addrs["node-1"], "--output", "json")
 	if code != exitOK {
 		t.Fatalf("transfer --to node-3: exit %d: %s%s", code, stdout, stderr)
@@ -107,11 +109,12 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 		t.Fatalf("transfer: %s; want moved to node-3 under the next epoch of %s", stdout, before.Lease.Token.Token)
 	}
 	after := waitDescribe(t, conn, role, func(r describeJSON) bool {
-		return r.Lease != nil && r.Lease.Holder == "node-3" && len(r.Roster) == 3 && r.Roster[2].Member == "node-1"
+		return r.Lease != nil && r.Lease.Holder == "node-3" && len(r.Roster) == 4 && r.Roster[3].Member == "node-1"
 	})
 	procs["node-1"].waitFor(t, regexp.MustCompile(`transferred: member node-1 handed role controller .* to node-3`), 5*time.Second)
 
-	// drain node-3: the role goes to node-2, the first live standby.
+	// drain node-3: node-0, first by rank, does not take the role within
+	// the bound (2 s), so it goes to node-2, the next.
 	code, stdout, stderr = cli("drain", "node-3", "--at", addrs["node-3"], "--output", "json")
 	if code != exitOK {
 		t.Fatalf("drain node-3: exit %d: %s%s", code, stdout, stderr)
@@ -128,12 +131,15 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 	if code != exitOK || !strings.Contains(stdout, "withdrew its standby registration") || !strings.Contains(stdout, "member node-1 drained") {
 		t.Fatalf("drain node-1: exit %d: %s%s", code, stdout, stderr)
 	}
-	waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 1 && r.Lease != nil && r.Lease.Holder == "node-2" })
+	waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 2 && r.Lease != nil && r.Lease.Holder == "node-2" })
 
-	// drain node-2: no live standby, so it keeps the role and drain says so.
-	code, stdout, stderr = cli("drain", "node-2", "--at", addrs["node-2"], "--wait", "3s")
-	if code != exitFailure || !strings.Contains(stderr, "no live standby") || !strings.Contains(stderr, "member node-2 is not drained") {
-		t.Fatalf("drain node-2, the last member: exit %d: %s%s; want 1 and the reason", code, stdout, stderr)
+	// drain node-2: only the down node-0 is left, which does not take the
+	// role, so node-2 keeps it and drain says why, without waiting out
+	// --wait.
+	started := time.Now()
+	code, stdout, stderr = cli("drain", "node-2", "--at", addrs["node-2"], "--wait", "30s")
+	if code != exitFailure || !strings.Contains(stderr, "not_taken") || !strings.Contains(stderr, "member node-2 is not drained") || time.Since(started) > 15*time.Second {
+		t.Fatalf("drain node-2, the last live member: exit %d after %v: %s%s; want 1 and the reason, before --wait", code, time.Since(started), stdout, stderr)
 	}
 	kept := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil })
 	if kept.Lease.Holder != "node-2" || kept.Lease.Token.Token != drained.Lease.Token.Token {
@@ -149,31 +155,43 @@ func testTransferAndDrain(t *testing.T, brokers, topic string) {
 	}
 }
 
-// elect --successor: at a stop the holder hands the role to the named
-// member, not to the first standby by rank.
+// elect --successor and --successor-policy newest: at a stop the holder
+// hands the role to the named member, or to the live standby registered
+// last, not to the first standby by rank.
 func TestSuccessorOnStopKfake(t *testing.T) {
-	conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "successor"}
-	createStateTopic(t, conn)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	holderCtx, stopHolder := context.WithCancel(ctx)
-	a := startCLI(holderCtx, nil, append(append([]string{"elect", "successor", "node-a", "--successor", "node-c"}, conn...), fastLease...)...)
-	a.waitFor(t, electedText, 20*time.Second)
-	b := startCLI(ctx, nil, append(append([]string{"elect", "successor", "node-b"}, conn...), fastLease...)...)
-	waitDescribe(t, conn, "successor", func(r describeJSON) bool { return len(r.Roster) == 2 })
-	c := startCLI(ctx, nil, append(append([]string{"elect", "successor", "node-c"}, conn...), fastLease...)...)
-	before := waitDescribe(t, conn, "successor", func(r describeJSON) bool { return len(r.Roster) == 3 })
-	stopHolder()
-	if r := a.wait(); r.code != exitOK || !strings.Contains(r.stdout, "transferred: member node-a handed role successor") {
-		t.Fatalf("node-a: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	for _, c := range []struct {
+		name string
+		flag []string
+	}{
+		{"named", []string{"--successor", "node-c"}},
+		{"newest", []string{"--successor-policy", "newest"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			role := "successor-" + c.name
+			conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "successor"}
+			createStateTopic(t, conn)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			holderCtx, stopHolder := context.WithCancel(ctx)
+			a := startCLI(holderCtx, nil, append(append(append([]string{"elect", role, "node-a"}, c.flag...), conn...), fastLease...)...)
+			a.waitFor(t, electedText, 20*time.Second)
+			b := startCLI(ctx, nil, append(append([]string{"elect", role, "node-b"}, conn...), fastLease...)...)
+			waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 2 })
+			d := startCLI(ctx, nil, append(append([]string{"elect", role, "node-c"}, conn...), fastLease...)...)
+			before := waitDescribe(t, conn, role, func(r describeJSON) bool { return len(r.Roster) == 3 })
+			stopHolder()
+			if r := a.wait(); r.code != exitOK || !strings.Contains(r.stdout, "transferred: member node-a handed role "+role) {
+				t.Fatalf("node-a: exit %d: %s%s", r.code, r.stdout, r.stderr)
+			}
+			after := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && r.Lease.Token.Token != before.Lease.Token.Token })
+			if after.Lease.Holder != "node-c" || after.Lease.Token.ProducerEpoch != before.Lease.Token.ProducerEpoch+1 {
+				t.Fatalf("after node-a's stop: %+v; want node-c (not node-b of rank 0) under the next epoch", after.Lease)
+			}
+			cancel()
+			b.wait()
+			d.wait()
+		})
 	}
-	after := waitDescribe(t, conn, "successor", func(r describeJSON) bool { return r.Lease != nil && r.Lease.Token.Token != before.Lease.Token.Token })
-	if after.Lease.Holder != "node-c" || after.Lease.Token.ProducerEpoch != before.Lease.Token.ProducerEpoch+1 {
-		t.Fatalf("after node-a's stop: %+v; want node-c (the successor, not node-b of rank 0) under the next epoch", after.Lease)
-	}
-	cancel()
-	b.wait()
-	c.wait()
 }
 
 // A transfer of run's role: the holder stops its command before the

@@ -49,5 +49,11 @@
 // which [CheckRun] checks like any run, and [Handovers] reads for the
 // handovers of the holder (docs/upgrades.md).
 //
+// [OrchestrateRolling] lays out a rolling restart of one role, by the
+// transfer procedure of docs/operations.md and by the resign procedure
+// before it, in one run; [MeasureRolling] reports each procedure's
+// leadership changes, epochs and longest gap without an acknowledged
+// command.
+//
 // The files of a run live in one directory: see [RunInfo] for the layout.
 package chaos

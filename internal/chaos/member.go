@@ -54,7 +54,8 @@ type MemberConfig struct {
 	// Successor, if not nil, names at a stop the member that the member
 	// hands each role it leads to (Leadership.TransferTo) instead of
 	// resigning; "" resigns, and so does a transfer that fails. The
-	// rolling-restart run sets it ([OrchestrateRolling]).
+	// rolling-restart run and the mixed-release run set it
+	// ([OrchestrateRolling], [OrchestrateMixed]).
 	Successor func() string
 
 	// Acks receives one line per acknowledged command, and Events one line

@@ -41,6 +41,15 @@ type MixedConfig struct {
 	// safe, one epoch more).
 	ResignationAnchor bool
 
+	// Transfer makes the rollback's restart of the holder (a member of
+	// this release, every other one back on the previous release) a
+	// planned transfer (Leadership.TransferTo, issue 31) to the last
+	// standby of the roster instead of a resignation: the target and the
+	// bystander run the previous release. The holder learns its target
+	// from its successor file, as in the rolling-restart run
+	// (MemberConfig.Successor).
+	Transfer bool
+
 	// Hold is how long each step runs, after the restarted member
 	// registered again (and, after a restart of the holder, after the next
 	// holder took the role), before the next step.
@@ -82,6 +91,11 @@ type MixedStep struct {
 	// roster read just before its stop: the member a handover in rank order
 	// gives the role to.
 	FirstStandby string `json:"first_standby,omitempty"`
+
+	// TransferTo is, for a holder stopped with a planned transfer
+	// ([MixedConfig.Transfer]), the member it named: the last standby of
+	// the roster read just before its stop.
+	TransferTo string `json:"transfer_to,omitempty"`
 
 	// StopMillis is the host time of the SIGTERM, ExitMillis that of the
 	// process's end, and RegisteredMillis the time the new process's
@@ -343,6 +357,25 @@ func (m *mixed) registration(ctx context.Context, member string) (offset int64, 
 	return offset, first, nil
 }
 
+// lastStandby returns the last member of the roster other than member,
+// "" when there is none: the target of a planned transfer that passes the
+// first standby over.
+func (m *mixed) lastStandby(ctx context.Context, member string) (string, error) {
+	read, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	state, err := coordination.DescribeRoleState(read, m.reader, m.role, m.options...)
+	if err != nil {
+		return "", err
+	}
+	last := ""
+	for _, entry := range state.Roster {
+		if entry.Member.String() != member {
+			last = entry.Member.String()
+		}
+	}
+	return last, nil
+}
+
 // restart stops the member and starts it on the binary of another release;
 // see [OrchestrateMixed].
 func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, holder bool, config MixedConfig) (MixedStep, error) {
@@ -354,8 +387,21 @@ func (m *mixed) restart(ctx context.Context, member, phase, to, binary string, h
 	if holder {
 		step.FirstStandby = first
 	}
+	transferFile := m.o.info.MemberPath(member, "successor") // the member reads it at its stop (MemberConfig.Successor, rolling.go)
+	if holder && config.Transfer && phase == "rollback" {
+		last, err := m.lastStandby(ctx, member)
+		if err != nil {
+			return step, err
+		}
+		step.TransferTo = last
+		if err := os.WriteFile(transferFile, []byte(last+"\n"), 0o644); err != nil {
+			return step, err
+		}
+	}
 	step.StopMillis = time.Now().UnixMilli()
-	if err := m.stop(member, 10*time.Second); err != nil {
+	err = m.stop(member, 10*time.Second)
+	_ = os.Remove(transferFile) // the next incarnation resigns
+	if err != nil {
 		return step, err
 	}
 	step.ExitMillis = time.Now().UnixMilli()

@@ -166,7 +166,7 @@ const (
 	CallAcquire  = "acquire"  // coordination.AcquireLeadership
 	CallWrite    = "write"    // Leadership.Write
 	CallResign   = "resign"   // Leadership.Resign
-	CallTransfer = "transfer" // Leadership.TransferTo, at the stop of a rolling restart
+	CallTransfer = "transfer" // Leadership.TransferTo, at a stop with a successor (rolling.go)
 	CallClose    = "close"    // KafkaTransport.Close, which takes no context
 )
 

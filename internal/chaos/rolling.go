@@ -401,6 +401,12 @@ type RollingPhaseReport struct {
 	// the leader's pace alone makes.
 	LongestGapMillis int64 `json:"longest_gap_ms"`
 
+	// HandoverGapMillis is the longest of the gaps across a stop of the
+	// holder: from its last acknowledged command before the SIGTERM to the
+	// first one after it, by any member. LongestGapMillis may be another
+	// gap of the span (a slow write on a loaded machine).
+	HandoverGapMillis int64 `json:"handover_gap_ms"`
+
 	// TransferMillis lists the duration of each Leadership.TransferTo call
 	// of the span (the holder's stop), from the members' call logs.
 	TransferMillis []int64 `json:"transfer_ms"`
@@ -408,8 +414,8 @@ type RollingPhaseReport struct {
 
 // String describes the report for a log.
 func (r RollingPhaseReport) String() string {
-	return fmt.Sprintf("%s: %d leadership changes, %d epochs, longest gap without an acknowledged command %d ms, transfers %v ms",
-		r.Procedure, r.Changes, r.Epochs, r.LongestGapMillis, r.TransferMillis)
+	return fmt.Sprintf("%s: %d leadership changes, %d epochs, longest gap without an acknowledged command %d ms (%d ms across a stop of the holder), transfers %v ms",
+		r.Procedure, r.Changes, r.Epochs, r.LongestGapMillis, r.HandoverGapMillis, r.TransferMillis)
 }
 
 // MeasureRolling reads a rolling run's state partition (read_committed),
@@ -475,6 +481,15 @@ func MeasureRolling(ctx context.Context, run *RollingRun) ([]RollingPhaseReport,
 				r.LongestGapMillis = max(r.LongestGapMillis, at-prev)
 			}
 			prev = at
+		}
+		for _, step := range run.Steps {
+			if step.Procedure != phase.Procedure || !step.Holder {
+				continue
+			}
+			i, _ := slices.BinarySearch(acks, step.StopMillis)
+			if i > 0 && i < len(acks) {
+				r.HandoverGapMillis = max(r.HandoverGapMillis, acks[i]-acks[i-1])
+			}
 		}
 		reports = append(reports, r)
 	}
