@@ -378,15 +378,26 @@ func kaSpecDefaultsWriteTheTwoKinds(t *testing.T, c *kafkatest.Cluster) {
 	ctx := ktContext(t)
 	lease := klConfig(t, 2*time.Second, 500*time.Millisecond, 500*time.Millisecond)
 	options := append(slices.Clone(e.options), coordination.WithLeaseConfig(lease), coordination.WithLogger(slog.New(slog.DiscardHandler)))
-	holderTransport := ktTransport(t, c)
+	// The transports carry the lease too (one door for the lease: a
+	// transport of another duration would refuse the option).
+	leased := func() *coordination.KafkaTransport {
+		transport, err := coordination.NewKafkaTransport(lease, c.Brokers...)
+		if err != nil {
+			t.Fatalf("NewKafkaTransport: %v", err)
+		}
+		t.Cleanup(transport.Close)
+		return transport
+	}
+	holderTransport := leased()
 	holder, err := coordination.AcquireLeadership(ctx, holderTransport, e.role, fxMember(t, "node-1"), options...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	standby := make(chan error, 1)
+	standbyTransport := leased()
 	go func() {
-		_, err := coordination.AcquireLeadership(waitCtx, ktTransport(t, c), e.role, fxMember(t, "node-2"), options...)
+		_, err := coordination.AcquireLeadership(waitCtx, standbyTransport, e.role, fxMember(t, "node-2"), options...)
 		standby <- err
 	}()
 	time.Sleep(5 * lease.Duration())

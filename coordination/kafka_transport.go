@@ -57,13 +57,11 @@ var (
 // transaction timeout of every role, so it must not exceed the broker's
 // transaction.max.timeout.ms (15 minutes by default).
 //
-// The lease policy is not the default of the calls over this transport:
-// they take [DefaultLeaseConfig], the specification's default, unless an
-// option says otherwise. Pass WithLeaseConfig(transport.LeaseConfig()) so
-// that the transaction timeout and the lease agree. A call whose lease
-// duration differs from the transport's is logged, because a transaction
-// timeout longer than the lease lets a stalled holder hide its partition
-// longer than a lease.
+// The lease policy is the default of the campaigns over this transport
+// ([KafkaTransport.LeaseConfig]), so the transaction timeout and the lease
+// agree; a campaign whose options give another lease duration fails with
+// [ErrMisconfigured], because a transaction timeout longer than the lease
+// lets a stalled holder hide its partition longer than a lease.
 //
 // The call opens no connection; the first request does. It returns an error
 // for the zero LeaseConfig, for a lease duration above math.MaxInt32
@@ -113,10 +111,9 @@ func NewKafkaTransportWithOptions(lease LeaseConfig, clientOptions []kgo.Opt, br
 	return &KafkaTransport{lease: lease, wire: wire, stateTopics: make(map[string]bool)}, nil
 }
 
-// LeaseConfig returns the lease policy the transport was built with: its
-// duration is the transaction timeout of every role. Pass it to
-// [WithLeaseConfig] to run a call with it; the calls' default is
-// [DefaultLeaseConfig].
+// LeaseConfig returns the lease policy the transport was built with, for
+// [ExtendedTransport]: its duration is the transaction timeout of every
+// role, and the policy is the default of the campaigns over the transport.
 func (t *KafkaTransport) LeaseConfig() LeaseConfig { return t.lease }
 
 // useStateTopic checks a partition of the state topic and remembers its

@@ -51,8 +51,10 @@ func TestSimulation(t *testing.T) { runSimulation(t, false) }
 // (WithHeartbeatInterval, WithResignationAnchor, WithDuplicateMemberCheck,
 // WithRivalMintWatch, WithRenewDeadline), the lease policy from the
 // transport (the cluster's SetLeaseConfig, no lease option), and one more
-// fault: a transaction of another role held open on the roles' partition
-// (Cluster.OpenTransaction), which the stable-offset hold answers. The
+// faults: a transaction of another role held open on the roles' partition
+// (Cluster.OpenTransaction), which the stable-offset hold answers, and the
+// state topic deleted and created again (Cluster.RecreateTopic), which the
+// campaigns' fold starts over on. The
 // in-memory transport implements the whole ExtendedTransport, so every
 // branch that the probe selects runs (issue 30).
 func TestSimulationExtended(t *testing.T) { runSimulation(t, true) }
@@ -259,6 +261,7 @@ func newWorld(seed uint64, extended bool, logf func(string, ...any)) *simWorld {
 		// extension option is on.
 		w.extended = true
 		w.cluster.SetLeaseConfig(config)
+		w.cluster.SetTopicPartitions(coordination.StateTopic, coordination.DefaultPartitions) // CheckStateTopic compares
 		w.options = []coordination.Option{
 			coordination.WithPollInterval(poll),
 			coordination.WithLogger(slog.New(slog.DiscardHandler)),
@@ -483,7 +486,7 @@ func (w *simWorld) injectFault() {
 	m := w.members[w.rng.IntN(len(w.members))]
 	kinds := 7
 	if w.extended {
-		kinds = 8
+		kinds = 9
 	}
 	kind := w.rng.IntN(kinds)
 	extent := time.Duration(500+w.rng.IntN(int(2*w.config.Duration()/time.Millisecond))) * time.Millisecond
@@ -557,6 +560,9 @@ func (w *simWorld) injectFault() {
 			defer w.mu.Unlock()
 			commit()
 		}()
+	case 8: // the state topic deleted and created again: every registration and lease gone
+		w.trace("the state topic deleted and created again")
+		w.cluster.RecreateTopic(coordination.StateTopic, coordination.DefaultPartitions)
 	}
 }
 

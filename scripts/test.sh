@@ -118,7 +118,8 @@ step "go test -race, every package" go test -race -count=1 -timeout 20m "$packag
 # detector (the -race run above plays 300 of them).
 step "the simulation at 10 000 seeds" go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
 # Its second mode: every extension option on, over the in-memory cluster's
-# whole ExtendedTransport, with stalled transactions among the faults
+# whole ExtendedTransport, with stalled transactions and a state topic
+# created again among the faults
 # (about 15 s a 1000 seeds, as the first mode).
 step "the extended simulation at 2000 seeds" go test -count=1 -timeout 10m -run '^TestSimulationExtended$' ./coordination -sim.seeds=2000
 # The broker matrix: the Kafka tests on one broker of every release the
