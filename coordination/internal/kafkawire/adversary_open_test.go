@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -70,5 +71,41 @@ func TestLateMintAfterABrokenConnectionNeverFencesTheMember(t *testing.T) {
 	t.Logf("the late InitProducerId: %v", deref(lateErr.Load()))
 	if err != nil || epoch.Fenced() {
 		t.Fatalf("the member's first transaction under its pair %v: %v (fenced %v), with no other producer: a self-fence", epoch.Producer(), err, epoch.Fenced())
+	}
+}
+
+// TestOneFatalAnswerToThePlainProducersMintIsNotForever: the plain
+// producer's idempotent InitProducerId (its first Append, a registration)
+// is answered once with a fatal code. franz-go keeps that error for the
+// client's life (doInitProducerID: keep=true), so every later Append
+// fails with it, though the broker would answer the next InitProducerId;
+// a campaign retries its registration until its context ends
+// (TestKafkaEveryErrorCodeOfEveryRequest found it; docs/safety.md, "Still
+// open"). The next Append must succeed, or the wire must say that only a
+// new transport helps.
+func TestOneFatalAnswerToThePlainProducersMintIsNotForever(t *testing.T) {
+	c := kafkatest.Fake(t)
+	w := unansweredWire(t, c)
+	topic := c.CreateTopic(t, "coord-plain-mint", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var answered atomic.Bool
+	c.Fake.ControlKey(kmsg.InitProducerID.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.InitProducerIDRequest)
+		if req.TransactionalID != nil || !answered.CompareAndSwap(false, true) {
+			c.Fake.KeepControl()
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = kerr.UnknownServerError.Code, -1, -1
+		return resp, nil, true
+	})
+	record := Record{Partition: Partition{Topic: topic}, Value: []byte("registration")}
+	first := w.Append(ctx, record)
+	t.Logf("the first Append: %v", first)
+	for i := range 3 {
+		if err := w.Append(ctx, record); err != nil {
+			t.Fatalf("Append %d after one fatal answer to the plain producer's InitProducerId: %v", i+2, err)
+		}
 	}
 }
