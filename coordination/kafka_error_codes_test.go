@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/coordination"
@@ -239,7 +240,7 @@ func kcRun(t *testing.T, c kcCase) (out kcOutcome) {
 		}
 	default:
 	}
-	seen := kuCommitted(t, cluster, data, 700*time.Millisecond)
+	seen := kcCommitted(t, cluster, data)
 	out.visible0, out.visible1 = len(seen[0]), len(seen[1])
 	t.Logf("taken %v; Write: %v; leadership: %v; resign: %v; visible %d/%d", out.taken, out.writeErr, out.leadershipErr, out.resignErr, out.visible0, out.visible1)
 	switch {
@@ -305,4 +306,32 @@ func kcOwn(phase kcPhase, req kmsg.Request, txnID, data string) bool {
 		return r.CoordinatorKey == txnID || slices.Contains(r.CoordinatorKeys, txnID)
 	}
 	return true
+}
+
+// kcCommitted reads partitions 0 and 1 of topic read_committed: until both
+// show a record (and 200 ms more, for a double), or 700 ms with neither,
+// or 5 s with one only (a torn write, or a slow read under load).
+func kcCommitted(t *testing.T, c *kafkatest.Cluster, topic string) map[int32][]string {
+	t.Helper()
+	client := c.Client(t,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	start := time.Now()
+	seen := make(map[int32][]string)
+	var both time.Time
+	for {
+		elapsed := time.Since(start)
+		switch {
+		case !both.IsZero() && time.Since(both) > 200*time.Millisecond,
+			len(seen[0]) == 0 && len(seen[1]) == 0 && elapsed > 700*time.Millisecond,
+			elapsed > 5*time.Second:
+			return seen
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		client.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[r.Partition] = append(seen[r.Partition], string(r.Value)) })
+		cancel()
+		if both.IsZero() && len(seen[0]) > 0 && len(seen[1]) > 0 {
+			both = time.Now()
+		}
+	}
 }

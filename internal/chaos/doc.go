@@ -23,7 +23,9 @@
 //     the broker (every member reaches the broker through its own [Proxy],
 //     one that reads Kafka's framing), a fault of one request of a chosen
 //     API key at that proxy ([FaultRequest]: a delay, a lost answer, a hold
-//     until the client resent it, a duplicate; requestfault.go), an offset
+//     until the client resent it, a duplicate, a reset with a late
+//     delivery, an answer with an error code, applied or not, drawn from
+//     internal/kafkacodes' table of each key's codes; requestfault.go), an offset
 //     of the clock of one member ([SkewClock]), and a restart of the
 //     broker. It logs every fault with its wall time, kind and target.
 //   - The checker. [Check] reads the command topic read_committed from the

@@ -451,14 +451,13 @@ func connectionDied(err error) bool {
 			found = true
 			return
 		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, inner := range u.Unwrap() {
+		if many, ok := e.(interface{ Unwrap() []error }); ok { //nolint:errorlint // the walk itself unwraps, one level at a time
+			for _, inner := range many.Unwrap() {
 				walk(inner)
 			}
+			return
 		}
+		walk(errors.Unwrap(e))
 	}
 	walk(err)
 	return found

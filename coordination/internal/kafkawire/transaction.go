@@ -102,9 +102,12 @@ func (e *Epoch) transactHeld(ctx context.Context, op string, records []Record) e
 // broker: Kafka's SocketServer applies a request that it read whole even
 // after its connection closed (only the answer is dropped), and a proxy
 // may break the client's side while it still delivers the request; the
-// client cannot tell a killed broker apart (brokeWhileReading). Only a
-// request that was never written whole (a failed dial or write) leaves the
-// epoch alone. An
+// client cannot tell a killed broker apart (brokeWhileReading). A request
+// that franz-go fails because its connection died while it was queued
+// behind another one's answer (connectionDied) counts too: a proxy that
+// read it ahead delivers it. Only a request that the transport can prove
+// was never written whole (a failed dial or write) leaves the epoch
+// alone. An
 // EndTxn (version 4 keeps the epoch) then ends whatever transaction of the
 // pair is open at that moment: a late EndTxn(commit) commits the part of a
 // later transaction that is in the log (KAFKA-17754, which KIP-890's epoch
