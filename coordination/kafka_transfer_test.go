@@ -195,6 +195,10 @@ func kxNotTaken(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("TransferTo(ghost) returned after %v, want the bound %v plus the take-back", took, kxBound)
 	}
 	klAlive(t, "node-a", holder)
+	time.Sleep(e.lease.RenewInterval() / 4) // a renewal held back by the transfer would land now
+	if after := kxLeasesAfterOffer(t, e, role, ghost); len(after) != 1 || after[0].Member.String() != "node-a" || after[0].Token != holder.Token() {
+		t.Fatalf("the lease records after the offer are %+v; want one, node-a's take-back: no renewal during the transfer, none right after it", after)
+	}
 	if err := holder.Renew(ctx); err != nil {
 		t.Fatalf("Renew after the transfer that was not taken: %v", err)
 	}
@@ -296,6 +300,33 @@ func kxOfferGrantedAt(t *testing.T, e *klEnv, role coordination.Role, member str
 	}
 	t.Fatalf("no offer to %s among the lease records", member)
 	return 0
+}
+
+// kxLeasesAfterOffer returns the role's lease records after the newest
+// offer to member (a lease that names it), in order.
+func kxLeasesAfterOffer(t *testing.T, e *klEnv, role coordination.Role, member coordination.MemberID) []coordination.Lease {
+	t.Helper()
+	records, err := e.observer.ReadPartition(ktContext(t), ktPartition(t, role, e.options))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseKey := string(coordination.EncodeKey(coordination.LeaseKey(role)))
+	var after []coordination.Lease
+	for _, r := range records {
+		if string(r.Key) != leaseKey || coordination.IsTombstone(r.Value) {
+			continue
+		}
+		lease, err := coordination.DecodeLease(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.Member == member {
+			after = after[:0]
+			continue
+		}
+		after = append(after, lease)
+	}
+	return after
 }
 
 // kxElectorSuccessor: an Elector with WithSuccessor, stopped while it
