@@ -307,21 +307,27 @@ var transfers sync.Map
 // guarded write may hold it). A target that minted meanwhile fences it,
 // which ends the leadership. It is a renewal: a retry of a renewal that
 // failed before the transfer is void after it, so that the renewals go on
-// one renew interval after the take-back.
+// one renew interval after the take-back; a take-back that fails is
+// retried as a failed renewal is, one poll interval later (the offer
+// stands meanwhile).
 func (l *Leadership) takeBack(ctx context.Context) error {
 	back, cancel := withClockTimeout(context.WithoutCancel(ctx), l.settings.clock, l.renewer.attemptBound())
 	defer cancel()
-	if err := l.lock(back, "take back"); err != nil {
-		return wrapf(err, nil, "take role %s back after the transfer", l.role)
+	err := l.lock(back, "take back")
+	if err == nil {
+		err = l.renewer.renew(back)
+		l.unlock()
 	}
-	err := l.renewer.renew(back)
-	l.unlock()
+	retryAt := int64(0)
+	if err != nil {
+		retryAt = monoMillis(l.settings.clock) + l.settings.pollInterval.Milliseconds()
+	}
+	l.renewer.mu.Lock()
+	l.renewer.retryAt = retryAt
+	l.renewer.mu.Unlock()
 	if err != nil {
 		return wrapf(err, nil, "take role %s back after the transfer", l.role)
 	}
-	l.renewer.mu.Lock()
-	l.renewer.retryAt = 0
-	l.renewer.mu.Unlock()
 	return nil
 }
 

@@ -737,3 +737,42 @@ func TestTransferGuardedWritesGoOn(t *testing.T) {
 		e.resign(target.won(t))
 	})
 }
+
+// TestTransferTakeBackFailsRetried: a take-back that fails (a transient
+// error) leaves the holder leading with the offer on the partition; the
+// renewals retry it one poll interval later, as after a failed renewal,
+// and go on from that lease.
+func TestTransferTakeBackFailsRetried(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1, coordination.WithTransferTimeout(4*time.Second))
+		ghost := e.ghost("node-ghost")
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(3_999)
+		unavailable := errors.New("broker unavailable")
+		node1.raw.FailNext(coordinationtest.OpWriteLease, unavailable)
+		e.runTo(4_000)
+		te := scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if !errors.Is(te, unavailable) {
+			t.Fatalf("TransferTo = %v, want it to wrap the take-back's error", te)
+		}
+		scHolds(t, holder)
+		if lease := e.state().Lease; lease == nil || lease.Member != ghost {
+			t.Fatalf("the newest lease after the failed take-back is %+v, want the offer", lease)
+		}
+		e.runTo(4_999)
+		if got := holder.Lease().GrantedAt; got != scAt(0) {
+			t.Fatalf("the lease was granted at %d before the retry, want 0", got-scStart)
+		}
+		e.runTo(5_000)
+		if lease := e.state().Lease; lease == nil || lease.Member != node1.id || lease.GrantedAt != scAt(5_000) {
+			t.Fatalf("the newest lease after the retry is %+v, want node-1's granted at 5000", lease)
+		}
+		e.runTo(15_000)
+		if got := holder.Lease().GrantedAt; got != scAt(15_000) {
+			t.Fatalf("the renewal after the retry was granted at %d, want 15000", got-scStart)
+		}
+		scHolds(t, holder)
+		e.resign(holder)
+	})
+}
