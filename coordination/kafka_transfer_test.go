@@ -173,16 +173,27 @@ func kxNotTaken(t *testing.T, c *kafkatest.Cluster) {
 	}
 	e.waitRosterHeld(t, role, "node-a,node-b,node-ghost", "node-a")
 
+	commands := c.CreateTopic(t, "coord-transfer-commands", 1, nil)
 	var wg sync.WaitGroup
-	var busy error
+	var busy, written error
+	var writtenAfter time.Duration
 	start := time.Now()
 	wg.Go(func() {
 		time.Sleep(500 * time.Millisecond)
 		busy = holder.TransferTo(ctx, fxMember(t, "node-b"))
 	})
+	wg.Go(func() {
+		time.Sleep(time.Second) // the offer stands: a guarded write goes on
+		written = holder.Write(ctx, coordination.GuardedRecord{Topic: commands, Value: []byte("during the transfer")})
+		writtenAfter = time.Since(start)
+	})
 	err := holder.TransferTo(ctx, ghost)
 	took := time.Since(start)
 	wg.Wait()
+	if written != nil || writtenAfter >= took {
+		t.Fatalf("a guarded write during the transfer returned %v after %v, TransferTo after %v: want it committed before the transfer's end", written, writtenAfter, took)
+	}
+	t.Logf("%s: a guarded write begun 1 s into the transfer committed %v after it began", c.Name, writtenAfter-time.Second)
 	var te *coordination.TransferError
 	if !errors.As(err, &te) || te.Fault != coordination.TransferNotTaken {
 		t.Fatalf("TransferTo(ghost) = %v, want TransferNotTaken", err)
