@@ -135,22 +135,19 @@ func defaultTransferTimeout(lease LeaseConfig, poll time.Duration) time.Duration
 // TransferTo hands the role to the member to, which must be in the role's
 // roster and competing for it ([AcquireLeadership] or an [Elector]). The
 // holder pauses its renewals and writes a lease that names to under its own
-// token (an offer); the member recognises it, mints at once (which fences
-// this holder) and writes its own lease; the other standbys see a live
-// lease and do not challenge. TransferTo returns nil once to's lease is on
-// the partition; the leadership then ends with [ErrTransferred] (or
-// [ErrFenced], when a guarded write met the member's mint first) and
-// withdraws its registration. Guarded writes go on during the transfer
-// (the holder leads until to mints; the broker fences them from then on);
-// Renew waits for its end. [WithRenewDeadline] keeps counting.
+// token (an offer); to recognises it, mints at once (which fences this
+// holder) and writes its own lease; the other standbys see a live lease and
+// wait. TransferTo returns nil once to's lease is on the partition; the
+// leadership then ends with [ErrTransferred] and withdraws its registration.
+// Guarded writes go on meanwhile (fenced once to mints); Renew waits.
 //
 // It returns a [*TransferError] at once, and the holder keeps the role,
 // for to not in the roster, to the holder, to known dead, or a transfer
-// already in progress; after the bound ([WithTransferTimeout]) or the end
-// of ctx, with the holder's own lease written again (no epoch used) and the
+// in progress; after the bound ([WithTransferTimeout]) or the end of ctx,
+// with the holder's own lease written again (no epoch used) and the
 // renewals resumed; and when the leadership ends meanwhile (Resign, the
-// renew deadline). See the package doc's section "Planned transfer". Safe
-// for concurrent use.
+// renew deadline). The package doc's section "Planned transfer" says more,
+// and why writes go on. Safe for concurrent use.
 func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 	fail := func(fault TransferFault, err error, format string, args ...any) error {
 		return &TransferError{Role: l.role, Holder: l.member, To: to, Fault: fault, Reason: fmt.Sprintf(format, args...), Err: err}
