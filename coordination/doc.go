@@ -558,10 +558,11 @@
 //
 // [Leadership.TransferTo] hands the role to a named member of the roster,
 // with the specification's two record kinds only (the frozen layout: every
-// earlier release reads them). The holder takes its write slot for the
-// whole transfer, which pauses its renewals and its guarded writes, and
-// writes one lease that names the target under the holder's own token: an
-// offer. It is a live lease, so every standby of this release or an earlier
+// earlier release reads them). The holder pauses its renewals (a renewal
+// that takes the write slot after the pause writes nothing), takes the
+// write slot for one write only, so that a renewal in flight lands before
+// it, and writes one lease that names the target under the holder's own
+// token: an offer. It is a live lease, so every standby of this release or an earlier
 // one waits for its deadline plus its rank's stagger, and none challenges.
 // The target recognises the offer (campaign_rules.go, offeredTo): a lease
 // that names it, under the token that the transaction coordinator holds
@@ -576,6 +577,20 @@
 // [ErrNotHeld]), and the holder withdraws its registration as a
 // resignation does. One leadership change, one epoch.
 //
+// During a transfer the holder's guarded writes ([Leadership.Write]) go on:
+// the holder is the one authoritative writer until the target's
+// InitProducerId, and from that instant the broker fences them, so there
+// is never a moment with two writers either way; a transfer that is not
+// taken then costs the writer nothing. A write fenced so ends the
+// leadership with [ErrFenced] instead of ErrTransferred, and TransferTo
+// still returns nil once the target's lease lands. [Leadership.Renew]
+// waits for the transfer's end: its lease would write over the offer. The
+// renew deadline ([WithRenewDeadline]) keeps counting from the newest
+// lease during the pause, and ends the leadership, and the transfer, on
+// time; so does [Leadership.Resign], at once, with its tombstone. Then
+// nothing is taken back, and TransferTo returns a [*TransferError] with
+// [TransferNotTaken] that wraps the leadership's end.
+//
 // An offer is written once and never renewed, which tells it apart from
 // the lease of a second live process under the target's member id (the
 // duplicate-member watch, [WithDuplicateMemberCheck]): that process's
@@ -584,7 +599,8 @@
 // When the target does not take the role within the bound
 // ([WithTransferTimeout]; 15 s with the defaults: max(3 × 5 s, 10 s + 2 ×
 // 1 s)), or the call's context ends first, the holder writes its own lease
-// again under the same token, the renewals resume, no epoch is used, and
+// again under the same token (the take-back, a renewal of its own), the
+// renewals resume one renew interval after it, no epoch is used, and
 // TransferTo returns a [*TransferError] with [TransferNotTaken]. A target
 // that minted in the meantime fences that write, and the leadership ends
 // with [ErrFenced] as any fenced leadership does. A target that is not in

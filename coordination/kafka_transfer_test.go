@@ -173,16 +173,27 @@ func kxNotTaken(t *testing.T, c *kafkatest.Cluster) {
 	}
 	e.waitRosterHeld(t, role, "node-a,node-b,node-ghost", "node-a")
 
+	commands := c.CreateTopic(t, "coord-transfer-commands", 1, nil)
 	var wg sync.WaitGroup
-	var busy error
+	var busy, written error
+	var writtenAfter time.Duration
 	start := time.Now()
 	wg.Go(func() {
 		time.Sleep(500 * time.Millisecond)
 		busy = holder.TransferTo(ctx, fxMember(t, "node-b"))
 	})
+	wg.Go(func() {
+		time.Sleep(time.Second) // the offer stands: a guarded write goes on
+		written = holder.Write(ctx, coordination.GuardedRecord{Topic: commands, Value: []byte("during the transfer")})
+		writtenAfter = time.Since(start)
+	})
 	err := holder.TransferTo(ctx, ghost)
 	took := time.Since(start)
 	wg.Wait()
+	if written != nil || writtenAfter >= took {
+		t.Fatalf("a guarded write during the transfer returned %v after %v, TransferTo after %v: want it committed before the transfer's end", written, writtenAfter, took)
+	}
+	t.Logf("%s: a guarded write begun 1 s into the transfer committed %v after it began", c.Name, writtenAfter-time.Second)
 	var te *coordination.TransferError
 	if !errors.As(err, &te) || te.Fault != coordination.TransferNotTaken {
 		t.Fatalf("TransferTo(ghost) = %v, want TransferNotTaken", err)
@@ -195,6 +206,10 @@ func kxNotTaken(t *testing.T, c *kafkatest.Cluster) {
 		t.Fatalf("TransferTo(ghost) returned after %v, want the bound %v plus the take-back", took, kxBound)
 	}
 	klAlive(t, "node-a", holder)
+	time.Sleep(e.lease.RenewInterval() / 4) // a renewal held back by the transfer would land now
+	if after := kxLeasesAfterOffer(t, e, role, ghost); len(after) != 1 || after[0].Member.String() != "node-a" || after[0].Token != holder.Token() {
+		t.Fatalf("the lease records after the offer are %+v; want one, node-a's take-back: no renewal during the transfer, none right after it", after)
+	}
 	if err := holder.Renew(ctx); err != nil {
 		t.Fatalf("Renew after the transfer that was not taken: %v", err)
 	}
@@ -296,6 +311,33 @@ func kxOfferGrantedAt(t *testing.T, e *klEnv, role coordination.Role, member str
 	}
 	t.Fatalf("no offer to %s among the lease records", member)
 	return 0
+}
+
+// kxLeasesAfterOffer returns the role's lease records after the newest
+// offer to member (a lease that names it), in order.
+func kxLeasesAfterOffer(t *testing.T, e *klEnv, role coordination.Role, member coordination.MemberID) []coordination.Lease {
+	t.Helper()
+	records, err := e.observer.ReadPartition(ktContext(t), ktPartition(t, role, e.options))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseKey := string(coordination.EncodeKey(coordination.LeaseKey(role)))
+	var after []coordination.Lease
+	for _, r := range records {
+		if string(r.Key) != leaseKey || coordination.IsTombstone(r.Value) {
+			continue
+		}
+		lease, err := coordination.DecodeLease(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.Member == member {
+			after = after[:0]
+			continue
+		}
+		after = append(after, lease)
+	}
+	return after
 }
 
 // kxElectorSuccessor: an Elector with WithSuccessor, stopped while it

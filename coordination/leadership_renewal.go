@@ -26,10 +26,20 @@ import (
 // fails for another, transient reason leaves the leadership as it is and
 // returns the transport's error. Renew on an ended leadership writes nothing and
 // returns an error that wraps [ErrNotHeld], and the fence too if a fence
-// ended it.
+// ended it. During a [Leadership.TransferTo] it waits for the transfer's
+// end (its lease would withdraw the offer).
 func (l *Leadership) Renew(ctx context.Context) error {
 	if err := l.lock(ctx, "renew"); err != nil {
 		return err
+	}
+	for {
+		waited, err := l.awaitTransfer(ctx) // gives the slot back while it waits
+		if err != nil {
+			return err
+		}
+		if !waited {
+			break
+		}
 	}
 	defer l.unlock()
 	return l.renewer.renew(ctx)

@@ -134,18 +134,20 @@ func defaultTransferTimeout(lease LeaseConfig, poll time.Duration) time.Duration
 
 // TransferTo hands the role to the member to, which must be in the role's
 // roster and competing for it ([AcquireLeadership] or an [Elector]). The
-// holder writes a lease that names to under its own token (an offer), and
-// stops renewing; the member recognises it, mints at once (which fences
-// this holder) and writes its own lease; the other standbys see a live
-// lease and do not challenge. TransferTo returns nil once to's lease is on
-// the partition, and the leadership then ends with [ErrTransferred] and
-// withdraws its registration. Guarded writes wait for the transfer's end.
+// holder pauses its renewals and writes a lease that names to under its own
+// token (an offer); to recognises it, mints at once (which fences this
+// holder) and writes its own lease; the other standbys see a live lease and
+// wait. TransferTo returns nil once to's lease is on the partition; the
+// leadership then ends with [ErrTransferred] and withdraws its registration.
+// Guarded writes go on meanwhile (fenced once to mints); Renew waits.
 //
 // It returns a [*TransferError] at once, and the holder keeps the role,
 // for to not in the roster, to the holder, to known dead, or a transfer
-// already in progress; and after the bound ([WithTransferTimeout]) or the
-// end of ctx, with the holder's own lease written again (no epoch used).
-// See the package doc's section "Planned transfer". Safe for concurrent use.
+// in progress; after the bound ([WithTransferTimeout]) or the end of ctx,
+// with the holder's own lease written again (no epoch used) and the
+// renewals resumed; and when the leadership ends meanwhile (Resign, the
+// renew deadline). The package doc's section "Planned transfer" says more,
+// and why writes go on. Safe for concurrent use.
 func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 	fail := func(fault TransferFault, err error, format string, args ...any) error {
 		return &TransferError{Role: l.role, Holder: l.member, To: to, Fault: fault, Reason: fmt.Sprintf(format, args...), Err: err}
@@ -156,10 +158,14 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 	case to == l.member:
 		return fail(TransferToSelf, nil, "the member holds the role already")
 	}
-	if _, busy := transfers.LoadOrStore(l, struct{}{}); busy {
+	over := make(chan struct{})
+	if _, busy := transfers.LoadOrStore(l, over); busy {
 		return fail(TransferBusy, nil, "another transfer of this leadership is in progress")
 	}
-	defer transfers.Delete(l)
+	defer func() {
+		transfers.Delete(l)
+		close(over) // a Renew that waits for the transfer goes on
+	}()
 	if err := l.endedErr("transfer"); err != nil {
 		return err
 	}
@@ -184,24 +190,29 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 	if now := l.settings.clock.NowMillis(); entry.LapsedAt(now, l.settings.lease) {
 		return fail(TransferMemberDead, nil, "its newest heartbeat is %d ms old, past the roster lapse of %v", now-entry.LastSeen, l.settings.lease.RosterLapse())
 	}
-	// The write slot, for the whole transfer: no renewal and no guarded
-	// write of the holder goes out while the offer stands.
-	if err := l.lock(ctx, "transfer"); err != nil {
+	// No renewal goes out while the offer stands: the pause takes the due
+	// renewal off the scheduler, and a renewal that takes the write slot
+	// after it writes nothing. The slot is held for the offer's own write
+	// only, so that a renewal in flight lands before the offer, not after.
+	// A transfer that ends without a successor resumes the renewals (after
+	// the take-back, by the defers' order); after a success, or an end of
+	// the leadership, the resume does nothing.
+	l.renewer.pause()
+	defer l.renewer.resume()
+	bound := l.settings.transferBound()
+	wait, cancel := withClockTimeout(ctx, l.settings.clock, bound)
+	defer cancel()
+	if err := l.lock(wait, "transfer"); err != nil {
 		return fail(TransferNotTaken, err, "waiting for the write slot; nothing was written")
 	}
-	transferred := false
-	defer func() {
-		l.unlock()
-		if transferred {
-			l.withdrawRegistration(ctx)
-		}
-	}()
 	if err := l.endedErr("transfer"); err != nil {
+		l.unlock()
 		return err
 	}
-	bound := l.settings.transferBound()
 	offer := l.settings.lease.Grant(to, l.token, l.settings.clock.NowMillis())
-	if err := l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(offer)); err != nil {
+	err = l.transport.WriteLease(ctx, l.partition, l.token, EncodeKey(LeaseKey(l.role)), EncodeLease(offer))
+	l.unlock()
+	if err != nil {
 		err = wrapf(err, nil, "offer by member %s", l.member)
 		if endsLeadership(err) || errors.Is(err, ErrNotAuthorized) {
 			l.end(err)
@@ -210,8 +221,6 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 		back := l.takeBack(ctx)
 		return fail(TransferNotTaken, errors.Join(err, back), "the offer's write failed (it may have landed): %s", tookBack(back))
 	}
-	wait, cancel := withClockTimeout(ctx, l.settings.clock, bound)
-	defer cancel()
 	for {
 		state, err := reader.read(ctx)
 		// A lease under another token than the holder's comes of a newer
@@ -220,9 +229,11 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 		// coordinator reallocated after an exhausted epoch.)
 		newer := err == nil && state.Lease != nil && state.Lease.Token != l.token
 		if newer && state.Lease.Member == to {
-			transferred = true
+			// A guarded write fenced by to's mint may have ended the
+			// leadership first (ErrFenced); end keeps that cause.
 			l.end(&contextError{msg: fmt.Sprintf("coordination: member %s transferred role %s to %s, which holds it under %s: %s: %s",
 				l.member, l.role, to, state.Lease.Token, ErrTransferred.Error(), ErrNotHeld.Error()), errs: []error{ErrTransferred, ErrNotHeld}})
+			l.withdrawRegistration(ctx)
 			return nil
 		}
 		if newer {
@@ -230,16 +241,44 @@ func (l *Leadership) TransferTo(ctx context.Context, to MemberID) error {
 			// leadership.
 			return fail(TransferNotTaken, l.takeBack(ctx), "%s took the role under %s instead", state.Lease.Member, state.Lease.Token)
 		}
+		if ended := l.Err(); ended != nil && !errors.Is(ended, ErrFenced) {
+			// Resign, the renew deadline, a lost producer: nothing to take
+			// back. (A fence is to's mint, most likely: its lease may come.)
+			return fail(TransferNotTaken, l.endedErr("transfer"), "the leadership ended during the transfer")
+		}
 		if wait.Err() != nil {
 			break
 		}
-		reader.wait(wait) // then one more read, at the bound too
+		var ended <-chan struct{}
+		if l.Err() == nil {
+			ended = l.done // else fenced: wait for to's lease
+		}
+		reader.wait(wait, ended) // then one more read, at the bound too
 	}
 	back := l.takeBack(ctx)
 	if ctx.Err() != nil {
 		return fail(TransferNotTaken, errors.Join(ctx.Err(), back), "the call's context ended: %s", tookBack(back))
 	}
 	return fail(TransferNotTaken, back, "%s did not take the role within %v: %s", to, bound, tookBack(back))
+}
+
+// awaitTransfer holds the caller back while a TransferTo of l runs, or
+// until ctx ends: Renew waits so, because its lease would write over the
+// offer (and withdraw it). The caller holds the write slot, and gives it
+// back while it waits; it reports whether it waited, and then takes the
+// slot again.
+func (l *Leadership) awaitTransfer(ctx context.Context) (waited bool, err error) {
+	running, ok := transfers.Load(l)
+	if !ok {
+		return false, nil
+	}
+	l.unlock()
+	select {
+	case <-running.(chan struct{}):
+	case <-ctx.Done():
+		return true, fmt.Errorf("coordination: renew role %s: waiting for the transfer of the role: %w", l.role, ctx.Err())
+	}
+	return true, l.lock(ctx, "renew")
 }
 
 // tookBack says in words how the take-back after a transfer that did not
@@ -254,18 +293,36 @@ func tookBack(err error) string {
 	return "the holder's own lease did not land; its renewals retry it"
 }
 
-// transfers holds the leaderships whose TransferTo runs (TransferBusy):
-// an entry lives for the call only.
+// transfers holds the leaderships whose TransferTo runs (TransferBusy),
+// each with a channel closed at the call's end (awaitTransfer): an entry
+// lives for the call only.
 var transfers sync.Map
 
 // takeBack writes the holder's own lease again after a transfer that did
 // not happen, under a context of its own (the call's may have ended),
-// bounded as a renewal is. The caller holds the write slot. A target that
-// minted meanwhile fences it, which ends the leadership.
+// bounded as a renewal is, the wait for the write slot included (a
+// guarded write may hold it). A target that minted meanwhile fences it,
+// which ends the leadership. It is a renewal: a retry of a renewal that
+// failed before the transfer is void after it, so that the renewals go on
+// one renew interval after the take-back; a take-back that fails is
+// retried as a failed renewal is, one poll interval later (the offer
+// stands meanwhile).
 func (l *Leadership) takeBack(ctx context.Context) error {
 	back, cancel := withClockTimeout(context.WithoutCancel(ctx), l.settings.clock, l.renewer.attemptBound())
 	defer cancel()
-	if err := l.renewer.renew(back); err != nil {
+	err := l.lock(back, "take back")
+	if err == nil {
+		err = l.renewer.renew(back)
+		l.unlock()
+	}
+	retryAt := int64(0)
+	if err != nil {
+		retryAt = monoMillis(l.settings.clock) + l.settings.pollInterval.Milliseconds()
+	}
+	l.renewer.mu.Lock()
+	l.renewer.retryAt = retryAt
+	l.renewer.mu.Unlock()
+	if err != nil {
 		return wrapf(err, nil, "take role %s back after the transfer", l.role)
 	}
 	return nil
@@ -349,12 +406,13 @@ func (r *transferReader) readAll(ctx context.Context) (RoleState, error) {
 }
 
 // wait returns on a new record of the partition, after one poll interval,
-// or when ctx ends.
-func (r *transferReader) wait(ctx context.Context) {
+// when ctx ends, or when ended closes.
+func (r *transferReader) wait(ctx context.Context, ended <-chan struct{}) {
 	select {
 	case <-r.changed: // nil without a follower
 	case <-r.l.settings.clock.After(r.l.settings.pollInterval):
 	case <-ctx.Done():
+	case <-ended:
 	}
 }
 

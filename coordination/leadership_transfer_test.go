@@ -431,3 +431,348 @@ func TestTransferTargetMintedButItsLeaseLate(t *testing.T) {
 		e.resign(successor)
 	})
 }
+
+// The transfer on the renewer's pause (TransferTo pauses the renewals, and
+// takes the write slot for the offer's own write only).
+
+// scLeaseWrites returns the lease writes that the member started.
+func scLeaseWrites(m *scMember) int { return m.raw.Calls(coordinationtest.OpWriteLease) }
+
+// TestTransferNoRenewalBetweenOfferAndTargetLease: the target mints at once
+// but its lease is held back; the holder's renewal falls due (10000)
+// meanwhile. Between the offer and the target's lease the holder writes no
+// lease (the offer stays the newest), and the transfer then completes.
+func TestTransferNoRenewalBetweenOfferAndTargetLease(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		holder := e.acquireNow(node1)
+		target := e.campaign(node2)
+		e.runTo(9_000)
+		late := node2.raw.Block(coordinationtest.OpWriteLease)
+		writes := scLeaseWrites(node1)
+		tr := e.transfer(context.Background(), holder, node2.id)
+		e.runTo(14_000) // past the due renewal at 10000, within the bound (24000)
+		if tr.finished() {
+			t.Fatalf("TransferTo returned %v before the target's lease", tr.err)
+		}
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 1 {
+			t.Fatalf("the target minted %d times, want once", got)
+		}
+		if got := scLeaseWrites(node1) - writes; got != 1 {
+			t.Fatalf("the holder wrote %d leases since the transfer began, want 1 (the offer; no renewal)", got)
+		}
+		if lease := e.state().Lease; lease == nil || lease.Member != node2.id || lease.Token != holder.Token() || lease.GrantedAt != scAt(9_000) {
+			t.Fatalf("the newest lease is %+v, want the offer to node-2 under %s granted at 9000", lease, holder.Token())
+		}
+		late()
+		e.handOver() // the holder sees the target's lease
+		if !tr.finished() || tr.err != nil {
+			t.Fatalf("TransferTo = %v (returned %v), want nil", tr.err, tr.finished())
+		}
+		if got := scLeaseWrites(node1) - writes; got != 1 {
+			t.Fatalf("the holder wrote %d leases during the transfer, want 1 (the offer)", got)
+		}
+		scEnded(t, holder, coordination.ErrTransferred)
+		successor := target.won(t)
+		e.checkToken(successor.Token(), "after the transfer")
+		e.resign(successor)
+	})
+}
+
+// TestTransferAfterTheRenewalInFlight: the renewal due at 10000 is in
+// flight (its write held) when TransferTo starts. The offer goes after the
+// renewal lands, never before it: the renewal cannot write over the offer.
+func TestTransferAfterTheRenewalInFlight(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		holder := e.acquireNow(node1)
+		target := e.campaign(node2)
+		e.runTo(9_000)
+		slow := node1.raw.Block(coordinationtest.OpWriteLease)
+		writes := scLeaseWrites(node1)
+		e.runTo(10_000)
+		node1.raw.WaitCalls(coordinationtest.OpWriteLease, writes+1) // the renewal, held
+		tr := e.transfer(context.Background(), holder, node2.id)
+		if got := scLeaseWrites(node1) - writes; got != 1 {
+			t.Fatalf("%d lease writes while the renewal is in flight, want 1 (the renewal): the offer waits for the slot", got)
+		}
+		e.runTo(10_500)
+		slow()
+		e.handOver()
+		if e.plain {
+			e.handOver() // the target's poll, then the holder's
+		}
+		if !tr.finished() || tr.err != nil {
+			t.Fatalf("TransferTo = %v (returned %v), want nil", tr.err, tr.finished())
+		}
+		var leases []coordination.Lease
+		key := string(coordination.EncodeKey(coordination.LeaseKey(e.role)))
+		for _, entry := range e.cluster.Entries(e.tp) {
+			if string(entry.Key) == key && !coordination.IsTombstone(entry.Value) {
+				lease, err := coordination.DecodeLease(entry.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leases = append(leases, lease)
+			}
+		}
+		if n := len(leases); n < 3 || leases[n-3].Member != node1.id || leases[n-3].GrantedAt != scAt(10_000) ||
+			leases[n-2].Member != node2.id || leases[n-2].Token != holder.Token() || leases[n-1].Member != node2.id || leases[n-1].Token == holder.Token() {
+			t.Fatalf("the lease records end with %+v; want node-1's renewal of 10000, then the offer, then node-2's own lease", leases)
+		}
+		if got := scLeaseWrites(node1) - writes; got != 2 {
+			t.Fatalf("the holder wrote %d leases, want 2 (the renewal, the offer)", got)
+		}
+		scEnded(t, holder, coordination.ErrTransferred)
+		e.resign(target.won(t))
+	})
+}
+
+// TestTransferNotTakenRenewalsResumeOnSchedule: a transfer to a member
+// that never takes the role writes one lease after the offer, the
+// take-back at the bound (17000), though a renewal fell due at 10000; the
+// renewals then resume one renew interval after the take-back (27000).
+func TestTransferNotTakenRenewalsResumeOnSchedule(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1)
+		ghost := e.ghost("node-ghost")
+		e.runTo(2_000)
+		writes := scLeaseWrites(node1)
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(16_999)
+		if got := scLeaseWrites(node1) - writes; got != 1 || tr.finished() {
+			t.Fatalf("before the bound: %d lease writes (want 1, the offer), TransferTo returned %v", got, tr.finished())
+		}
+		e.runTo(17_000)
+		scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if got := scLeaseWrites(node1) - writes; got != 2 {
+			t.Fatalf("at the bound: %d lease writes, want 2 (the offer, the take-back)", got)
+		}
+		e.runTo(26_999)
+		if got := scLeaseWrites(node1) - writes; got != 2 {
+			t.Fatalf("after the take-back: %d lease writes before 27000, want 2 (no extra renewal)", got)
+		}
+		if got := holder.Lease().GrantedAt; got != scAt(17_000) {
+			t.Fatalf("the lease was granted at %d, want 17000 (the take-back)", got-scStart)
+		}
+		e.runTo(27_000)
+		if got := holder.Lease().GrantedAt; got != scAt(27_000) || scLeaseWrites(node1)-writes != 3 {
+			t.Fatalf("the renewal after the take-back was granted at %d (%d writes), want at 27000", got-scStart, scLeaseWrites(node1)-writes)
+		}
+		e.runTo(37_000)
+		if got := holder.Lease().GrantedAt; got != scAt(37_000) {
+			t.Fatalf("the next renewal was granted at %d, want 37000", got-scStart)
+		}
+		scHolds(t, holder)
+		e.resign(holder)
+	})
+}
+
+// TestTransferRenewDeadlineEndsAHangingTransfer: with WithRenewDeadline(15
+// s), the deadline counts during the transfer's pause: a transfer begun at
+// 12000 (bound 27000) to a member that never takes the role ends with the
+// leadership at 10000 + 15 s, with no take-back.
+func TestTransferRenewDeadlineEndsAHangingTransfer(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1, coordination.WithRenewDeadline(15*time.Second))
+		ghost := e.ghost("node-ghost")
+		e.runTo(12_000) // the renewal of 10000 landed
+		writes := scLeaseWrites(node1)
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(24_999)
+		scHolds(t, holder)
+		if tr.finished() {
+			t.Fatalf("TransferTo returned %v at %d, before the renew deadline", tr.err, tr.at)
+		}
+		e.runTo(25_000)
+		scEnded(t, holder, coordination.ErrRenewDeadline)
+		if !tr.finished() || tr.at != 25_000 {
+			t.Fatalf("TransferTo returned %v at %d, want at the renew deadline 25000", tr.finished(), tr.at)
+		}
+		te := scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if !errors.Is(te, coordination.ErrRenewDeadline) || !errors.Is(te, coordination.ErrNotHeld) {
+			t.Fatalf("TransferTo = %v, want it to wrap ErrRenewDeadline and ErrNotHeld", te)
+		}
+		e.runTo(40_000)
+		if got := scLeaseWrites(node1) - writes; got != 1 {
+			t.Fatalf("%d lease writes since the transfer began, want 1 (the offer; no take-back)", got)
+		}
+	})
+}
+
+// TestTransferResignDuringTransfer: Resign during a transfer that is not
+// taken returns at once (the transfer holds no slot), writes the lease
+// tombstone, and ends the transfer at once with TransferNotTaken wrapping
+// ErrNotHeld; no take-back is written after it.
+func TestTransferResignDuringTransfer(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1)
+		ghost := e.ghost("node-ghost")
+		e.runTo(2_000)
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(5_000)
+		e.resign(holder) // no clock step: it does not wait for the bound
+		e.settle()
+		if !tr.finished() || tr.at != 5_000 {
+			t.Fatalf("TransferTo returned %v at %d, want at the resignation (5000)", tr.finished(), tr.at)
+		}
+		te := scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if !errors.Is(te, coordination.ErrNotHeld) {
+			t.Fatalf("TransferTo = %v, want it to wrap ErrNotHeld", te)
+		}
+		e.runTo(20_000)
+		e.checkLeaseTombstone(holder)
+		if lease := e.state().Lease; lease != nil {
+			t.Fatalf("the lease after the resignation is %+v, want none (a tombstone)", lease)
+		}
+	})
+}
+
+// TestTransferRenewWaitsForTheTransfer: Renew during a transfer waits for
+// its end (its lease would withdraw the offer), then renews; a Renew whose
+// context ends first returns the context's error and writes nothing.
+func TestTransferRenewWaitsForTheTransfer(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1, coordination.WithTransferTimeout(4*time.Second))
+		ghost := e.ghost("node-ghost")
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(1_000)
+		cancelled, cancel := context.WithCancel(context.Background())
+		gaveUp := make(chan error, 1)
+		go func() { gaveUp <- holder.Renew(cancelled) }()
+		renewed := make(chan error, 1)
+		go func() { renewed <- holder.Renew(context.Background()) }()
+		e.runTo(2_000)
+		cancel()
+		if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Renew whose context ended during the transfer = %v, want context.Canceled", err)
+		}
+		e.runTo(3_999)
+		select {
+		case err := <-renewed:
+			t.Fatalf("Renew returned %v during the transfer", err)
+		default:
+		}
+		if lease := e.state().Lease; lease == nil || lease.Member != ghost {
+			t.Fatalf("the newest lease during the transfer is %+v, want the offer", lease)
+		}
+		writes := scLeaseWrites(node1)
+		e.runTo(4_000)
+		if err := <-renewed; err != nil {
+			t.Fatalf("Renew after the transfer = %v", err)
+		}
+		scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if got := scLeaseWrites(node1) - writes; got != 2 {
+			t.Fatalf("%d lease writes at the bound, want 2 (the take-back, the Renew)", got)
+		}
+		if lease := e.state().Lease; lease == nil || lease.Member != node1.id || lease.GrantedAt != scAt(4_000) {
+			t.Fatalf("the newest lease is %+v, want node-1's granted at 4000", lease)
+		}
+		scHolds(t, holder)
+		e.resign(holder)
+	})
+}
+
+// TestTransferGuardedWritesGoOn: guarded writes are not held back by a
+// transfer. Before the target mints, a Write commits at once under the
+// holder's token; once the target minted (its lease held back), a Write is
+// fenced at the broker, which ends the leadership with ErrFenced, and
+// TransferTo still returns nil when the target's lease lands.
+func TestTransferGuardedWritesGoOn(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1, node2 := e.member("node-1"), e.member("node-2")
+		holder := e.acquireNow(node1, coordination.WithTransferTimeout(4*time.Second))
+		if e.plain {
+			e.resign(holder) // no guarded writes without an ExtendedTransport
+			return
+		}
+		commands := coordination.TopicPartition{Topic: scCommands.Topic}
+		ghost := e.ghost("node-ghost")
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(1_000)
+		written := make(chan error, 1)
+		go func() { written <- holder.Write(context.Background(), scCommands) }()
+		e.settle()
+		select {
+		case err := <-written:
+			if err != nil {
+				t.Fatalf("Write during the transfer = %v", err)
+			}
+		default:
+			t.Fatal("Write waits for the transfer's end")
+		}
+		if entries := e.cluster.Entries(commands); len(entries) != 1 || entries[0].Token != holder.Token() {
+			t.Fatalf("the commands are %+v, want one under %s", entries, holder.Token())
+		}
+		e.runTo(4_000)
+		scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		scHolds(t, holder)
+
+		target := e.campaign(node2)
+		e.runTo(5_000)
+		late := node2.raw.Block(coordinationtest.OpWriteLease)
+		tr = e.transfer(context.Background(), holder, node2.id)
+		if got := node2.raw.Calls(coordinationtest.OpAcquireEpoch); got != 1 {
+			t.Fatalf("the target minted %d times, want once", got)
+		}
+		if err := holder.Write(context.Background(), scCommands); !errors.Is(err, coordination.ErrFenced) {
+			t.Fatalf("Write after the target's mint = %v, want ErrFenced", err)
+		}
+		scEnded(t, holder, coordination.ErrFenced)
+		if tr.finished() {
+			t.Fatalf("TransferTo returned %v before the target's lease", tr.err)
+		}
+		late()
+		e.settle()
+		if !tr.finished() || tr.err != nil {
+			t.Fatalf("TransferTo = %v (returned %v), want nil", tr.err, tr.finished())
+		}
+		if e.roster() != "node-ghost,node-2" {
+			t.Fatalf("roster = %s, want node-ghost,node-2 (the holder withdrawn)", e.roster())
+		}
+		e.resign(target.won(t))
+	})
+}
+
+// TestTransferTakeBackFailsRetried: a take-back that fails (a transient
+// error) leaves the holder leading with the offer on the partition; the
+// renewals retry it one poll interval later, as after a failed renewal,
+// and go on from that lease.
+func TestTransferTakeBackFailsRetried(t *testing.T) {
+	scBothPaths(t, func(t *testing.T, e *scEnv) {
+		node1 := e.member("node-1")
+		holder := e.acquireNow(node1, coordination.WithTransferTimeout(4*time.Second))
+		ghost := e.ghost("node-ghost")
+		tr := e.transfer(context.Background(), holder, ghost)
+		e.runTo(3_999)
+		unavailable := errors.New("broker unavailable")
+		node1.raw.FailNext(coordinationtest.OpWriteLease, unavailable)
+		e.runTo(4_000)
+		te := scTransferFault(t, tr.err, coordination.TransferNotTaken)
+		if !errors.Is(te, unavailable) {
+			t.Fatalf("TransferTo = %v, want it to wrap the take-back's error", te)
+		}
+		scHolds(t, holder)
+		if lease := e.state().Lease; lease == nil || lease.Member != ghost {
+			t.Fatalf("the newest lease after the failed take-back is %+v, want the offer", lease)
+		}
+		e.runTo(4_999)
+		if got := holder.Lease().GrantedAt; got != scAt(0) {
+			t.Fatalf("the lease was granted at %d before the retry, want 0", got-scStart)
+		}
+		e.runTo(5_000)
+		if lease := e.state().Lease; lease == nil || lease.Member != node1.id || lease.GrantedAt != scAt(5_000) {
+			t.Fatalf("the newest lease after the retry is %+v, want node-1's granted at 5000", lease)
+		}
+		e.runTo(15_000)
+		if got := holder.Lease().GrantedAt; got != scAt(15_000) {
+			t.Fatalf("the renewal after the retry was granted at %d, want 15000", got-scStart)
+		}
+		scHolds(t, holder)
+		e.resign(holder)
+	})
+}
