@@ -235,12 +235,21 @@ func (r *renewer) due() {
 
 	l := r.l
 	clock := l.settings.clock
-	attempt, cancel := withClockTimeout(parent, clock, r.attemptBound())
+	bound := r.attemptBound()
+	attempt, cancel := withClockTimeout(parent, clock, bound)
 	skipped := false
 	err := r.lockSlot(attempt)
 	if err == nil {
 		if skipped = r.isPaused(); !skipped { // a pause while the attempt waited for the slot: no write
 			err = r.renew(attempt)
+			if errors.Is(err, ErrOutcomeUnknown) && parent.Err() == nil {
+				// The attempt's bound ended with its transaction in flight
+				// (a Produce or EndTxn without an answer): the lease it
+				// renews has expired, or will before anything can be known,
+				// and the epoch's transaction ends in the background.
+				// Before the slot goes back, so that no write starts.
+				l.end(wrapf(err, []error{ErrProducerLost}, "the renewal's transaction was still in flight at the end of its bound (%v, until the deadline of the lease it renews), so the leadership ends", bound))
+			}
 		}
 		l.unlock()
 	}
