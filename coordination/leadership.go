@@ -176,7 +176,10 @@ func (l *Leadership) logger() *slog.Logger {
 //
 // Resign returns within its context plus the transport's bound on a write
 // in flight (250 ms for [KafkaTransport]), or within a second when ctx had
-// already ended: it still writes the tombstones then. Resign is safe to call
+// already ended: it still writes the tombstones then. Whatever ctx, it waits
+// no longer than the deadline of the newest lease (at least 600 ms), plus
+// 600 ms for the registration tombstone and the transport's bounds: about
+// 1.7 s past that deadline with [context.Background]. Resign is safe to call
 // twice and concurrently with [Leadership.Renew] and [Leadership.Write]: a
 // second call writes nothing, and returns nil when a resignation ended the
 // leadership, or an error that wraps [ErrNotHeld] and the cause when

@@ -24,9 +24,11 @@ import (
 // an error that wraps [ErrFenced], and [Leadership.Done] closes. So does a
 // renewal that gets [ErrProducerLost] or [ErrNotAuthorized]. A renewal that
 // fails for another, transient reason leaves the leadership as it is and
-// returns the transport's error. Renew on an ended leadership writes nothing and
-// returns an error that wraps [ErrNotHeld], and the fence too if a fence
-// ended it.
+// returns the transport's error, as does one whose ctx ended with its write
+// in flight ([ErrOutcomeUnknown] alone; the background renewal ends the
+// leadership then: the package doc's "Renewals and the write slot"). Renew
+// on an ended leadership writes nothing and returns an error that wraps
+// [ErrNotHeld], and the fence too if a fence ended it.
 func (l *Leadership) Renew(ctx context.Context) error {
 	if err := l.lock(ctx, "renew"); err != nil {
 		return err
@@ -211,9 +213,11 @@ func (r *renewer) wait() {
 // due runs one due renewal, on the scheduler's pool, and schedules the
 // next: at the RenewAt of the new lease, or one poll interval later after
 // a renewal that failed for a reason other than a fence; an attempt may
-// take until the deadline of the lease it renews (attemptBound). No
-// renewal is scheduled again once the leadership ended or Resign stopped
-// the renewals, nor while they are paused.
+// take until the deadline of the lease it renews (attemptBound). An attempt
+// that reaches that bound with its transaction in flight (ErrOutcomeUnknown:
+// a request without an answer) ends the leadership before it gives the
+// write slot back. No renewal is scheduled again once the leadership ended
+// or Resign stopped the renewals, nor while they are paused.
 //
 // A due renewal does not wait behind a guarded write for long: it waits
 // for the write slot at most preemptAfter, then cancels the guarded write
