@@ -137,3 +137,66 @@ func TestKafkaResignDuringUnansweredRenewalIsBounded(t *testing.T) {
 		t.Fatal("the leadership holds after Resign returned")
 	}
 }
+
+// TestKafkaResignWhoseTombstonesGoUnansweredIsBounded: Resign with
+// context.Background() between two renewals, and the Produce of its
+// tombstone transaction never gets an answer. Before, that transaction ran
+// under the caller's context, which never ends: its batch went again after
+// each read timeout for as long as the broker stayed silent (on kfake, until
+// its coordinator aborted the transaction at its timeout, the lease
+// duration after the tombstones began, and fenced the pair). Now Resign
+// returns within a second of the deadline of the newest lease, the
+// leadership has ended, and the registration tombstone, a plain append,
+// deregisters the member. The lease (6 s, renew interval 4 s) puts the
+// deadline 3 s after Resign's call, 3 s before kfake's abort.
+func TestKafkaResignWhoseTombstonesGoUnansweredIsBounded(t *testing.T) {
+	c := kafkatest.Fake(t)
+	lease, err := coordination.NewLeaseConfig(6*time.Second, 4*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := coordination.NewKafkaTransport(lease, c.Brokers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(transport.Close)
+	_, options := ktStateTopic(t, c, transport, 4)
+	options = append(options, coordination.WithLeaseConfig(lease), coordination.WithPollInterval(250*time.Millisecond))
+	role, member := ktRole(t, "resign-unanswered"), fxMember(t, "node-1")
+	holder, err := coordination.AcquireLeadership(ktContext(t), transport, role, member, options...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(time.UnixMilli(holder.Lease().GrantedAt).Add(3 * time.Second))) // 1 s before the first renewal
+	held, first := ksHoldRoleProduce(t, c, role)
+	deadline := time.UnixMilli(holder.Lease().Deadline)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- holder.Resign(context.Background()) }()
+	ksWaitHeld(t, held, first)
+	select {
+	case err = <-done:
+	case <-time.After(lease.Duration() + 30*time.Second):
+		t.Fatalf("Resign(context.Background()) did not return within %v", lease.Duration()+30*time.Second)
+	}
+	took, late := time.Since(start), time.Since(deadline)
+	t.Logf("Resign returned after %v, %v after the deadline of the newest lease: %v", took.Round(time.Millisecond), late.Round(time.Millisecond), err)
+	if late > time.Second {
+		t.Errorf("Resign(context.Background()) returned %v after the deadline of the newest lease (took %v), want at most 1 s after it", late.Round(time.Millisecond), took.Round(time.Millisecond))
+	}
+	if err == nil {
+		t.Error("Resign = nil, want the error of the lease tombstone that got no answer")
+	}
+	select {
+	case <-holder.Done():
+	default:
+		t.Fatal("the leadership holds after Resign returned")
+	}
+	klEventually(t, 10*time.Second, "the member deregistered", func() (bool, string) {
+		state, err := coordination.DescribeRoleState(ktContext(t), transport, role, options...)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(state.Roster) == 0, "roster " + ktRoster(state)
+	})
+}
