@@ -554,6 +554,30 @@
 // through the same producer; when its context ends first it ends the
 // leadership without a tombstone, and the standbys wait for the deadline.
 //
+// Resign waits no longer than the deadline of the newest lease (measured on
+// the monotonic clock from the lease's grant), or 600 ms when that is
+// sooner, whatever its context: past the deadline a standby challenges
+// without the lease tombstone, and a transaction of the epoch whose request
+// got no answer (a renewal's Produce that a stuck partition leader never
+// answers) holds the role's producer until the transaction timeout and
+// beyond. When that bound ends the tombstone transaction, the registration
+// tombstone still goes as a plain append, under 600 ms more within ctx. So
+// Resign with [context.Background] returns at most about 1.7 s after the
+// deadline of the newest lease: the bound, the transport's 250 ms on a
+// write in flight, the append's 600 ms and its 250 ms.
+//
+// A background renewal attempt ends by its bound: the deadline of the lease
+// it renews, and at least one renew interval (the lease then expired, or
+// the renewal is already late). An attempt that reaches its bound with its
+// transaction in flight (a request without an answer: [ErrOutcomeUnknown])
+// ends the leadership with an error that wraps [ErrOutcomeUnknown] and
+// [ErrProducerLost] before it gives the write slot back: nothing can be
+// known of its lease before a standby may challenge, and the epoch's
+// transaction ends in the background. A failure that returned before the
+// bound is retried one poll interval later. [Leadership.Renew], whose
+// context is the caller's, leaves the leadership as it is on
+// ErrOutcomeUnknown alone.
+//
 // # Planned transfer
 //
 // [Leadership.TransferTo] hands the role to a named member of the roster,

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // Leadership is the live leadership of one member over one role.
@@ -175,7 +176,10 @@ func (l *Leadership) logger() *slog.Logger {
 //
 // Resign returns within its context plus the transport's bound on a write
 // in flight (250 ms for [KafkaTransport]), or within a second when ctx had
-// already ended: it still writes the tombstones then. Resign is safe to call
+// already ended: it still writes the tombstones then. Whatever ctx, it waits
+// no longer than the deadline of the newest lease (at least 600 ms), plus
+// 600 ms for the registration tombstone and the transport's bounds: about
+// 1.7 s past that deadline with [context.Background]. Resign is safe to call
 // twice and concurrently with [Leadership.Renew] and [Leadership.Write]: a
 // second call writes nothing, and returns nil when a resignation ended the
 // leadership, or an error that wraps [ErrNotHeld] and the cause when
@@ -196,6 +200,9 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupBound)
 		defer cancel()
 	}
+	caller := ctx
+	ctx, cancel := l.resignBound(caller)
+	defer cancel()
 	if err := l.lock(ctx, "resign"); err != nil {
 		if l.Err() == nil {
 			l.end(fmt.Errorf("coordination: member %s resigned role %s without a tombstone: %w", l.member, l.role, ErrNotHeld))
@@ -209,7 +216,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		}
 		return wrapf(err, []error{ErrNotHeld}, "resign role %s", l.role)
 	}
-	leaseErr, registrationErr := l.writeTombstones(ctx)
+	leaseErr, registrationErr := l.writeTombstones(ctx, caller)
 	if leaseErr != nil && errors.Is(leaseErr, ErrFenced) {
 		err := fmt.Errorf("coordination: resignation of role %s by %s under %s: %w", l.role, l.member, l.token, leaseErr)
 		l.end(err)
@@ -234,7 +241,10 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // returns within its context plus one abandonGrace of the transport, not
 // two. It returns the error of the lease tombstone and the error of the
 // registration tombstone; a failed heartbeat tombstone is only logged.
-func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registrationErr error) {
+// ctx is Resign's bound (resignBound) of caller's context: when it ended
+// before the transaction did, the plain appends get cleanupBound more
+// within caller's context.
+func (l *Leadership) writeTombstones(ctx, caller context.Context) (leaseErr, registrationErr error) {
 	leaseKey := EncodeKey(LeaseKey(l.role))
 	registrationKey := EncodeKey(RegistrationKey(l.role, l.member))
 	var heartbeatKey []byte
@@ -251,6 +261,14 @@ func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registratio
 		leaseErr = l.extended.WriteTombstones(ctx, l.partition, l.token, keys...)
 		if leaseErr == nil {
 			return nil, nil
+		}
+		if ctx.Err() != nil && caller.Err() == nil {
+			// The deadline of the lease passed with the transaction in
+			// flight (behind a renewal whose answer never came): the
+			// registration tombstone still deregisters the member.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(caller, cleanupBound)
+			defer cancel()
 		}
 	}
 	var appends sync.WaitGroup
@@ -269,6 +287,19 @@ func (l *Leadership) writeTombstones(ctx context.Context) (leaseErr, registratio
 	}
 	appends.Wait()
 	return leaseErr, registrationErr
+}
+
+// resignBound bounds Resign's wait for the write slot and its tombstones:
+// ctx, and at the latest the deadline of the newest lease on the clock's
+// monotonic reading, or cleanupBound from now when that is sooner. Past
+// the deadline a standby challenges without the lease tombstone, and the
+// epoch's transaction in flight (a renewal or a guarded write without an
+// answer) may hold the producer until the transaction timeout and beyond.
+func (l *Leadership) resignBound(ctx context.Context) (context.Context, context.CancelFunc) {
+	lease, grantMono := l.renewer.leaseClock()
+	clock := l.settings.clock
+	until := time.Duration(monoAt(lease, grantMono, lease.Deadline)-monoMillis(clock)) * time.Millisecond
+	return withClockTimeout(ctx, clock, max(until, cleanupBound))
 }
 
 // endedErr returns the error of an operation on an ended leadership, and nil
