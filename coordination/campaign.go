@@ -290,6 +290,7 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		view.leaseFenced = c.sawFenced(lease.Token)
 		view.leaseMinted = c.extended != nil && c.extended.Minted(lease.Token)
 		view.priorLease = c.leases.priorOf(*lease)
+		view.leaseOffset, view.leaseOffsetKnown = c.leases.offsetOf(*lease)
 	}
 	if c.extended != nil && epoch.asked && epoch.held {
 		minted, pending := c.extended.LateMint(c.role, epoch.current)

@@ -49,6 +49,12 @@ type campaignView struct {
 	leaseFenced bool
 	leaseMinted bool
 
+	// leaseOffset is the offset of the lease record of state.Lease in the
+	// partition, when leaseOffsetKnown; the duplicate-member watch reads it
+	// (renewedSince).
+	leaseOffset      int64
+	leaseOffsetKnown bool
+
 	epoch  epochAnswer   // the coordinator's answer on this read, for the duplicate-member watch
 	stable stableOffsets // what a [ExtendedTransport.StableOffsets] reports of the partition
 
@@ -89,6 +95,7 @@ type campaignMemory struct {
 	ownRegistrationSeen bool   // this call's registration was in the roster once
 	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
+	namedLeaseBar       int64  // a renewal at this offset or past it was written after namedLease was first seen; 0 for unknown (renewedSince)
 	offer               Lease  // a holder's offer of the role to this member (offeredTo), by value; the zero Lease for none
 
 	stuckStable int64 // the last stable offset that an open transaction holds
@@ -410,7 +417,7 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 		if memory.namedLease == nil || memory.namedLease.Token != lease.Token {
 			notes |= noteLeaseSuperseded
 		}
-		memory.namedLease, memory.namedLeaseSeenAt = &lease, nowMillis
+		memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = &lease, nowMillis, renewalBar(view)
 		return namedLeaseStep{decision: evaluateDeposed(state, member, nowMillis, rules.lease), memory: memory, notes: notes}
 	}
 	if view.leaseMinted {
@@ -418,7 +425,12 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 	}
 	switch {
 	case memory.namedLease == nil || memory.namedLease.Token != lease.Token:
-		memory.namedLease, memory.namedLeaseSeenAt = &lease, nowMillis
+		memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = &lease, nowMillis, renewalBar(view)
+	case lease.GrantedAt > memory.namedLease.GrantedAt && !renewedSince(view, memory.namedLeaseBar):
+		// A renewal that an open transaction hid when the lease was first
+		// seen: written before, by an earlier incarnation as well as by a
+		// live process. It is the lease now; the quiet test goes on.
+		memory.namedLease = &lease
 	case lease.GrantedAt > memory.namedLease.GrantedAt:
 		return namedLeaseStep{step: &campaignStep{action: campaignStop, notes: notes, memory: memory, err: fmt.Errorf("coordination: member %s of role %s: the lease that names this member was renewed under %s while this call waited (granted at %d ms, then at %d ms): "+
 			"another live process uses this member id, and this call would fence it: %w", member, view.role, lease.Token, memory.namedLease.GrantedAt, lease.GrantedAt, ErrDuplicateMember)}}
@@ -428,6 +440,28 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 		return namedLeaseStep{decision: Decision{Action: ActionWait, WaitUntil: quietUntil}, memory: memory, notes: notes}
 	}
 	return namedLeaseStep{decision: Decision{Action: ActionChallenge}, memory: memory, notes: notes}
+}
+
+// renewalBar returns the offset from which a lease record was written
+// after this read: the high watermark that the transport reports, and 0
+// (unknown) without a report. A record before it was in the log already,
+// visible or hidden behind an open transaction (the last stable offset).
+func renewalBar(view campaignView) int64 {
+	if !view.stable.reported {
+		return 0
+	}
+	return view.stable.high
+}
+
+// renewedSince reports whether the lease record of view can be evidence of
+// a live process under the member's id: written at bar or past it (after
+// the watch first saw the lease), or with either offset unknown (then
+// every renewal counts). A crashed member's last renewal that an open
+// transaction hid is older than bar, and comes to light only when the
+// transaction ends: no sign of a live process. The log position decides,
+// not GrantedAt, which is another process's wall clock.
+func renewedSince(view campaignView, bar int64) bool {
+	return bar == 0 || !view.leaseOffsetKnown || view.leaseOffset >= bar
 }
 
 // offeredTo reports whether the lease of state is a holder's offer of the
@@ -785,6 +819,7 @@ type duplicateWatch struct {
 	entry   RosterEntry // the standby registration of the member (lease nil)
 	seenAt  int64       // when the watch began, in ms
 	until   int64       // when it ends, in ms
+	bar     int64       // a lease record at this offset or past it was written after the watch began; 0 for unknown (renewalBar)
 }
 
 // beforeRegisterStep is one decision of decideBeforeRegister.
@@ -830,7 +865,7 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 		case lease != nil && lease.Member == member && nowMillis < lease.Deadline && !view.leaseMinted && !view.leaseFenced:
 			seen := *lease
 			until := nowMillis + (rules.lease.renewInterval + rules.pollInterval).Milliseconds()
-			watch = duplicateWatch{started: true, lease: &seen, seenAt: nowMillis, until: min(until, lease.Deadline)}
+			watch = duplicateWatch{started: true, lease: &seen, seenAt: nowMillis, until: min(until, lease.Deadline), bar: renewalBar(view)}
 		case registered && rules.lease.HeartbeatInterval() > 0 && !entry.LapsedAt(nowMillis, rules.lease):
 			until := nowMillis + (rules.lease.HeartbeatInterval() + rules.pollInterval + duplicateWatchMargin).Milliseconds()
 			watch = duplicateWatch{started: true, entry: entry, seenAt: nowMillis, until: until}
@@ -841,13 +876,19 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 	}
 	if seen := watch.lease; seen != nil {
 		if renewed := state.Lease; renewed != nil && renewed.Member == member && renewed.Token == seen.Token && renewed.GrantedAt > seen.GrantedAt {
-			return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease while this call waited to register (granted at %d ms, then at %d ms); "+
-				"two processes under one member id would fence each other: %w", member, view.role, seen.Token, seen.GrantedAt, renewed.GrantedAt, ErrDuplicateMember)}
+			if renewedSince(view, watch.bar) {
+				return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease while this call waited to register (granted at %d ms, then at %d ms); "+
+					"two processes under one member id would fence each other: %w", member, view.role, seen.Token, seen.GrantedAt, renewed.GrantedAt, ErrDuplicateMember)}
+			}
+			// Hidden by an open transaction when the watch began: no sign
+			// of a live process (renewedSince). It is the lease now.
+			hidden := *renewed
+			watch.lease, seen = &hidden, &hidden
 		}
 		if nowMillis >= watch.until {
 			// Quiet since the watch began: the campaign need not watch it
 			// again before it fences that earlier incarnation.
-			memory.namedLease, memory.namedLeaseSeenAt = seen, watch.seenAt
+			memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = seen, watch.seenAt, watch.bar
 			return beforeRegisterStep{register: true, watch: watch, memory: memory}
 		}
 		return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
