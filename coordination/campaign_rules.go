@@ -50,10 +50,13 @@ type campaignView struct {
 	leaseMinted bool
 
 	// leaseOffset is the offset of the lease record of state.Lease in the
-	// partition, when leaseOffsetKnown; the duplicate-member watch reads it
-	// (renewedSince).
-	leaseOffset      int64
-	leaseOffsetKnown bool
+	// partition, when leaseOffsetKnown; heartbeatOffset, that of the
+	// member's newest heartbeat record, when heartbeatOffsetKnown. The
+	// duplicate-member watch reads them (writtenSince).
+	leaseOffset          int64
+	leaseOffsetKnown     bool
+	heartbeatOffset      int64
+	heartbeatOffsetKnown bool
 
 	epoch  epochAnswer   // the coordinator's answer on this read, for the duplicate-member watch
 	stable stableOffsets // what a [ExtendedTransport.StableOffsets] reports of the partition
@@ -95,7 +98,7 @@ type campaignMemory struct {
 	ownRegistrationSeen bool   // this call's registration was in the roster once
 	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
-	namedLeaseBar       int64  // a renewal at this offset or past it was written after namedLease was first seen; 0 for unknown (renewedSince)
+	namedLeaseBar       int64  // a renewal at this offset or past it was written after namedLease was first seen; 0 for unknown (writtenSince)
 	offer               Lease  // a holder's offer of the role to this member (offeredTo), by value; the zero Lease for none
 
 	stuckStable int64 // the last stable offset that an open transaction holds
@@ -426,7 +429,7 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 	switch {
 	case memory.namedLease == nil || memory.namedLease.Token != lease.Token:
 		memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = &lease, nowMillis, renewalBar(view)
-	case lease.GrantedAt > memory.namedLease.GrantedAt && !renewedSince(view, memory.namedLeaseBar):
+	case lease.GrantedAt > memory.namedLease.GrantedAt && !writtenSince(view.leaseOffset, view.leaseOffsetKnown, memory.namedLeaseBar):
 		// A renewal that an open transaction hid when the lease was first
 		// seen: written before, by an earlier incarnation as well as by a
 		// live process. It is the lease now; the quiet test goes on.
@@ -453,15 +456,16 @@ func renewalBar(view campaignView) int64 {
 	return view.stable.high
 }
 
-// renewedSince reports whether the lease record of view can be evidence of
-// a live process under the member's id: written at bar or past it (after
-// the watch first saw the lease), or with either offset unknown (then
-// every renewal counts). A crashed member's last renewal that an open
-// transaction hid is older than bar, and comes to light only when the
-// transaction ends: no sign of a live process. The log position decides,
-// not GrantedAt, which is another process's wall clock.
-func renewedSince(view campaignView, bar int64) bool {
-	return bar == 0 || !view.leaseOffsetKnown || view.leaseOffset >= bar
+// writtenSince reports whether a record of the member (a lease renewal, a
+// heartbeat, a registration) at offset can be evidence of a live process
+// under the member's id: written at bar or past it (after the watch first
+// saw what names the member), or with either offset unknown (known false,
+// bar 0: then every such record counts). A crashed member's last records
+// that an open transaction hid are older than bar, and come to light only
+// when the transaction ends: no sign of a live process. The log position
+// decides, not GrantedAt or SeenAt, which are another process's clock.
+func writtenSince(offset int64, known bool, bar int64) bool {
+	return bar == 0 || !known || offset >= bar
 }
 
 // offeredTo reports whether the lease of state is a holder's offer of the
@@ -819,7 +823,7 @@ type duplicateWatch struct {
 	entry   RosterEntry // the standby registration of the member (lease nil)
 	seenAt  int64       // when the watch began, in ms
 	until   int64       // when it ends, in ms
-	bar     int64       // a lease record at this offset or past it was written after the watch began; 0 for unknown (renewalBar)
+	bar     int64       // a record at this offset or past it was written after the watch began; 0 for unknown (renewalBar)
 }
 
 // beforeRegisterStep is one decision of decideBeforeRegister.
@@ -868,7 +872,7 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 			watch = duplicateWatch{started: true, lease: &seen, seenAt: nowMillis, until: min(until, lease.Deadline), bar: renewalBar(view)}
 		case registered && rules.lease.HeartbeatInterval() > 0 && !entry.LapsedAt(nowMillis, rules.lease):
 			until := nowMillis + (rules.lease.HeartbeatInterval() + rules.pollInterval + duplicateWatchMargin).Milliseconds()
-			watch = duplicateWatch{started: true, entry: entry, seenAt: nowMillis, until: until}
+			watch = duplicateWatch{started: true, entry: entry, seenAt: nowMillis, until: until, bar: renewalBar(view)}
 		default:
 			return beforeRegisterStep{register: true, memory: memory}
 		}
@@ -876,12 +880,12 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 	}
 	if seen := watch.lease; seen != nil {
 		if renewed := state.Lease; renewed != nil && renewed.Member == member && renewed.Token == seen.Token && renewed.GrantedAt > seen.GrantedAt {
-			if renewedSince(view, watch.bar) {
+			if writtenSince(view.leaseOffset, view.leaseOffsetKnown, watch.bar) {
 				return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease while this call waited to register (granted at %d ms, then at %d ms); "+
 					"two processes under one member id would fence each other: %w", member, view.role, seen.Token, seen.GrantedAt, renewed.GrantedAt, ErrDuplicateMember)}
 			}
 			// Hidden by an open transaction when the watch began: no sign
-			// of a live process (renewedSince). It is the lease now.
+			// of a live process (writtenSince). It is the lease now.
 			hidden := *renewed
 			watch.lease, seen = &hidden, &hidden
 		}
@@ -894,13 +898,21 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 		return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
 	}
 	entry, registered := state.Entry(member)
-	switch {
-	case !registered:
+	if !registered {
 		return beforeRegisterStep{register: true, watch: watch, memory: memory} // the other process left the roster
-	case entry.LastSeen > watch.entry.LastSeen || entry.Offset != watch.entry.Offset:
+	}
+	beat := entry.LastSeen > watch.entry.LastSeen
+	again := entry.Offset != watch.entry.Offset
+	if beat && writtenSince(view.heartbeatOffset, view.heartbeatOffsetKnown, watch.bar) || again && writtenSince(entry.Offset, true, watch.bar) {
 		return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it waits as a standby and was seen at %d ms (registered at %d ms) while this call waited to register; "+
 			"two processes under one member id would end each other's campaign: %w", member, view.role, entry.LastSeen, entry.RegisteredAt, ErrDuplicateMember)}
-	case nowMillis >= watch.until:
+	}
+	if beat || again {
+		// Hidden by an open transaction when the watch began: no sign of
+		// a live process (writtenSince). It is the standby now.
+		watch.entry = entry
+	}
+	if nowMillis >= watch.until {
 		return beforeRegisterStep{register: true, watch: watch, memory: memory}
 	}
 	return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
