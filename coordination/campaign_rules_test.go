@@ -766,6 +766,11 @@ func TestBeforeRegisterRules(t *testing.T) {
 	renewedAt := func(offset int64) campaignView {
 		return campaignView{role: f.role, leaseOffset: offset, leaseOffsetKnown: true, stable: stableOffsets{reported: true, stable: 20, high: 20}}
 	}
+	watchingStandbyAt12 := watchingStandby
+	watchingStandbyAt12.bar = 12
+	beatAt := func(offset int64) campaignView {
+		return campaignView{role: f.role, heartbeatOffset: offset, heartbeatOffsetKnown: true, stable: stableOffsets{reported: true, stable: 20, high: 20}}
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -816,6 +821,14 @@ func TestBeforeRegisterRules(t *testing.T) {
 			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, err: ErrDuplicateMember},
 		{name: "the watched standby registered again: a live duplicate", rules: watchHeartbeats,
 			state: RoleState{Roster: []RosterEntry{entry(f.me, 5, T-500)}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched standby's heartbeat was hidden by an open transaction when the watch began: no duplicate, wait", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: beatAt(10), watch: watchingStandbyAt12, now: T - 1, until: T},
+		{name: "the watched standby heartbeated past the watch's bar: a live duplicate", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: beatAt(12), watch: watchingStandbyAt12, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched standby's registration was hidden when the watch began: no duplicate, wait", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.me, 5, T-500)}, Lease: holder}, view: beatAt(3), watch: watchingStandbyAt12, now: T - 1, until: T},
+		{name: "the watched standby registered again past the watch's bar: a live duplicate", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.me, 13, T-500)}, Lease: holder}, view: beatAt(3), watch: watchingStandbyAt12, now: T - 1, err: ErrDuplicateMember},
 		{name: "the watched standby left the roster: register", rules: watchHeartbeats,
 			state: RoleState{Lease: holder}, view: view, watch: watchingStandby, now: T - 1, wantOK: true},
 		{name: "the watched standby stays quiet: wait for the end of the watch", rules: watchHeartbeats,
@@ -841,6 +854,9 @@ func TestBeforeRegisterRules(t *testing.T) {
 	// campaign keeps it, with the renewal that came to light as the lease.
 	if got := decideBeforeRegister(RoleState{Lease: mine}, f.me, renewedAt(5), duplicateWatch{}, watch, T); got.watch.bar != 20 {
 		t.Fatalf("the watch began with bar %d; want the high watermark, 20", got.watch.bar)
+	}
+	if got := decideBeforeRegister(RoleState{Roster: []RosterEntry{standby}, Lease: holder}, f.me, beatAt(5), duplicateWatch{}, watchHeartbeats, T); got.watch.bar != 20 {
+		t.Fatalf("the watch of a standby began with bar %d; want the high watermark, 20", got.watch.bar)
 	}
 	got = decideBeforeRegister(RoleState{Lease: renewed}, f.me, renewedAt(10), watchingLeaseAt12, watch, T)
 	if got.memory.namedLease == nil || *got.memory.namedLease != *renewed || got.memory.namedLeaseBar != 12 {
