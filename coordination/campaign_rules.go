@@ -396,6 +396,10 @@ type namedLeaseStep struct {
 //     one renew interval plus one poll interval without a renewal, or
 //     expired.
 //
+// A renewal counts only when written after the lease was first seen
+// (writtenSince, against the high watermark of that read): one that an
+// open transaction hid then is the lease from now on, no duplicate.
+//
 // decision is Evaluate's answer, and memory the rules' memory so far. The
 // step is campaignDescribeEpoch until the loop asked the coordinator on
 // this read. A DescribeEpoch refused for a missing permission stops the
@@ -855,6 +859,9 @@ type beforeRegisterStep struct {
 //     no heartbeat, lets the call register (the crashed standby's key is
 //     replaced).
 //
+// A renewal, heartbeat or registration counts only when written after
+// the watch began (writtenSince, against the high watermark then): one
+// that an open transaction hid then is what the watch watches from now on.
 // Without the watch, or with nothing that names the member, the call
 // registers at once.
 func decideBeforeRegister(state RoleState, member MemberID, view campaignView, watch duplicateWatch, rules campaignRules, nowMillis int64) beforeRegisterStep {
