@@ -142,10 +142,11 @@ type campaign struct {
 	follower    partitionFollower // nil for a poll-only transport
 	changed     <-chan struct{}   // wake-ups from the follower
 	builder     *RoleStateBuilder
-	next        int64          // the offset the follower reads from next
-	incarnation uint64         // the log that builder folds (ExtendedTransport.TopicIncarnation)
-	skipped     map[int64]bool // offsets of malformed records already logged
-	leases      leaseHistory   // the newest lease record and the one before it (an offer: leadership_transfer.go)
+	next        int64           // the offset the follower reads from next
+	incarnation uint64          // the log that builder folds (ExtendedTransport.TopicIncarnation)
+	skipped     map[int64]bool  // offsets of malformed records already logged
+	leases      leaseHistory    // the newest lease record and the one before it (an offer: leadership_transfer.go)
+	beats       heartbeatOffset // the offset of the member's newest heartbeat record (campaign_duplicate.go)
 
 	registeredAt int64 // the RegisteredAt of this call's registration
 	registered   bool  // the append of that registration succeeded
@@ -187,7 +188,7 @@ func (c *campaign) run(ctx context.Context) (*Leadership, error) {
 		c.follower, c.changed = follower, changed
 		c.incarnation = c.topicIncarnation()
 	}
-	c.builder, c.leases = NewRoleStateBuilder(c.role), leaseHistory{}
+	c.builder, c.leases, c.beats = NewRoleStateBuilder(c.role), leaseHistory{}, heartbeatOffset{}
 	if err := c.watchBeforeRegister(ctx); err != nil { // WithDuplicateMemberCheck: campaign_duplicate.go
 		return nil, c.abandon(ctx, err)
 	}
@@ -290,7 +291,9 @@ func (c *campaign) view(state RoleState, epoch epochAnswer) campaignView {
 		view.leaseFenced = c.sawFenced(lease.Token)
 		view.leaseMinted = c.extended != nil && c.extended.Minted(lease.Token)
 		view.priorLease = c.leases.priorOf(*lease)
+		view.leaseOffset, view.leaseOffsetKnown = c.leases.offsetOf(*lease)
 	}
+	view.heartbeatOffset, view.heartbeatOffsetKnown = c.beats.offset, c.beats.known
 	if c.extended != nil && epoch.asked && epoch.held {
 		minted, pending := c.extended.LateMint(c.role, epoch.current)
 		view.ownMint = minted || pending
@@ -458,10 +461,11 @@ func (c *campaign) read(ctx context.Context) (RoleState, error) {
 			return RoleState{}, err
 		}
 		records = got
-		c.builder, c.leases = NewRoleStateBuilder(c.role), leaseHistory{}
+		c.builder, c.leases, c.beats = NewRoleStateBuilder(c.role), leaseHistory{}, heartbeatOffset{}
 	}
 	for _, record := range records {
 		c.leases.apply(c.role, record)
+		c.beats.apply(c.role, c.member, record)
 		if err := c.builder.Apply(record); err != nil && !c.skipped[record.Offset] {
 			c.skipped[record.Offset] = true
 			c.logger.Warn("coordination: skipped a record of the state partition that does not decode", slog.Any("error", err))
@@ -517,7 +521,7 @@ func (c *campaign) restartFold(ctx context.Context, incarnation uint64) error {
 	c.logger.Warn("coordination: the state topic was deleted and created again (its topic id changed): the fold of the role starts over from the new log, and this member registers again")
 	c.incarnation = incarnation
 	c.builder, c.next, c.skipped = NewRoleStateBuilder(c.role), 0, make(map[int64]bool)
-	c.leases = leaseHistory{}
+	c.leases, c.beats = leaseHistory{}, heartbeatOffset{}
 	c.registered, c.registeredAt, c.appendedAt = false, now, 0
 	c.heartbeated, c.heartbeatDue = false, 0
 	c.memory = campaignMemory{}

@@ -6,6 +6,7 @@ package coordination
 // is refused before this call writes anything.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -66,4 +67,24 @@ func (c *campaign) noteDuplicateWatch(watch duplicateWatch, now int64) {
 	}
 	c.logger.Warn("coordination: this member is registered as a standby: waiting up to "+wait.String()+" for its next heartbeat before registering, to tell another live process under this member id from a crashed earlier run",
 		slog.Int64("last_seen", watch.entry.LastSeen), slog.Int64("offset", watch.entry.Offset))
+}
+
+// heartbeatOffset is what a campaign's fold keeps of the member's own
+// heartbeat key beyond [RoleState]: the offset of its newest record, so
+// that the watch before the registration can tell a heartbeat written
+// after it began from one that an open transaction hid (writtenSince).
+type heartbeatOffset struct {
+	key    []byte // the encoded heartbeat key of the member, set at the first record
+	offset int64
+	known  bool
+}
+
+// apply folds one record of the role's partition.
+func (h *heartbeatOffset) apply(role Role, member MemberID, record StateRecord) {
+	if h.key == nil {
+		h.key = EncodeKey(HeartbeatKey(role, member))
+	}
+	if bytes.Equal(record.Key, h.key) && (!h.known || record.Offset > h.offset) {
+		h.offset, h.known = record.Offset, true
+	}
 }

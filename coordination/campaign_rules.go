@@ -49,6 +49,15 @@ type campaignView struct {
 	leaseFenced bool
 	leaseMinted bool
 
+	// leaseOffset is the offset of the lease record of state.Lease in the
+	// partition, when leaseOffsetKnown; heartbeatOffset, that of the
+	// member's newest heartbeat record, when heartbeatOffsetKnown. The
+	// duplicate-member watch reads them (writtenSince).
+	leaseOffset          int64
+	leaseOffsetKnown     bool
+	heartbeatOffset      int64
+	heartbeatOffsetKnown bool
+
 	epoch  epochAnswer   // the coordinator's answer on this read, for the duplicate-member watch
 	stable stableOffsets // what a [ExtendedTransport.StableOffsets] reports of the partition
 
@@ -89,6 +98,7 @@ type campaignMemory struct {
 	ownRegistrationSeen bool   // this call's registration was in the roster once
 	namedLease          *Lease // a lease naming this member that this call did not write, as first seen
 	namedLeaseSeenAt    int64  // when it was first seen, in ms
+	namedLeaseBar       int64  // a renewal at this offset or past it was written after namedLease was first seen; 0 for unknown (writtenSince)
 	offer               Lease  // a holder's offer of the role to this member (offeredTo), by value; the zero Lease for none
 
 	stuckStable int64 // the last stable offset that an open transaction holds
@@ -386,6 +396,10 @@ type namedLeaseStep struct {
 //     one renew interval plus one poll interval without a renewal, or
 //     expired.
 //
+// A renewal counts only when written after the lease was first seen
+// (writtenSince, against the high watermark of that read): one that an
+// open transaction hid then is the lease from now on, no duplicate.
+//
 // decision is Evaluate's answer, and memory the rules' memory so far. The
 // step is campaignDescribeEpoch until the loop asked the coordinator on
 // this read. A DescribeEpoch refused for a missing permission stops the
@@ -410,7 +424,7 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 		if memory.namedLease == nil || memory.namedLease.Token != lease.Token {
 			notes |= noteLeaseSuperseded
 		}
-		memory.namedLease, memory.namedLeaseSeenAt = &lease, nowMillis
+		memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = &lease, nowMillis, renewalBar(view)
 		return namedLeaseStep{decision: evaluateDeposed(state, member, nowMillis, rules.lease), memory: memory, notes: notes}
 	}
 	if view.leaseMinted {
@@ -418,7 +432,12 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 	}
 	switch {
 	case memory.namedLease == nil || memory.namedLease.Token != lease.Token:
-		memory.namedLease, memory.namedLeaseSeenAt = &lease, nowMillis
+		memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = &lease, nowMillis, renewalBar(view)
+	case lease.GrantedAt > memory.namedLease.GrantedAt && !writtenSince(view.leaseOffset, view.leaseOffsetKnown, memory.namedLeaseBar):
+		// A renewal that an open transaction hid when the lease was first
+		// seen: written before, by an earlier incarnation as well as by a
+		// live process. It is the lease now; the quiet test goes on.
+		memory.namedLease = &lease
 	case lease.GrantedAt > memory.namedLease.GrantedAt:
 		return namedLeaseStep{step: &campaignStep{action: campaignStop, notes: notes, memory: memory, err: fmt.Errorf("coordination: member %s of role %s: the lease that names this member was renewed under %s while this call waited (granted at %d ms, then at %d ms): "+
 			"another live process uses this member id, and this call would fence it: %w", member, view.role, lease.Token, memory.namedLease.GrantedAt, lease.GrantedAt, ErrDuplicateMember)}}
@@ -428,6 +447,29 @@ func decideNamedLease(state RoleState, member MemberID, view campaignView, memor
 		return namedLeaseStep{decision: Decision{Action: ActionWait, WaitUntil: quietUntil}, memory: memory, notes: notes}
 	}
 	return namedLeaseStep{decision: Decision{Action: ActionChallenge}, memory: memory, notes: notes}
+}
+
+// renewalBar returns the offset from which a lease record was written
+// after this read: the high watermark that the transport reports, and 0
+// (unknown) without a report. A record before it was in the log already,
+// visible or hidden behind an open transaction (the last stable offset).
+func renewalBar(view campaignView) int64 {
+	if !view.stable.reported {
+		return 0
+	}
+	return view.stable.high
+}
+
+// writtenSince reports whether a record of the member (a lease renewal, a
+// heartbeat, a registration) at offset can be evidence of a live process
+// under the member's id: written at bar or past it (after the watch first
+// saw what names the member), or with either offset unknown (known false,
+// bar 0: then every such record counts). A crashed member's last records
+// that an open transaction hid are older than bar, and come to light only
+// when the transaction ends: no sign of a live process. The log position
+// decides, not GrantedAt or SeenAt, which are another process's clock.
+func writtenSince(offset int64, known bool, bar int64) bool {
+	return bar == 0 || !known || offset >= bar
 }
 
 // offeredTo reports whether the lease of state is a holder's offer of the
@@ -785,6 +827,7 @@ type duplicateWatch struct {
 	entry   RosterEntry // the standby registration of the member (lease nil)
 	seenAt  int64       // when the watch began, in ms
 	until   int64       // when it ends, in ms
+	bar     int64       // a record at this offset or past it was written after the watch began; 0 for unknown (renewalBar)
 }
 
 // beforeRegisterStep is one decision of decideBeforeRegister.
@@ -816,6 +859,9 @@ type beforeRegisterStep struct {
 //     no heartbeat, lets the call register (the crashed standby's key is
 //     replaced).
 //
+// A renewal, heartbeat or registration counts only when written after
+// the watch began (writtenSince, against the high watermark then): one
+// that an open transaction hid then is what the watch watches from now on.
 // Without the watch, or with nothing that names the member, the call
 // registers at once.
 func decideBeforeRegister(state RoleState, member MemberID, view campaignView, watch duplicateWatch, rules campaignRules, nowMillis int64) beforeRegisterStep {
@@ -830,10 +876,10 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 		case lease != nil && lease.Member == member && nowMillis < lease.Deadline && !view.leaseMinted && !view.leaseFenced:
 			seen := *lease
 			until := nowMillis + (rules.lease.renewInterval + rules.pollInterval).Milliseconds()
-			watch = duplicateWatch{started: true, lease: &seen, seenAt: nowMillis, until: min(until, lease.Deadline)}
+			watch = duplicateWatch{started: true, lease: &seen, seenAt: nowMillis, until: min(until, lease.Deadline), bar: renewalBar(view)}
 		case registered && rules.lease.HeartbeatInterval() > 0 && !entry.LapsedAt(nowMillis, rules.lease):
 			until := nowMillis + (rules.lease.HeartbeatInterval() + rules.pollInterval + duplicateWatchMargin).Milliseconds()
-			watch = duplicateWatch{started: true, entry: entry, seenAt: nowMillis, until: until}
+			watch = duplicateWatch{started: true, entry: entry, seenAt: nowMillis, until: until, bar: renewalBar(view)}
 		default:
 			return beforeRegisterStep{register: true, memory: memory}
 		}
@@ -841,25 +887,39 @@ func decideBeforeRegister(state RoleState, member MemberID, view campaignView, w
 	}
 	if seen := watch.lease; seen != nil {
 		if renewed := state.Lease; renewed != nil && renewed.Member == member && renewed.Token == seen.Token && renewed.GrantedAt > seen.GrantedAt {
-			return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease while this call waited to register (granted at %d ms, then at %d ms); "+
-				"two processes under one member id would fence each other: %w", member, view.role, seen.Token, seen.GrantedAt, renewed.GrantedAt, ErrDuplicateMember)}
+			if writtenSince(view.leaseOffset, view.leaseOffsetKnown, watch.bar) {
+				return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it holds the role under token %s and renewed its lease while this call waited to register (granted at %d ms, then at %d ms); "+
+					"two processes under one member id would fence each other: %w", member, view.role, seen.Token, seen.GrantedAt, renewed.GrantedAt, ErrDuplicateMember)}
+			}
+			// Hidden by an open transaction when the watch began: no sign
+			// of a live process (writtenSince). It is the lease now.
+			hidden := *renewed
+			watch.lease, seen = &hidden, &hidden
 		}
 		if nowMillis >= watch.until {
 			// Quiet since the watch began: the campaign need not watch it
 			// again before it fences that earlier incarnation.
-			memory.namedLease, memory.namedLeaseSeenAt = seen, watch.seenAt
+			memory.namedLease, memory.namedLeaseSeenAt, memory.namedLeaseBar = seen, watch.seenAt, watch.bar
 			return beforeRegisterStep{register: true, watch: watch, memory: memory}
 		}
 		return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}
 	}
 	entry, registered := state.Entry(member)
-	switch {
-	case !registered:
+	if !registered {
 		return beforeRegisterStep{register: true, watch: watch, memory: memory} // the other process left the roster
-	case entry.LastSeen > watch.entry.LastSeen || entry.Offset != watch.entry.Offset:
+	}
+	beat := entry.LastSeen > watch.entry.LastSeen
+	again := entry.Offset != watch.entry.Offset
+	if beat && writtenSince(view.heartbeatOffset, view.heartbeatOffsetKnown, watch.bar) || again && writtenSince(entry.Offset, true, watch.bar) {
 		return beforeRegisterStep{watch: watch, memory: memory, err: fmt.Errorf("coordination: member %s of role %s is in use by another live process: it waits as a standby and was seen at %d ms (registered at %d ms) while this call waited to register; "+
 			"two processes under one member id would end each other's campaign: %w", member, view.role, entry.LastSeen, entry.RegisteredAt, ErrDuplicateMember)}
-	case nowMillis >= watch.until:
+	}
+	if beat || again {
+		// Hidden by an open transaction when the watch began: no sign of
+		// a live process (writtenSince). It is the standby now.
+		watch.entry = entry
+	}
+	if nowMillis >= watch.until {
 		return beforeRegisterStep{register: true, watch: watch, memory: memory}
 	}
 	return beforeRegisterStep{until: watch.until, watch: watch, memory: memory}

@@ -106,6 +106,17 @@ func TestCampaignRules(t *testing.T) {
 	namedSeen := func(lease *Lease, at int64) func(*campaignView) {
 		return func(v *campaignView) { v.memory.namedLease, v.memory.namedLeaseSeenAt = lease, at }
 	}
+	// positions: the lease record at offset leaseAt, the partition's high
+	// watermark (no open transaction now) at high, and the watch's bar
+	// (the high watermark when it first saw the lease) at bar.
+	positions := func(leaseAt, high, bar int64) func(*campaignView) {
+		return func(v *campaignView) {
+			v.leaseOffset, v.leaseOffsetKnown = leaseAt, true
+			v.stable = stableOffsets{reported: true, stable: high, high: high}
+			v.memory.namedLeaseBar = bar
+		}
+	}
+	hiddenRenewal := leaseOf(f.me, f.older, T-1_000) // mine renewed: before the watch began, or during it
 
 	type row struct {
 		branch  string
@@ -263,6 +274,20 @@ func TestCampaignRules(t *testing.T) {
 		{branch: "own lease renewed while this call waits: a live duplicate", options: "watch", rules: watch,
 			state: RoleState{Roster: roster, Lease: leaseOf(f.me, f.older, T-1_000)}, view: with(with(seen, asked(f.older, true, nil)), namedSeen(mine, T-4_000)), now: T,
 			action: campaignStop, err: ErrDuplicateMember},
+		{branch: "own lease renewal that an open transaction hid when the watch began: no duplicate, the quiet test goes on", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: hiddenRenewal}, view: with(with(with(seen, asked(f.older, true, nil)), namedSeen(mine, T-4_000)), positions(10, 20, 12)), now: T,
+			action: campaignWait, until: T + 7_000,
+			memory: &campaignMemory{ownRegistrationSeen: true, namedLease: hiddenRenewal, namedLeaseSeenAt: T - 4_000, namedLeaseBar: 12}},
+		{branch: "own lease renewal that an open transaction hid, quiet since the watch began: challenge", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: hiddenRenewal}, view: with(with(with(seen, asked(f.older, true, nil)), namedSeen(mine, T-11_000)), positions(10, 20, 12)), now: T,
+			action: campaignChallenge},
+		{branch: "own lease renewed past the watch's bar: a live duplicate", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: hiddenRenewal}, view: with(with(with(seen, asked(f.older, true, nil)), namedSeen(mine, T-4_000)), positions(12, 20, 12)), now: T,
+			action: campaignStop, err: ErrDuplicateMember},
+		{branch: "own live lease, first sight: the bar is the high watermark", options: "watch", rules: watch,
+			state: RoleState{Roster: roster, Lease: mine}, view: with(with(seen, asked(f.older, true, nil)), positions(5, 20, 0)), now: T,
+			action: campaignWait, until: T + 11_000,
+			memory: &campaignMemory{ownRegistrationSeen: true, namedLease: mine, namedLeaseSeenAt: T, namedLeaseBar: 20}},
 		{branch: "own live lease quiet for a renew and a poll interval", options: "watch", rules: watch,
 			state: RoleState{Roster: roster, Lease: mine}, view: with(with(seen, asked(f.older, true, nil)), namedSeen(mine, T-11_000)), now: T,
 			action: campaignChallenge},
@@ -734,6 +759,18 @@ func TestBeforeRegisterRules(t *testing.T) {
 	fenced := campaignView{role: f.role, leaseFenced: true}
 	watchingLease := duplicateWatch{started: true, lease: mine, seenAt: T - 11_000, until: T}
 	watchingStandby := duplicateWatch{started: true, entry: standby, seenAt: T - 4_000, until: T}
+	// The watch began at high watermark 12; the renewal's record sits at
+	// offset 10 (hidden then by an open transaction) or 12 (written since).
+	watchingLeaseAt12 := watchingLease
+	watchingLeaseAt12.bar = 12
+	renewedAt := func(offset int64) campaignView {
+		return campaignView{role: f.role, leaseOffset: offset, leaseOffsetKnown: true, stable: stableOffsets{reported: true, stable: 20, high: 20}}
+	}
+	watchingStandbyAt12 := watchingStandby
+	watchingStandbyAt12.bar = 12
+	beatAt := func(offset int64) campaignView {
+		return campaignView{role: f.role, heartbeatOffset: offset, heartbeatOffsetKnown: true, stable: stableOffsets{reported: true, stable: 20, high: 20}}
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -764,6 +801,12 @@ func TestBeforeRegisterRules(t *testing.T) {
 			state: RoleState{Lease: expired}, view: view, now: T, wantOK: true},
 		{name: "the watched lease was renewed: a live duplicate", rules: watch,
 			state: RoleState{Lease: renewed}, view: view, watch: watchingLease, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched lease's renewal was hidden by an open transaction when the watch began: no duplicate, wait", rules: watch,
+			state: RoleState{Lease: renewed}, view: renewedAt(10), watch: watchingLeaseAt12, now: T - 1, until: T},
+		{name: "the watched lease's renewal was hidden when the watch began, the watch is over: register", rules: watch,
+			state: RoleState{Lease: renewed}, view: renewedAt(10), watch: watchingLeaseAt12, now: T, wantOK: true},
+		{name: "the watched lease was renewed past the watch's bar: a live duplicate", rules: watch,
+			state: RoleState{Lease: renewed}, view: renewedAt(12), watch: watchingLeaseAt12, now: T - 1, err: ErrDuplicateMember},
 		{name: "the watched lease stays quiet: wait for the end of the watch", rules: watch,
 			state: RoleState{Lease: mine}, view: view, watch: watchingLease, now: T - 1, until: T},
 		{name: "the watched lease stayed quiet: register", rules: watch,
@@ -778,6 +821,14 @@ func TestBeforeRegisterRules(t *testing.T) {
 			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, err: ErrDuplicateMember},
 		{name: "the watched standby registered again: a live duplicate", rules: watchHeartbeats,
 			state: RoleState{Roster: []RosterEntry{entry(f.me, 5, T-500)}, Lease: holder}, view: view, watch: watchingStandby, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched standby's heartbeat was hidden by an open transaction when the watch began: no duplicate, wait", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: beatAt(10), watch: watchingStandbyAt12, now: T - 1, until: T},
+		{name: "the watched standby heartbeated past the watch's bar: a live duplicate", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{seenAt(standby, T-500)}, Lease: holder}, view: beatAt(12), watch: watchingStandbyAt12, now: T - 1, err: ErrDuplicateMember},
+		{name: "the watched standby's registration was hidden when the watch began: no duplicate, wait", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.me, 5, T-500)}, Lease: holder}, view: beatAt(3), watch: watchingStandbyAt12, now: T - 1, until: T},
+		{name: "the watched standby registered again past the watch's bar: a live duplicate", rules: watchHeartbeats,
+			state: RoleState{Roster: []RosterEntry{entry(f.me, 13, T-500)}, Lease: holder}, view: beatAt(3), watch: watchingStandbyAt12, now: T - 1, err: ErrDuplicateMember},
 		{name: "the watched standby left the roster: register", rules: watchHeartbeats,
 			state: RoleState{Lease: holder}, view: view, watch: watchingStandby, now: T - 1, wantOK: true},
 		{name: "the watched standby stays quiet: wait for the end of the watch", rules: watchHeartbeats,
@@ -798,5 +849,17 @@ func TestBeforeRegisterRules(t *testing.T) {
 	got := decideBeforeRegister(RoleState{Lease: mine}, f.me, view, watchingLease, watch, T)
 	if got.memory.namedLease == nil || *got.memory.namedLease != *mine || got.memory.namedLeaseSeenAt != T-11_000 {
 		t.Fatalf("memory after a quiet watch = %+v; want the lease, seen when the watch began", got.memory)
+	}
+	// The watch's bar is the high watermark when it began, and the
+	// campaign keeps it, with the renewal that came to light as the lease.
+	if got := decideBeforeRegister(RoleState{Lease: mine}, f.me, renewedAt(5), duplicateWatch{}, watch, T); got.watch.bar != 20 {
+		t.Fatalf("the watch began with bar %d; want the high watermark, 20", got.watch.bar)
+	}
+	if got := decideBeforeRegister(RoleState{Roster: []RosterEntry{standby}, Lease: holder}, f.me, beatAt(5), duplicateWatch{}, watchHeartbeats, T); got.watch.bar != 20 {
+		t.Fatalf("the watch of a standby began with bar %d; want the high watermark, 20", got.watch.bar)
+	}
+	got = decideBeforeRegister(RoleState{Lease: renewed}, f.me, renewedAt(10), watchingLeaseAt12, watch, T)
+	if got.memory.namedLease == nil || *got.memory.namedLease != *renewed || got.memory.namedLeaseBar != 12 {
+		t.Fatalf("memory after a watch with a hidden renewal = %+v; want the renewal, bar 12", got.memory)
 	}
 }

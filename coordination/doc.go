@@ -322,7 +322,16 @@
 //     is a live duplicate, and the call returns an error that wraps
 //     [ErrDuplicateMember];
 //   - another registration of this member that replaces this call's own is
-//     a live duplicate too.
+//     a live duplicate too;
+//   - a renewal, a heartbeat or a registration counts as a live duplicate
+//     only when it was written after the watch first saw what names the
+//     member: at or past the high watermark that the transport reported
+//     then ([ExtendedTransport.StableOffsets]); the log position decides,
+//     not GrantedAt or SeenAt, another process's clock. A crashed
+//     incarnation's last records that an open transaction hid (a
+//     read_committed read stops at the last stable offset) come to light
+//     later, but lie before that mark, and are no sign of a live process.
+//     Without a reported high watermark, every one counts.
 //
 // [TryAcquire] with [WithDuplicateMemberCheck] refuses a live lease that
 // names the member when this transport did not mint its token (an earlier

@@ -113,7 +113,6 @@ type simResult struct {
 	acks        int // guarded writes acknowledged
 	refused     int // guarded writes refused with ErrFenced
 	faults      int
-	alarms      int // TestSimulationExtended: duplicate-member alarms after hidden records (campaign)
 	violations  []string
 }
 
@@ -124,13 +123,12 @@ func (r *simResult) add(other simResult) {
 	r.acks += other.acks
 	r.refused += other.refused
 	r.faults += other.faults
-	r.alarms += other.alarms
 	r.violations = append(r.violations, other.violations...)
 }
 
 func (r simResult) String() string {
-	return fmt.Sprintf("%d leaderships, %d fenced, %d resigned, %d commands acknowledged, %d refused, %d faults, %d duplicate-member alarms",
-		r.leaderships, r.fences, r.resigns, r.acks, r.refused, r.faults, r.alarms)
+	return fmt.Sprintf("%d leaderships, %d fenced, %d resigned, %d commands acknowledged, %d refused, %d faults",
+		r.leaderships, r.fences, r.resigns, r.acks, r.refused, r.faults)
 }
 
 // skewedClock is the host clock of the bubble, offset by a skew that the
@@ -171,10 +169,9 @@ func decodeCommand(b []byte) (command, error) {
 // simWorld is one run: the cluster, the members, and what they saw.
 type simWorld struct {
 	seed       uint64
-	extended   bool           // TestSimulationExtended: every extension option on, and open transactions
-	commits    []func()       // the open transactions of the nemesis, committed at the quiet period
-	open       [][2]time.Time // when each open transaction began, and ended (zero while open)
-	rng        *rand.Rand     // the nemesis's: only the goroutine of run reads it
+	extended   bool       // TestSimulationExtended: every extension option on, and open transactions
+	commits    []func()   // the open transactions of the nemesis, committed at the quiet period
+	rng        *rand.Rand // the nemesis's: only the goroutine of run reads it
 	cluster    *coordinationtest.Cluster
 	roles      []coordination.Role
 	options    []coordination.Option
@@ -380,21 +377,7 @@ func (w *simWorld) campaign(ctx context.Context, m *simMember, transport *coordi
 	options := append(slices.Clone(w.options), coordination.WithClock(m.clock))
 	partition := slices.Index(w.roles, role)
 	for ctx.Err() == nil {
-		began := time.Now()
 		l, err := coordination.AcquireLeadership(ctx, transport, role, m.id, options...)
-		if err != nil && ctx.Err() == nil && errors.Is(err, coordination.ErrDuplicateMember) && w.hidden(began) {
-			// A known false alarm of WithDuplicateMemberCheck: records of
-			// this member's crashed incarnation, hidden by an open
-			// transaction, came to light while the call watched, and look
-			// like a live duplicate's. It refuses, which is safe; the
-			// member tries again a lease duration later.
-			w.trace("%s: duplicate-member alarm on %s after hidden records: %v", m.name, role, err)
-			w.mu.Lock()
-			w.result.alarms++
-			w.mu.Unlock()
-			time.Sleep(w.config.Duration())
-			continue
-		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.violation("%s: AcquireLeadership on %s returned %v before its context ended", m.name, role, err)
@@ -546,12 +529,7 @@ func (w *simWorld) injectFault() {
 		w.trace("a transaction open on %s for %v", partition, extent)
 		opened := w.cluster.OpenTransaction(partition)
 		w.mu.Lock()
-		i := len(w.open)
-		w.open = append(w.open, [2]time.Time{time.Now()})
-		commit := sync.OnceFunc(func() {
-			opened()
-			w.open[i][1] = time.Now() // under w.mu: both callers hold it
-		})
+		commit := sync.OnceFunc(opened) // under w.mu: both callers hold it
 		w.commits = append(w.commits, commit)
 		w.mu.Unlock()
 		go func() {
@@ -564,19 +542,6 @@ func (w *simWorld) injectFault() {
 		w.trace("the state topic deleted and created again")
 		w.cluster.RecreateTopic(coordination.StateTopic, coordination.DefaultPartitions)
 	}
-}
-
-// hidden reports whether a transaction of the nemesis was open at some
-// moment since began (records written then came to light late).
-func (w *simWorld) hidden(began time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, open := range w.open {
-		if open[1].IsZero() || open[1].After(began) {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *simWorld) violation(format string, args ...any) {
