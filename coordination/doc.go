@@ -266,7 +266,14 @@
 //     challenge, at most for the lease duration plus Kafka's default abort
 //     sweep (10 s) after the last stable offset stopped moving.
 //   - A missing permission ([ErrNotAuthorized]) and a configuration the
-//     cluster refuses ([ErrMisconfigured]) end the call at once. Over an
+//     cluster refuses ([ErrMisconfigured]) end the call at once, at every
+//     step: at the registration too, such as INVALID_TRANSACTION_TIMEOUT or
+//     CLUSTER_AUTHORIZATION_FAILED to the plain producer's InitProducerId.
+//     Any other failure of the registration is retried one poll interval
+//     later; a fatal answer to that InitProducerId (franz-go keeps it for
+//     its client's life) makes the transport replace its producer, and the
+//     registration goes again on the new one, within the same Append when
+//     no record went out under the old one. Over an
 //     [ExtendedTransport] the call checks the state topic first
 //     (CheckStateTopic; the campaigns of one transport, topic and lease
 //     share a check that passed within a minute).
