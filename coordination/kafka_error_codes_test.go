@@ -199,6 +199,9 @@ func kcRun(t *testing.T, c kcCase) (out kcOutcome) {
 			t.Fatalf("AcquireLeadership under %s did not lead within 20 s: %v", c.code.Message, err)
 		case c.code.Retriable && !c.applied:
 			t.Fatalf("AcquireLeadership failed on a retriable code: %v", err)
+		case c.phase == kcRegister && !errors.Is(err, coordination.ErrNotAuthorized) && !errors.Is(err, coordination.ErrMisconfigured):
+			t.Fatalf("AcquireLeadership ended on one answer to the plain producer's InitProducerId: %v; "+
+				"only a denial or INVALID_TRANSACTION_TIMEOUT ends it", err)
 		case !kcWrapsSentinel(err) && !errors.Is(err, c.code):
 			t.Fatalf("AcquireLeadership = %v; want an error that wraps a sentinel or names %s", err, c.code.Message)
 		}
