@@ -401,7 +401,9 @@
 //
 //   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
 //     no linger, and a partitioner that keeps the partition the caller
-//     pinned; it also sends the admin requests;
+//     pinned; it also sends the admin requests. A fatal answer to its
+//     InitProducerId, which franz-go keeps for the client's life, moves
+//     the appends to a new producer of the same options;
 //   - one transactional client that every role shares. Each epoch that
 //     [KafkaTransport.AcquireEpoch] mints is a producer id and epoch of
 //     transactional.id = the role name, with transaction.timeout.ms = the

@@ -43,7 +43,8 @@ type Config struct {
 //
 //   - plain, an idempotent producer with acks=all, no linger and a
 //     partitioner that keeps the caller's partition: [Wire.Append], and
-//     the admin requests;
+//     the admin requests (after a fatal answer to its InitProducerId,
+//     the appends go to a new producer of the same options: append.go);
 //   - txn, the client of every transactional id, with EndTxn capped at
 //     version 4, Produce at 11 and AddPartitionsToTxn at 3, so that a
 //     commit keeps the epoch (KIP-890 part 2 bumps it from EndTxn 5 on):
