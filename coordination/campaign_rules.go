@@ -514,7 +514,7 @@ const (
 // failed with err, while its context still runs (the loop returns the
 // context's error itself when it ended): a missing permission
 // ([ErrNotAuthorized]), and a configuration that the cluster refuses
-// ([ErrMisconfigured]) on a challenge or a read, stop the call; a challenge fenced
+// ([ErrMisconfigured]) at any stage, stop the call; a challenge fenced
 // by a newer epoch is no win, and the call reads again and challenges no
 // sooner than one poll interval later, so two challengers do not fence
 // each other in turn while the winner writes its lease; any other failure
@@ -524,9 +524,12 @@ func decideFailure(stage campaignStage, err error, rules campaignRules, nowMilli
 	switch {
 	case errors.Is(err, ErrNotAuthorized):
 		return campaignStep{action: campaignStop, err: err}
-	case (stage == stageChallenge || stage == stageRead) && errors.Is(err, ErrMisconfigured):
+	case errors.Is(err, ErrMisconfigured):
 		// A read fails so for a partition that the state topic lacks, and
-		// for a topic created again that no longer matches WithPartitions.
+		// for a topic created again that no longer matches WithPartitions;
+		// a registration for INVALID_TRANSACTION_TIMEOUT to the plain
+		// producer's InitProducerId, or a broker that cannot serve a
+		// request of the role.
 		return campaignStep{action: campaignStop, err: err}
 	case stage == stageChallenge && errors.Is(err, ErrFenced):
 		return campaignStep{action: campaignRead, notBefore: poll}

@@ -515,7 +515,7 @@ func TestCampaignRules(t *testing.T) {
 		notBef int64
 	}{
 		{stageRegister, fmt.Errorf("append: %w", ErrNotAuthorized), campaignStop, 0, 0},
-		{stageRegister, fmt.Errorf("append: %w", ErrMisconfigured), campaignWait, T + 1_000, 0},
+		{stageRegister, fmt.Errorf("append: %w", ErrMisconfigured), campaignStop, 0, 0},
 		{stageRegister, errors.New("broker not available"), campaignWait, T + 1_000, 0},
 		{stageRead, wrapf(ErrNotAuthorized, nil, "read"), campaignStop, 0, 0},
 		{stageRead, fmt.Errorf("read: %w", ErrFenced), campaignWait, T + 1_000, 0},

@@ -266,7 +266,14 @@
 //     challenge, at most for the lease duration plus Kafka's default abort
 //     sweep (10 s) after the last stable offset stopped moving.
 //   - A missing permission ([ErrNotAuthorized]) and a configuration the
-//     cluster refuses ([ErrMisconfigured]) end the call at once. Over an
+//     cluster refuses ([ErrMisconfigured]) end the call at once, at every
+//     step: at the registration too, such as INVALID_TRANSACTION_TIMEOUT or
+//     CLUSTER_AUTHORIZATION_FAILED to the plain producer's InitProducerId.
+//     Any other failure of the registration is retried one poll interval
+//     later; a fatal answer to that InitProducerId (franz-go keeps it for
+//     its client's life) makes the transport replace its producer, and the
+//     registration goes again on the new one, within the same Append when
+//     no record went out under the old one. Over an
 //     [ExtendedTransport] the call checks the state topic first
 //     (CheckStateTopic; the campaigns of one transport, topic and lease
 //     share a check that passed within a minute).
@@ -403,7 +410,9 @@
 //
 //   - one plain producer for [KafkaTransport.Append]: idempotent, acks=all,
 //     no linger, and a partitioner that keeps the partition the caller
-//     pinned; it also sends the admin requests;
+//     pinned; it also sends the admin requests. A fatal answer to its
+//     InitProducerId, which franz-go keeps for the client's life, moves
+//     the appends to a new producer of the same options;
 //   - one transactional client that every role shares. Each epoch that
 //     [KafkaTransport.AcquireEpoch] mints is a producer id and epoch of
 //     transactional.id = the role name, with transaction.timeout.ms = the

@@ -33,6 +33,7 @@ type kcPhase string
 
 const (
 	kcCampaign kcPhase = "campaign" // AcquireLeadership: topic check, registration, mint, first lease
+	kcRegister kcPhase = "register" // AcquireLeadership: the plain producer's idempotent InitProducerId, at the registration
 	kcWrite    kcPhase = "write"    // a renewal or a guarded Write of two records, whichever sends first
 	kcResign   kcPhase = "resign"   // the tombstones of Resign
 )
@@ -46,7 +47,7 @@ var kcPhases = map[kmsg.Key][]kcPhase{
 	kmsg.Metadata:             {kcCampaign, kcWrite},
 	kmsg.FindCoordinator:      {kcCampaign},
 	kmsg.ApiVersions:          {kcCampaign},
-	kmsg.InitProducerID:       {kcCampaign},
+	kmsg.InitProducerID:       {kcCampaign, kcRegister},
 	kmsg.AddPartitionsToTxn:   {kcCampaign, kcWrite, kcResign},
 	kmsg.EndTxn:               {kcCampaign, kcWrite, kcResign},
 	kmsg.DescribeConfigs:      {kcCampaign},
@@ -183,7 +184,7 @@ func kcRun(t *testing.T, c kcCase) (out kcOutcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	var armed *kfakefault.Armed
-	if c.phase == kcCampaign {
+	if c.phase == kcCampaign || c.phase == kcRegister {
 		armed = arm()
 	}
 	acquireCtx, acquireCancel := context.WithTimeout(ctx, 20*time.Second)
@@ -198,6 +199,9 @@ func kcRun(t *testing.T, c kcCase) (out kcOutcome) {
 			t.Fatalf("AcquireLeadership under %s did not lead within 20 s: %v", c.code.Message, err)
 		case c.code.Retriable && !c.applied:
 			t.Fatalf("AcquireLeadership failed on a retriable code: %v", err)
+		case c.phase == kcRegister && !errors.Is(err, coordination.ErrNotAuthorized) && !errors.Is(err, coordination.ErrMisconfigured):
+			t.Fatalf("AcquireLeadership ended on one answer to the plain producer's InitProducerId: %v; "+
+				"only a denial or INVALID_TRANSACTION_TIMEOUT ends it", err)
 		case !kcWrapsSentinel(err) && !errors.Is(err, c.code):
 			t.Fatalf("AcquireLeadership = %v; want an error that wraps a sentinel or names %s", err, c.code.Message)
 		}
@@ -277,11 +281,15 @@ func kcTaken(a *kfakefault.Armed) bool {
 // guarded write's topic (the write phase) or of the state topic (the
 // resignation), or any request of a key that names no transactional id.
 //
-// An InitProducerId is the role's mint in every phase: the plain
-// producer's idempotent one is out of the walk, because franz-go keeps a
-// fatal answer to it for the client's life (docs/safety.md, "Still open").
+// An InitProducerId is the plain producer's idempotent one in the
+// register phase (franz-go keeps a fatal answer to it for the client's
+// life, and the transport replaces the producer: docs/safety.md), and the
+// role's mint in every other phase.
 func kcOwn(phase kcPhase, req kmsg.Request, txnID, data string) bool {
 	if r, ok := req.(*kmsg.InitProducerIDRequest); ok {
+		if phase == kcRegister {
+			return r.TransactionalID == nil
+		}
 		return r.TransactionalID != nil && *r.TransactionalID == txnID
 	}
 	if phase == kcCampaign {

@@ -38,18 +38,22 @@ func TestKafkaProxyErrorCodesAgainstALeadership(t *testing.T) {
 		code     *kerr.Error
 		mode     RequestMode
 		campaign bool // armed before AcquireLeadership; else before the Write
+		plain    bool // the plain producer's idempotent InitProducerId (the registration's) takes it: no warm-up
 	}{
-		{"mint retriable", kmsg.InitProducerID, kerr.CoordinatorLoadInProgress, RequestErrorCode, true},
-		{"mint fenced", kmsg.InitProducerID, kerr.ProducerFenced, RequestErrorCode, true},
-		{"coordinator lookup", kmsg.FindCoordinator, kerr.CoordinatorNotAvailable, RequestErrorCode, true},
-		{"metadata", kmsg.Metadata, kerr.LeaderNotAvailable, RequestErrorCode, true},
-		{"read", kmsg.Fetch, kerr.NotLeaderForPartition, RequestErrorCode, true},
-		{"commit busy", kmsg.EndTxn, kerr.ConcurrentTransactions, RequestErrorCode, false},
-		{"commit denied", kmsg.EndTxn, kerr.TransactionalIDAuthorizationFailed, RequestErrorCode, false},
-		{"commit applied", kmsg.EndTxn, kerr.CoordinatorNotAvailable, RequestAppliedError, false},
-		{"add partitions fenced", kmsg.AddPartitionsToTxn, kerr.ProducerFenced, RequestErrorCode, false},
-		{"produce abortable", kmsg.Produce, kerr.TransactionAbortable, RequestErrorCode, false},
-		{"produce applied", kmsg.Produce, kerr.NotEnoughReplicasAfterAppend, RequestAppliedError, false},
+		{"mint retriable", kmsg.InitProducerID, kerr.CoordinatorLoadInProgress, RequestErrorCode, true, false},
+		{"mint fenced", kmsg.InitProducerID, kerr.ProducerFenced, RequestErrorCode, true, false},
+		{"plain mint fatal", kmsg.InitProducerID, kerr.UnknownServerError, RequestErrorCode, true, true},
+		{"plain mint fenced", kmsg.InitProducerID, kerr.ProducerFenced, RequestErrorCode, true, true},
+		{"plain mint timeout", kmsg.InitProducerID, kerr.InvalidTransactionTimeout, RequestErrorCode, true, true},
+		{"coordinator lookup", kmsg.FindCoordinator, kerr.CoordinatorNotAvailable, RequestErrorCode, true, false},
+		{"metadata", kmsg.Metadata, kerr.LeaderNotAvailable, RequestErrorCode, true, false},
+		{"read", kmsg.Fetch, kerr.NotLeaderForPartition, RequestErrorCode, true, false},
+		{"commit busy", kmsg.EndTxn, kerr.ConcurrentTransactions, RequestErrorCode, false, false},
+		{"commit denied", kmsg.EndTxn, kerr.TransactionalIDAuthorizationFailed, RequestErrorCode, false, false},
+		{"commit applied", kmsg.EndTxn, kerr.CoordinatorNotAvailable, RequestAppliedError, false, false},
+		{"add partitions fenced", kmsg.AddPartitionsToTxn, kerr.ProducerFenced, RequestErrorCode, false, false},
+		{"produce abortable", kmsg.Produce, kerr.TransactionAbortable, RequestErrorCode, false, false},
+		{"produce applied", kmsg.Produce, kerr.NotEnoughReplicasAfterAppend, RequestAppliedError, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proxy, err := NewKafkaProxy("127.0.0.1:0", c.Brokers[0])
@@ -81,12 +85,13 @@ func TestKafkaProxyErrorCodesAgainstALeadership(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.key == kmsg.InitProducerID {
+			if tc.key == kmsg.InitProducerID && !tc.plain {
 				// The plain producer's own InitProducerId (idempotence, at
-				// the first registration) goes first, outside the walk: a
-				// fatal answer to it stays with franz-go's client for its
-				// life (docs/safety.md, "Still open"). A leadership of
-				// another role loads it.
+				// the first registration) goes first; for a fault of the
+				// role's mint, a leadership of another role loads it. The
+				// plain cases take that one: franz-go keeps a fatal answer
+				// to it for the client's life, and the transport replaces
+				// the producer (docs/safety.md).
 				warm, err := coordination.NewRole(kafkatest.TopicName("codes-warm"))
 				if err != nil {
 					t.Fatal(err)
@@ -107,6 +112,14 @@ func TestKafkaProxyErrorCodesAgainstALeadership(t *testing.T) {
 			acquireCtx, acquireCancel := context.WithTimeout(ctx, 30*time.Second)
 			holder, err := coordination.AcquireLeadership(acquireCtx, transport, role, member, options...)
 			acquireCancel()
+			if tc.plain {
+				// One fatal answer costs the registration a new producer,
+				// not the campaign; INVALID_TRANSACTION_TIMEOUT ends it.
+				if misconfigured := errors.Is(tc.code, kerr.InvalidTransactionTimeout); misconfigured != errors.Is(err, coordination.ErrMisconfigured) ||
+					!misconfigured && err != nil {
+					t.Fatalf("AcquireLeadership after %s to the plain producer's InitProducerId = %v; want a leadership, or ErrMisconfigured for INVALID_TRANSACTION_TIMEOUT", tc.code.Message, err)
+				}
+			}
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) || !codesWrapsSentinel(err) && !errors.Is(err, tc.code) {
 					t.Fatalf("AcquireLeadership under %s = %v; want a leadership, or an error that wraps a sentinel or names the code", tc.code.Message, err)

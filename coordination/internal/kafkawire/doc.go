@@ -56,7 +56,9 @@
 //   - txn_requests.go: AddPartitionsToTxn, EndTxn and Produce, built and
 //     sent.
 //   - batch.go: the encoding of a transactional record batch.
-//   - append.go: the plain idempotent append.
+//   - append.go: the plain idempotent append, and the producer that
+//     replaces plain's for the appends after a fatal answer to its
+//     InitProducerId.
 //   - requests.go: the raw ListOffsets and Metadata requests.
 //   - reader.go: the [Reader], its state and timings.
 //   - lookup.go: the leader lookups of the followed partitions.

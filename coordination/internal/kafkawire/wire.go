@@ -43,7 +43,8 @@ type Config struct {
 //
 //   - plain, an idempotent producer with acks=all, no linger and a
 //     partitioner that keeps the caller's partition: [Wire.Append], and
-//     the admin requests;
+//     the admin requests (after a fatal answer to its InitProducerId,
+//     the appends go to a new producer of the same options: append.go);
 //   - txn, the client of every transactional id, with EndTxn capped at
 //     version 4, Produce at 11 and AddPartitionsToTxn at 3, so that a
 //     commit keeps the epoch (KIP-890 part 2 bumps it from EndTxn 5 on):
@@ -61,7 +62,7 @@ type Wire struct {
 	versions        *kversion.Versions // the versions the caller's options allow: the base of the capped ones (versions.go)
 	versionsChecked atomic.Bool        // CheckVersions passed
 
-	plain   *kgo.Client      // registrations, and the admin requests
+	plain   *kgo.Client      // the admin requests, and the registrations until a rebuild (append.go)
 	admin   *kadm.Client     // over plain
 	txn     *kgo.Client      // the transactions of every transactional id, with the capped versions
 	leaders *leaderCache     // the partition leaders of the transactions
@@ -85,6 +86,14 @@ type Wire struct {
 	// call bounded by its context cannot wait for. Close waits for them
 	// at most CloseBound.
 	closers sync.WaitGroup
+
+	// plainOptions build plain, and every producer that replaces it for
+	// the appends (append.go); appender is the producer of the appends
+	// now (plain until the first rebuild), guarded by mu, and rebuilds
+	// serializes the rebuilds.
+	plainOptions []kgo.Opt
+	appender     *appender
+	rebuilds     sync.Mutex
 }
 
 // idState is what a Wire keeps of one transactional id, in one map entry
@@ -139,11 +148,12 @@ func New(config Config) (*Wire, error) {
 	}, config.Options...)
 	base = append(base, kgo.SeedBrokers(config.Brokers...))
 
-	plain, err := kgo.NewClient(append(slices.Clone(base),
+	plainOptions := append(slices.Clone(base),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)...)
+	)
+	plain, err := kgo.NewClient(plainOptions...)
 	if err != nil {
 		return nil, err
 	}
@@ -177,12 +187,7 @@ func New(config Config) (*Wire, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	reader := newReader(readerClient, plain, config.KeyGroup, config.TxnTimeout, config.RenewInterval)
-	// A topic deleted and created again fails every produce of franz-go's
-	// producer with UNKNOWN_TOPIC_ID until the client forgets it (franz-go
-	// does not adopt the new id); the reader's lookup is the first to see
-	// the new id.
-	reader.recreated = func(topics []string) { plain.PurgeTopicsFromProducing(topics...) }
-	return &Wire{
+	w := &Wire{
 		config:           config,
 		txnTimeoutMillis: txnTimeoutMillis,
 		versions:         allowed,
@@ -196,7 +201,15 @@ func New(config Config) (*Wire, error) {
 		cancel:           cancel,
 		ids:              make(map[string]*idState),
 		minted:           make(map[Producer]*Epoch),
-	}, nil
+		plainOptions:     plainOptions,
+		appender:         newAppender(plain),
+	}
+	// A topic deleted and created again fails every produce of franz-go's
+	// producer with UNKNOWN_TOPIC_ID until the client forgets it (franz-go
+	// does not adopt the new id); the reader's lookup is the first to see
+	// the new id.
+	reader.recreated = func(topics []string) { w.producer().PurgeTopicsFromProducing(topics...) }
+	return w, nil
 }
 
 // leaseVersions returns the request versions of the transactional client:
@@ -248,6 +261,7 @@ func (w *Wire) Close() {
 		for _, e := range w.minted {
 			epochs = append(epochs, e)
 		}
+		rebuilt := w.appender.client // a producer that replaced plain, or plain itself
 		w.mu.Unlock()
 		for _, e := range epochs {
 			e.end(&Error{Op: "token " + e.producer.String() + " of role " + e.txnID, Class: Closed})
@@ -257,6 +271,9 @@ func (w *Wire) Close() {
 		w.closers.Go(w.reader.close)
 		w.closers.Go(w.txn.Close)
 		w.closers.Go(w.plain.Close)
+		if rebuilt != w.plain {
+			w.closers.Go(rebuilt.Close)
+		}
 	})
 	closed := make(chan struct{})
 	go func() { // ends when the last client has closed
