@@ -209,6 +209,9 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 			Slack:       info.Slack,
 			EndMillis:   info.EndMillis,
 			StartMillis: info.StartMillis,
+			// The library's read timeout is the renew interval, clamped to
+			// 1-10 s, and its transaction timeout the lease.
+			CopyLife: info.Lease + min(max(info.Renew, time.Second), 10*time.Second),
 		},
 	}
 	stateByPartition := make(map[int][]coordination.StateRecord)

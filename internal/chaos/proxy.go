@@ -72,6 +72,7 @@ type link struct {
 	mu       sync.Mutex
 	swallows map[int32]*swallow      // correlation id -> answers to swallow
 	waiting  map[int32]chan struct{} // correlation id -> closed at its answer
+	mints    map[int32]*mintWatch    // correlation id -> a faulted InitProducerId whose answers are read
 }
 
 func (l *link) close() {

@@ -176,6 +176,78 @@ type RequestHit struct {
 	// that answer (the request then went on as it was).
 	Code int16  `json:"code,omitempty"`
 	Err  string `json:"err,omitempty"`
+	// TxnID is the transactional id of an InitProducerId (the role), and
+	// Mints the pairs that the broker's answers to it carried, each copy
+	// of it that the broker applied (see [MintedPair]).
+	TxnID string       `json:"txn_id,omitempty"`
+	Mints []MintedPair `json:"mints,omitempty"`
+}
+
+// MintedPair is the producer id and epoch that the broker answered to one
+// copy of a faulted InitProducerId: the pair that copy minted. AtMillis is
+// the host time at which the answer reached the proxy (the copy was
+// applied at or before it), and ToClient reports that the answer went on
+// to the client; an answer that went nowhere (lost, swallowed, late, or
+// replaced by an error code) is the pair of a copy the client never saw.
+type MintedPair struct {
+	Producer int64 `json:"pid"`
+	Epoch    int16 `json:"epoch"`
+	AtMillis int64 `json:"at"`
+	ToClient bool  `json:"to_client,omitempty"`
+}
+
+// Token returns the pair as a fencing token's text, "producer:epoch".
+func (m MintedPair) Token() string {
+	return strconv.FormatInt(m.Producer, 10) + ":" + strconv.FormatInt(int64(m.Epoch), 10)
+}
+
+// mintWatch reads the answers to one faulted InitProducerId of a link.
+type mintWatch struct {
+	armed   *ArmedRequest
+	version int16
+}
+
+// watchMint notes, for a faulted InitProducerId that reaches the broker,
+// its transactional id, and makes the link's answer pump record the pair of
+// every answer to it (RequestErrorCode's request never reaches the broker:
+// nothing to watch).
+func watchMint(l *link, frame []byte, corr int32, version int16, armed *ArmedRequest) {
+	if armed.fault.Mode == RequestErrorCode {
+		return
+	}
+	if req, _, err := kafkacodes.ReadRequest(frame); err == nil {
+		if init, ok := req.(*kmsg.InitProducerIDRequest); ok && init.TransactionalID != nil {
+			armed.update(func(h *RequestHit) { h.TxnID = *init.TransactionalID })
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mints == nil {
+		l.mints = make(map[int32]*mintWatch)
+	}
+	l.mints[corr] = &mintWatch{armed: armed, version: version}
+}
+
+// noteMint records the pair of an answer to a watched InitProducerId; an
+// answer that does not decode, or carries an error, minted nothing.
+func (w *mintWatch) noteMint(frame []byte, toClient bool) {
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.SetVersion(w.version)
+	if len(frame) < 8 {
+		return
+	}
+	b := kbin.Reader{Src: frame[8:]} // past the size and the correlation id
+	if resp.IsFlexible() {
+		for n := b.Uvarint(); n > 0; n-- { // the header's tagged fields
+			b.Uvarint()
+			b.Span(int(b.Uvarint()))
+		}
+	}
+	if b.Complete() != nil || resp.ReadFrom(b.Src) != nil || resp.ErrorCode != 0 {
+		return
+	}
+	pair := MintedPair{Producer: resp.ProducerID, Epoch: resp.ProducerEpoch, AtMillis: time.Now().UnixMilli(), ToClient: toClient}
+	w.armed.update(func(h *RequestHit) { h.Mints = append(h.Mints, pair) })
 }
 
 // ArmedRequest is a request fault armed on the proxies of a member. It is
@@ -398,6 +470,9 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 				return
 			}
 			continue
+		}
+		if key == kmsg.InitProducerID.Int16() {
+			watchMint(l, frame, corr, version, armed)
 		}
 		switch armed.fault.Mode {
 		case RequestDelay:
@@ -651,11 +726,15 @@ func (p *Proxy) answers(l *link, upstream net.Conn) {
 			close(ch)
 			delete(l.waiting, corr)
 		}
+		watch := l.mints[corr]
 		l.mu.Unlock()
 		if reset {
 			l.clientDead.Store(true)
 			resetConn(l.client)
 			_ = l.client.Close()
+		}
+		if watch != nil {
+			watch.noteMint(frame, !drop && replace == nil && !l.clientDead.Load())
 		}
 		if replace != nil && !l.clientDead.Load() {
 			frame, drop = replace, false
