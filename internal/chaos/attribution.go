@@ -20,15 +20,15 @@ const (
 	// the copy life after the fence.
 	FenceRivalAcquired = "rival-acquired"
 
-	// FenceRivalLateCopy: a faulted InitProducerId of another member was
-	// applied without its answer reaching that member (held and released,
-	// lost, applied with an error answer) and minted the pair that fenced
-	// the token, or, without pairs, was applied between the acquisition and
-	// the fence.
+	// FenceRivalLateCopy: an InitProducerId of another member was applied
+	// without its answer reaching that member (a fault held and released
+	// it, lost its answer or answered it with an error; or the client gave
+	// up on it) and minted the pair that fenced the token, or, without
+	// pairs, was applied between the acquisition and the fence.
 	FenceRivalLateCopy = "rival-late-copy"
 
-	// FenceOwnLateCopy: the same, for a faulted InitProducerId of the
-	// fenced member itself: a self-fence.
+	// FenceOwnLateCopy: the same, for an InitProducerId of the fenced
+	// member itself: a self-fence.
 	FenceOwnLateCopy = "own-late-copy"
 
 	// FenceFaultMade: the second copy of an InitProducerId that the proxy
@@ -193,6 +193,11 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 				return a
 			}
 		}
+		for _, m := range in.Mints {
+			if m.TxnID == ev.Role && m.Token() == fencing {
+				return fromMint(a, ev, m, evidence+" (mint log)")
+			}
+		}
 	}
 
 	since, ok := starts[ev.Token]
@@ -203,6 +208,15 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		if c.pair == "" && c.atMillis >= since-mintLead.Milliseconds() && c.atMillis <= ev.WallMillis {
 			return fromCopy(c, "time")
 		}
+	}
+	for _, m := range in.Mints {
+		if m.TxnID != ev.Role || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis || m.Member == ev.Member && m.ToClient {
+			continue
+		}
+		if tok, err := coordination.ParseFencingToken(ev.Token); err == nil && tok.ProducerID() == m.Producer {
+			continue // of the same producer id, the pair told: not the fencing mint
+		}
+		return fromMint(a, ev, m, "time (mint log)")
 	}
 	life := in.Config.CopyLife
 	if life <= 0 {
@@ -222,5 +236,25 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		return a
 	}
 	a.Cause = FenceUnexplained
+	return a
+}
+
+// fromMint attributes the fence ev to a mint of the mint log: a rival's
+// mint answered to it, a copy that went nowhere (a rival's or the
+// member's own, applied after its client gave up), or the member's own
+// answered mint, which nothing above explains.
+func fromMint(a FenceAttribution, ev Event, m Mint, evidence string) FenceAttribution {
+	a.Evidence = evidence
+	a.By = fmt.Sprintf("%s's InitProducerId (%s, answer to the client %t)", m.Member, m.Token(), m.ToClient)
+	switch {
+	case m.Member != ev.Member && m.ToClient:
+		a.Cause, a.By = FenceRivalAcquired, m.Member
+	case m.Member != ev.Member:
+		a.Cause = FenceRivalLateCopy
+	case !m.ToClient:
+		a.Cause = FenceOwnLateCopy
+	default:
+		a.Cause = FenceUnexplained
+	}
 	return a
 }

@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"bufio"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +79,13 @@ func TestKafkaProxyRecordsThePairsOfAFaultedInitProducerID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	var mu sync.Mutex
+	var logged []Mint
+	p.OnMint(func(m Mint) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, m)
+	})
 	armed := Arm(RequestFault{Mode: RequestDuplicate, Keys: []int16{kmsg.InitProducerID.Int16()}}, p)
 	c := dialKafka(t, p)
 	init := kmsg.NewPtrInitProducerIDRequest()
@@ -97,12 +106,29 @@ func TestKafkaProxyRecordsThePairsOfAFaultedInitProducerID(t *testing.T) {
 				hit.Mints[1].Token() != "7:1" || hit.Mints[1].ToClient || hit.Mints[1].AtMillis == 0 {
 				t.Fatalf("Hit() = %+v; want txn id %q, 7:0 to the client, then 7:1 nowhere", hit, role)
 			}
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Hit() = %+v, %v; want two minted pairs", hit, ok)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// An InitProducerId that no fault takes is in the mint log too.
+	if _, err := c.conn.Write(kafkaRequest(init, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if corr, _, err := c.answer(5 * time.Second); err != nil || corr != 6 {
+		t.Fatalf("answer = %d, %v; want 6", corr, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var got []string
+	for _, m := range logged {
+		got = append(got, fmt.Sprintf("%s %s %t", m.TxnID, m.Token(), m.ToClient))
+	}
+	want := []string{"controller 7:0 true", "controller 7:1 false", "controller 7:2 true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("OnMint got %q; want %q", got, want)
 	}
 }
 
@@ -174,6 +200,17 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 		{"a rival acquired before the fenced term began is no cause", func(h *history) {
 			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 8000, Member: "m1", Incarnation: 2, Role: h.role, Token: "9:0"})
 		}, FenceUnexplained, "", ""},
+		{"the mint log shows a rival's answered mint of the next pair", func(h *history) {
+			h.in.Mints = append(h.in.Mints, Mint{Member: "m2", TxnID: h.role, MintedPair: MintedPair{Producer: 7, Epoch: 3, AtMillis: 9400, ToClient: true}})
+		}, FenceRivalAcquired, "m2", "pair 7:3 (mint log)"},
+		{"the mint log shows the member's own copy of the next pair, no fault", func(h *history) {
+			h.in.Mints = append(h.in.Mints,
+				Mint{Member: "m3", TxnID: h.role, MintedPair: MintedPair{Producer: 7, Epoch: 2, AtMillis: 8800, ToClient: true}},
+				Mint{Member: "m3", TxnID: h.role, MintedPair: MintedPair{Producer: 7, Epoch: 3, AtMillis: 9000}})
+		}, FenceOwnLateCopy, "m3's InitProducerId (7:3, answer to the client false)", "pair 7:3 (mint log)"},
+		{"the mint log shows a rival's copy under a new producer id in the window", func(h *history) {
+			h.in.Mints = append(h.in.Mints, Mint{Member: "m1", TxnID: h.role, MintedPair: MintedPair{Producer: 12, Epoch: 0, AtMillis: 9300}})
+		}, FenceRivalLateCopy, "m1's InitProducerId (12:0, answer to the client false)", "time (mint log)"},
 		{"nothing", func(h *history) {}, FenceUnexplained, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

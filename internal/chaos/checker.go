@@ -130,6 +130,10 @@ type CheckInput struct {
 	// fences of brokers and the changes of the active controller.
 	KafkaEvents []KafkaEvent
 
+	// Mints holds the mint log: every answer to an InitProducerId that
+	// passed a member's proxy, with its pair ([Mint]).
+	Mints []Mint
+
 	// History holds the history logs of every member, which the
 	// linearizability check reads ([CheckLinearizable]).
 	History []HistoryEntry

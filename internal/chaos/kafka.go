@@ -258,7 +258,7 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 	if err != nil {
 		return in, err
 	}
-	in.Acks, in.Events, in.Faults, in.Calls, in.History = logs.acks, logs.events, logs.faults, logs.calls, logs.history
+	in.Acks, in.Events, in.Faults, in.Calls, in.History, in.Mints = logs.acks, logs.events, logs.faults, logs.calls, logs.history, logs.mints
 	if info.ClusterDir != "" {
 		ids := make([]int32, len(info.Nodes))
 		for i, n := range info.Nodes {

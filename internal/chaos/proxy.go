@@ -56,6 +56,7 @@ type Proxy struct {
 	armed  []*ArmedRequest    // the armed request faults, earliest first
 	counts map[[2]int16]int64 // (API key, version) -> requests forwarded
 	sent   map[int16]int64    // API key -> requests forwarded
+	onMint func(Mint)         // told of every InitProducerId answer (OnMint)
 
 	wg sync.WaitGroup
 }

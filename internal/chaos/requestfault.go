@@ -201,31 +201,76 @@ func (m MintedPair) Token() string {
 	return strconv.FormatInt(m.Producer, 10) + ":" + strconv.FormatInt(int64(m.Epoch), 10)
 }
 
-// mintWatch reads the answers to one faulted InitProducerId of a link.
+// Mint is one line of the mint log of a run (mints.log): the answer of
+// one InitProducerId that passed a member's proxy, faulted or not, with
+// the pair it minted. It is the member's view of each of its mints, as
+// the wire carried it: an answer with ToClient false minted a pair that
+// the member never saw (a copy applied after the client gave up).
+type Mint struct {
+	Member string `json:"member"`
+	TxnID  string `json:"txn_id"`
+	MintedPair
+}
+
+// OnMint makes the proxy call f with every successful answer to an
+// InitProducerId that it carries, from the goroutine of the answer's
+// connection; f must be safe for concurrent use and return soon. Member
+// is left empty for f to fill in.
+func (p *Proxy) OnMint(f func(Mint)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onMint = f
+}
+
+// OnMint sets [Proxy.OnMint] on every proxy of the member, with the
+// member's name filled in.
+func (n *MemberNetwork) OnMint(member string, f func(Mint)) {
+	for _, proxy := range n.proxies {
+		proxy.OnMint(func(m Mint) {
+			m.Member = member
+			f(m)
+		})
+	}
+}
+
+// mintWatch reads the answers to one InitProducerId of a link; armed is
+// the fault that took it, nil for none.
 type mintWatch struct {
 	armed   *ArmedRequest
 	version int16
+	txnID   string
+	onMint  func(Mint)
 }
 
-// watchMint notes, for a faulted InitProducerId that reaches the broker,
-// its transactional id, and makes the link's answer pump record the pair of
-// every answer to it (RequestErrorCode's request never reaches the broker:
-// nothing to watch).
-func watchMint(l *link, frame []byte, corr int32, version int16, armed *ArmedRequest) {
-	if armed.fault.Mode == RequestErrorCode {
+// watchMint makes the link's answer pump record the pair of every answer
+// to an InitProducerId that reaches the broker, in the hit of the fault
+// that took it (with its transactional id) and through the proxy's
+// OnMint. RequestErrorCode's request never reaches the broker: nothing to
+// watch.
+func (p *Proxy) watchMint(l *link, frame []byte, corr int32, version int16, armed *ArmedRequest) {
+	if armed != nil && armed.fault.Mode == RequestErrorCode {
+		return
+	}
+	p.mu.Lock()
+	w := &mintWatch{armed: armed, version: version, onMint: p.onMint}
+	p.mu.Unlock()
+	if w.armed == nil && w.onMint == nil {
 		return
 	}
 	if req, _, err := kafkacodes.ReadRequest(frame); err == nil {
 		if init, ok := req.(*kmsg.InitProducerIDRequest); ok && init.TransactionalID != nil {
-			armed.update(func(h *RequestHit) { h.TxnID = *init.TransactionalID })
+			w.txnID = *init.TransactionalID
 		}
+	}
+	if armed != nil {
+		armed.update(func(h *RequestHit) { h.TxnID = w.txnID })
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mints == nil {
 		l.mints = make(map[int32]*mintWatch)
 	}
-	l.mints[corr] = &mintWatch{armed: armed, version: version}
+	l.mints[corr] = w
 }
 
 // noteMint records the pair of an answer to a watched InitProducerId; an
@@ -247,7 +292,12 @@ func (w *mintWatch) noteMint(frame []byte, toClient bool) {
 		return
 	}
 	pair := MintedPair{Producer: resp.ProducerID, Epoch: resp.ProducerEpoch, AtMillis: time.Now().UnixMilli(), ToClient: toClient}
-	w.armed.update(func(h *RequestHit) { h.Mints = append(h.Mints, pair) })
+	if w.armed != nil {
+		w.armed.update(func(h *RequestHit) { h.Mints = append(h.Mints, pair) })
+	}
+	if w.onMint != nil {
+		w.onMint(Mint{TxnID: w.txnID, MintedPair: pair})
+	}
 }
 
 // ArmedRequest is a request fault armed on the proxies of a member. It is
@@ -465,14 +515,14 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 			}
 		}
 		p.mu.Unlock()
+		if key == kmsg.InitProducerID.Int16() {
+			p.watchMint(l, frame, corr, version, armed)
+		}
 		if armed == nil {
 			if !l.send(upstream, frame) {
 				return
 			}
 			continue
-		}
-		if key == kmsg.InitProducerID.Int16() {
-			watchMint(l, frame, corr, version, armed)
 		}
 		switch armed.fault.Mode {
 		case RequestDelay:

@@ -140,6 +140,7 @@ type runLogs struct {
 	faults  []Fault
 	calls   []Call
 	history []HistoryEntry
+	mints   []Mint
 }
 
 // loadLogs reads the logs of every member and the nemesis log.
@@ -172,6 +173,9 @@ func loadLogs(info *RunInfo) (runLogs, error) {
 		return logs, err
 	}
 	logs.faults = faults
+	if logs.mints, err = ReadLines[Mint](info.Path("mints.log")); err != nil {
+		return logs, err
+	}
 	return logs, nil
 }
 
