@@ -18,6 +18,7 @@ import (
 //	run.json                 this description
 //	plan.json                the fault schedule drawn from the seed
 //	nemesis.log              one JSON line per fault, at its start and at its heal
+//	mints.log                one JSON line per InitProducerId answer that passed a member's proxy ([Mint])
 //	members/<id>.acks        the ack log of a member, every incarnation
 //	members/<id>.events      the event log of a member, every incarnation
 //	members/<id>.log         the standard error of a member (library logs)
