@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -190,6 +191,12 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			if c.MaxOverMillis > 0 {
 				fmt.Fprintf(w, "worst %s: %s\n", c.Call, c.Worst)
 			}
+		}
+	}
+	for _, f := range r.Fences {
+		if f.Cause == FenceOwnLateCopy || f.Cause == FenceUnexplained {
+			fmt.Fprintf(w, "SELF-FENCE %s: %s/%d %s under %s at %s, by %s (%s)\n", f.Cause, f.Member, f.Incarnation, f.Role, f.Token,
+				formatMillis(f.AtMillis), cmp.Or(f.By, "nothing seen"), cmp.Or(f.Evidence, "no pair, no instant"))
 		}
 	}
 	for _, ch := range r.Changes {
