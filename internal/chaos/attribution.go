@@ -110,7 +110,7 @@ func mintCopies(faults []Fault, role string) []mintCopy {
 	var out []mintCopy
 	for _, f := range faults {
 		h := f.Hit
-		if f.Kind != FaultRequest || h == nil || h.Key != kmsg.InitProducerID.Int16() || h.TxnID != "" && h.TxnID != role {
+		if f.Kind != FaultRequest || h == nil || h.Key != kmsg.InitProducerID.Int16() || h.TxnID != role {
 			continue
 		}
 		if len(h.Mints) > 0 {
@@ -195,7 +195,7 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		}
 		for _, m := range in.Mints {
 			if m.TxnID == ev.Role && m.Token() == fencing {
-				return fromMint(a, ev, m, evidence+" (mint log)")
+				return fromMint(a, ev, m, in.Faults, evidence+" (mint log)")
 			}
 		}
 	}
@@ -216,7 +216,7 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		if tok, err := coordination.ParseFencingToken(ev.Token); err == nil && tok.ProducerID() == m.Producer {
 			continue // of the same producer id, the pair told: not the fencing mint
 		}
-		return fromMint(a, ev, m, "time (mint log)")
+		return fromMint(a, ev, m, in.Faults, "time (mint log)")
 	}
 	life := in.Config.CopyLife
 	if life <= 0 {
@@ -239,14 +239,27 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 	return a
 }
 
-// fromMint attributes the fence ev to a mint of the mint log: a rival's
-// mint answered to it, a copy that went nowhere (a rival's or the
-// member's own, applied after its client gave up), or the member's own
-// answered mint, which nothing above explains.
-func fromMint(a FenceAttribution, ev Event, m Mint, evidence string) FenceAttribution {
+// fromMint attributes the fence ev to a mint of the mint log: the second
+// answer of the proxy's duplicate, a rival's mint answered to it, a copy
+// that went nowhere (a rival's or the member's own, applied after its
+// client gave up), or the member's own answered mint, which nothing above
+// explains. A mint that a request fault took names the fault: the latest
+// of its member, mode and role taken at or before the answer.
+func fromMint(a FenceAttribution, ev Event, m Mint, faults []Fault, evidence string) FenceAttribution {
 	a.Evidence = evidence
 	a.By = fmt.Sprintf("%s's InitProducerId (%s, answer to the client %t)", m.Member, m.Token(), m.ToClient)
+	if m.Fault != "" {
+		for _, f := range faults {
+			if f.Kind == FaultRequest && f.Target == m.Member && f.Request == m.Fault && f.Hit != nil && f.Hit.TxnID == m.TxnID &&
+				f.Hit.Key == kmsg.InitProducerID.Int16() && f.Hit.AtMillis <= m.AtMillis {
+				a.Fault = f.Index
+			}
+		}
+		a.By = fmt.Sprintf("%s's InitProducerId under a %s fault (%s, answer to the client %t)", m.Member, m.Fault, m.Token(), m.ToClient)
+	}
 	switch {
+	case m.Fault == RequestDuplicate && !m.ToClient:
+		a.Cause = FenceFaultMade
 	case m.Member != ev.Member && m.ToClient:
 		a.Cause, a.By = FenceRivalAcquired, m.Member
 	case m.Member != ev.Member:

@@ -208,6 +208,17 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 				Mint{Member: "m3", TxnID: h.role, MintedPair: MintedPair{Producer: 7, Epoch: 2, AtMillis: 8800, ToClient: true}},
 				Mint{Member: "m3", TxnID: h.role, MintedPair: MintedPair{Producer: 7, Epoch: 3, AtMillis: 9000}})
 		}, FenceOwnLateCopy, "m3's InitProducerId (7:3, answer to the client false)", "pair 7:3 (mint log)"},
+		{"the mint log shows the second answer of the member's duplicated InitProducerId", func(h *history) {
+			h.in.Faults = append(h.in.Faults, initFault(10, RequestDuplicate, "m3", 8800))
+			h.in.Mints = append(h.in.Mints,
+				Mint{Member: "m3", TxnID: h.role, Fault: RequestDuplicate, MintedPair: MintedPair{Producer: 7, Epoch: 2, AtMillis: 8810, ToClient: true}},
+				Mint{Member: "m3", TxnID: h.role, Fault: RequestDuplicate, MintedPair: MintedPair{Producer: 7, Epoch: 3, AtMillis: 8820}})
+		}, FenceFaultMade, "m3's InitProducerId under a duplicate fault (7:3, answer to the client false)", "pair 7:3 (mint log)"},
+		{"a fault of a non-transactional InitProducerId is no cause", func(h *history) {
+			f := initFault(11, RequestLoseAnswer, "m1", 9000)
+			f.Hit.TxnID = ""
+			h.in.Faults = append(h.in.Faults, f)
+		}, FenceUnexplained, "", ""},
 		{"the mint log shows a rival's copy under a new producer id in the window", func(h *history) {
 			h.in.Mints = append(h.in.Mints, Mint{Member: "m1", TxnID: h.role, MintedPair: MintedPair{Producer: 12, Epoch: 0, AtMillis: 9300}})
 		}, FenceRivalLateCopy, "m1's InitProducerId (12:0, answer to the client false)", "time (mint log)"},
@@ -223,6 +234,17 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 			f := r.Fences[0]
 			if f.Cause != tc.cause || f.By != tc.by || f.Evidence != tc.evidence {
 				t.Fatalf("the fence of m3's 7:2 = %s by %q (%s); want %s by %q (%s)", f.Cause, f.By, f.Evidence, tc.cause, tc.by, tc.evidence)
+			}
+			wantFault := map[string]int{"rival's held InitProducerId minted the next pair late": 5,
+				"rival's reset-hold released between the acquisition and the fence, no pair": 6,
+				"own held InitProducerId minted the next pair late": 7, "own duplicate's second copy minted the next pair": 8,
+				"the mint log shows the second answer of the member's duplicated InitProducerId": 10}
+			want, ok := wantFault[tc.name]
+			if !ok {
+				want = -1
+			}
+			if f.Fault != want {
+				t.Errorf("the fence's fault = %d; want %d", f.Fault, want)
 			}
 			self := 0
 			if tc.cause == FenceOwnLateCopy || tc.cause == FenceUnexplained {

@@ -209,6 +209,9 @@ func (m MintedPair) Token() string {
 type Mint struct {
 	Member string `json:"member"`
 	TxnID  string `json:"txn_id"`
+	// Fault is the mode of the request fault that took the InitProducerId,
+	// empty for none.
+	Fault RequestMode `json:"fault,omitempty"`
 	MintedPair
 }
 
@@ -296,7 +299,11 @@ func (w *mintWatch) noteMint(frame []byte, toClient bool) {
 		w.armed.update(func(h *RequestHit) { h.Mints = append(h.Mints, pair) })
 	}
 	if w.onMint != nil {
-		w.onMint(Mint{TxnID: w.txnID, MintedPair: pair})
+		m := Mint{TxnID: w.txnID, MintedPair: pair}
+		if w.armed != nil {
+			m.Fault = w.armed.fault.Mode
+		}
+		w.onMint(m)
 	}
 }
 
