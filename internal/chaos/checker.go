@@ -85,6 +85,12 @@ type CheckConfig struct {
 	// leadership change before it is not counted against a fault.
 	StartMillis int64
 
+	// CopyLife is how long after its attempt ended a copy of an
+	// InitProducerId may still land, as the library waits it out (the read
+	// timeout plus the transaction timeout): a rival whose copy fenced a
+	// holder acquires within it. 0 takes the lease plus 10 s.
+	CopyLife time.Duration
+
 	// LinearizabilityTimeout bounds the search of the linearizability
 	// check; 0 takes two minutes.
 	LinearizabilityTimeout time.Duration
@@ -123,6 +129,10 @@ type CheckInput struct {
 	// KafkaEvents holds what the nodes' logs tell of the faults: the
 	// fences of brokers and the changes of the active controller.
 	KafkaEvents []KafkaEvent
+
+	// Mints holds the mint log: every answer to an InitProducerId that
+	// passed a member's proxy, with its pair ([Mint]).
+	Mints []Mint
 
 	// History holds the history logs of every member, which the
 	// linearizability check reads ([CheckLinearizable]).
@@ -283,12 +293,15 @@ type Report struct {
 	// ErrFenced.
 	Refused int `json:"refused_fenced"`
 
-	// SelfFenced counts the refusals with ErrFenced that came while no
-	// member had yet acquired a newer term of the role (no acquired event of
-	// a newer token up to one second after the refusal): the transport gave
-	// the role up on its own, for example after a lost connection. It is
-	// safe, and costs a failover.
+	// SelfFenced counts the refusals with ErrFenced that the member brought
+	// on itself or that nothing explains: FenceCauses.OwnLateCopy +
+	// FenceCauses.Unexplained. It is safe, and costs a failover.
 	SelfFenced int `json:"self_fenced"`
+
+	// FenceCauses counts the refusals with ErrFenced by cause, and Fences
+	// gives the cause of each (see [FenceAttribution]).
+	FenceCauses FenceCauses        `json:"fence_causes"`
+	Fences      []FenceAttribution `json:"fences,omitempty"`
 
 	// Unknown counts the command writes that failed for another reason, and
 	// UnknownPresent those of them that are present.
@@ -585,7 +598,10 @@ func checkAcks(in CheckInput, byID map[CommandID][]located, starts map[string]ma
 		case EventFenced:
 			r.Refused++
 			named[id] = true
-			if !newerTermBy(starts[ev.Role], ev.Token, ev.WallMillis+1000) {
+			fence := attributeFence(in, ev, starts[ev.Role])
+			r.Fences = append(r.Fences, fence)
+			r.FenceCauses.add(fence.Cause)
+			if fence.Cause == FenceOwnLateCopy || fence.Cause == FenceUnexplained {
 				r.SelfFenced++
 			}
 			if ev.Seq == 0 {
@@ -642,23 +658,6 @@ func termStarts(in CheckInput, streams map[string][]located) map[string]map[stri
 		}
 	}
 	return out
-}
-
-// newerTermBy reports whether another term of the role began after token
-// began and at or before the instant. Terms are ordered by the host time
-// at which they began, not by FencingToken.Compare, which says nothing
-// across producer ids.
-func newerTermBy(starts map[string]int64, token string, atMillis int64) bool {
-	since, ok := starts[token]
-	if !ok {
-		since = atMillis // a term never seen: only a term begun in the same instant counts
-	}
-	for other, at := range starts {
-		if other != token && at >= since && at <= atMillis {
-			return true
-		}
-	}
-	return false
 }
 
 // measureFailovers times, for each pause, kill and cut of a member that was

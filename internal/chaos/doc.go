@@ -35,7 +35,14 @@
 //     and whole, that no command is visible in part (torn), that no command
 //     the broker refused or the library reported as not committed is
 //     present (a false report), and how long each failover took after a
-//     fault of the leader. Beside it,
+//     fault of the leader. It gives each refusal with ErrFenced its cause
+//     (attribution.go, [FenceAttribution]): the pair that fenced the token
+//     (its producer id, its epoch + 1), looked up among the pairs that each
+//     faulted InitProducerId minted, the rivals' acquisitions, the lease
+//     records and the mint log (mints.log: every InitProducerId answer
+//     that passed a member's proxy, [Mint]), else the instants: a rival's
+//     mint, a rival's late copy, the member's own late copy (a
+//     self-fence), the proxy's duplicate, or unexplained. Beside it,
 //     [CheckLinearizable] checks the history of every acquisition and
 //     guarded write (members/<id>.history) and the final read with
 //     Porcupine (github.com/anishathalye/porcupine) against a model of a

@@ -209,6 +209,9 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 			Slack:       info.Slack,
 			EndMillis:   info.EndMillis,
 			StartMillis: info.StartMillis,
+			// The library's read timeout is the renew interval, clamped to
+			// 1-10 s, and its transaction timeout the lease.
+			CopyLife: info.Lease + min(max(info.Renew, time.Second), 10*time.Second),
 		},
 	}
 	stateByPartition := make(map[int][]coordination.StateRecord)
@@ -255,7 +258,7 @@ func LoadCheckInput(ctx context.Context, info *RunInfo, settle time.Duration) (C
 	if err != nil {
 		return in, err
 	}
-	in.Acks, in.Events, in.Faults, in.Calls, in.History = logs.acks, logs.events, logs.faults, logs.calls, logs.history
+	in.Acks, in.Events, in.Faults, in.Calls, in.History, in.Mints = logs.acks, logs.events, logs.faults, logs.calls, logs.history, logs.mints
 	if info.ClusterDir != "" {
 		ids := make([]int32, len(info.Nodes))
 		for i, n := range info.Nodes {

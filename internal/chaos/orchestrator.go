@@ -307,12 +307,18 @@ func Orchestrate(ctx context.Context, config RunConfig) (*RunInfo, error) {
 	for i, n := range nodes {
 		addrs[i] = n.Addr
 	}
+	mintLog, err := OpenLineLog(info.Path("mints.log"), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer mintLog.Close()
 	for _, member := range info.Members {
 		network, err := NewMemberNetwork(addrs)
 		if err != nil {
 			return nil, err
 		}
 		o.proxies[member] = network
+		network.OnMint(member, func(m Mint) { _ = mintLog.Append(m) }) // a lost line only costs an attribution
 		if err := WriteClockFile(info.MemberPath(member, "clock"), 0); err != nil {
 			return nil, err
 		}

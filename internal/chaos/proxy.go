@@ -56,6 +56,7 @@ type Proxy struct {
 	armed  []*ArmedRequest    // the armed request faults, earliest first
 	counts map[[2]int16]int64 // (API key, version) -> requests forwarded
 	sent   map[int16]int64    // API key -> requests forwarded
+	onMint func(Mint)         // told of every InitProducerId answer (OnMint)
 
 	wg sync.WaitGroup
 }
@@ -72,6 +73,7 @@ type link struct {
 	mu       sync.Mutex
 	swallows map[int32]*swallow      // correlation id -> answers to swallow
 	waiting  map[int32]chan struct{} // correlation id -> closed at its answer
+	mints    map[int32]*mintWatch    // correlation id -> a faulted InitProducerId whose answers are read
 }
 
 func (l *link) close() {

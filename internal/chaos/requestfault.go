@@ -176,6 +176,135 @@ type RequestHit struct {
 	// that answer (the request then went on as it was).
 	Code int16  `json:"code,omitempty"`
 	Err  string `json:"err,omitempty"`
+	// TxnID is the transactional id of an InitProducerId (the role), and
+	// Mints the pairs that the broker's answers to it carried, each copy
+	// of it that the broker applied (see [MintedPair]).
+	TxnID string       `json:"txn_id,omitempty"`
+	Mints []MintedPair `json:"mints,omitempty"`
+}
+
+// MintedPair is the producer id and epoch that the broker answered to one
+// copy of a faulted InitProducerId: the pair that copy minted. AtMillis is
+// the host time at which the answer reached the proxy (the copy was
+// applied at or before it), and ToClient reports that the answer went on
+// to the client; an answer that went nowhere (lost, swallowed, late, or
+// replaced by an error code) is the pair of a copy the client never saw.
+type MintedPair struct {
+	Producer int64 `json:"pid"`
+	Epoch    int16 `json:"epoch"`
+	AtMillis int64 `json:"at"`
+	ToClient bool  `json:"to_client,omitempty"`
+}
+
+// Token returns the pair as a fencing token's text, "producer:epoch".
+func (m MintedPair) Token() string {
+	return strconv.FormatInt(m.Producer, 10) + ":" + strconv.FormatInt(int64(m.Epoch), 10)
+}
+
+// Mint is one line of the mint log of a run (mints.log): the answer of
+// one InitProducerId that passed a member's proxy, faulted or not, with
+// the pair it minted. It is the member's view of each of its mints, as
+// the wire carried it: an answer with ToClient false minted a pair that
+// the member never saw (a copy applied after the client gave up).
+type Mint struct {
+	Member string `json:"member"`
+	TxnID  string `json:"txn_id"`
+	// Fault is the mode of the request fault that took the InitProducerId,
+	// empty for none.
+	Fault RequestMode `json:"fault,omitempty"`
+	MintedPair
+}
+
+// OnMint makes the proxy call f with every successful answer to an
+// InitProducerId that it carries, from the goroutine of the answer's
+// connection; f must be safe for concurrent use and return soon. Member
+// is left empty for f to fill in.
+func (p *Proxy) OnMint(f func(Mint)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onMint = f
+}
+
+// OnMint sets [Proxy.OnMint] on every proxy of the member, with the
+// member's name filled in.
+func (n *MemberNetwork) OnMint(member string, f func(Mint)) {
+	for _, proxy := range n.proxies {
+		proxy.OnMint(func(m Mint) {
+			m.Member = member
+			f(m)
+		})
+	}
+}
+
+// mintWatch reads the answers to one InitProducerId of a link; armed is
+// the fault that took it, nil for none.
+type mintWatch struct {
+	armed   *ArmedRequest
+	version int16
+	txnID   string
+	onMint  func(Mint)
+}
+
+// watchMint makes the link's answer pump record the pair of every answer
+// to an InitProducerId that reaches the broker, in the hit of the fault
+// that took it (with its transactional id) and through the proxy's
+// OnMint. RequestErrorCode's request never reaches the broker: nothing to
+// watch.
+func (p *Proxy) watchMint(l *link, frame []byte, corr int32, version int16, armed *ArmedRequest) {
+	if armed != nil && armed.fault.Mode == RequestErrorCode {
+		return
+	}
+	p.mu.Lock()
+	w := &mintWatch{armed: armed, version: version, onMint: p.onMint}
+	p.mu.Unlock()
+	if w.armed == nil && w.onMint == nil {
+		return
+	}
+	if req, _, err := kafkacodes.ReadRequest(frame); err == nil {
+		if init, ok := req.(*kmsg.InitProducerIDRequest); ok && init.TransactionalID != nil {
+			w.txnID = *init.TransactionalID
+		}
+	}
+	if armed != nil {
+		armed.update(func(h *RequestHit) { h.TxnID = w.txnID })
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mints == nil {
+		l.mints = make(map[int32]*mintWatch)
+	}
+	l.mints[corr] = w
+}
+
+// noteMint records the pair of an answer to a watched InitProducerId; an
+// answer that does not decode, or carries an error, minted nothing.
+func (w *mintWatch) noteMint(frame []byte, toClient bool) {
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.SetVersion(w.version)
+	if len(frame) < 8 {
+		return
+	}
+	b := kbin.Reader{Src: frame[8:]} // past the size and the correlation id
+	if resp.IsFlexible() {
+		for n := b.Uvarint(); n > 0; n-- { // the header's tagged fields
+			b.Uvarint()
+			b.Span(int(b.Uvarint()))
+		}
+	}
+	if b.Complete() != nil || resp.ReadFrom(b.Src) != nil || resp.ErrorCode != 0 {
+		return
+	}
+	pair := MintedPair{Producer: resp.ProducerID, Epoch: resp.ProducerEpoch, AtMillis: time.Now().UnixMilli(), ToClient: toClient}
+	if w.armed != nil {
+		w.armed.update(func(h *RequestHit) { h.Mints = append(h.Mints, pair) })
+	}
+	if w.onMint != nil {
+		m := Mint{TxnID: w.txnID, MintedPair: pair}
+		if w.armed != nil {
+			m.Fault = w.armed.fault.Mode
+		}
+		w.onMint(m)
+	}
 }
 
 // ArmedRequest is a request fault armed on the proxies of a member. It is
@@ -393,6 +522,9 @@ func (p *Proxy) serveFrames(l *link, upstream net.Conn) {
 			}
 		}
 		p.mu.Unlock()
+		if key == kmsg.InitProducerID.Int16() {
+			p.watchMint(l, frame, corr, version, armed)
+		}
 		if armed == nil {
 			if !l.send(upstream, frame) {
 				return
@@ -651,11 +783,15 @@ func (p *Proxy) answers(l *link, upstream net.Conn) {
 			close(ch)
 			delete(l.waiting, corr)
 		}
+		watch := l.mints[corr]
 		l.mu.Unlock()
 		if reset {
 			l.clientDead.Store(true)
 			resetConn(l.client)
 			_ = l.client.Close()
+		}
+		if watch != nil {
+			watch.noteMint(frame, !drop && replace == nil && !l.clientDead.Load())
 		}
 		if replace != nil && !l.clientDead.Load() {
 			frame, drop = replace, false

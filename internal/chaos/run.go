@@ -18,6 +18,7 @@ import (
 //	run.json                 this description
 //	plan.json                the fault schedule drawn from the seed
 //	nemesis.log              one JSON line per fault, at its start and at its heal
+//	mints.log                one JSON line per InitProducerId answer that passed a member's proxy ([Mint])
 //	members/<id>.acks        the ack log of a member, every incarnation
 //	members/<id>.events      the event log of a member, every incarnation
 //	members/<id>.log         the standard error of a member (library logs)
@@ -140,6 +141,7 @@ type runLogs struct {
 	faults  []Fault
 	calls   []Call
 	history []HistoryEntry
+	mints   []Mint
 }
 
 // loadLogs reads the logs of every member and the nemesis log.
@@ -172,6 +174,9 @@ func loadLogs(info *RunInfo) (runLogs, error) {
 		return logs, err
 	}
 	logs.faults = faults
+	if logs.mints, err = ReadLines[Mint](info.Path("mints.log")); err != nil {
+		return logs, err
+	}
 	return logs, nil
 }
 

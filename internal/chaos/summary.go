@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -92,7 +93,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		{"per role", strings.Join(roles, "; ")},
 		{"command records in the log", fmt.Sprint(r.Commands)},
 		{"commands acknowledged", fmt.Sprint(r.Acknowledged)},
-		{"commands refused (ErrFenced)", fmt.Sprintf("%d (%d before any newer term)", r.Refused, r.SelfFenced)},
+		{"commands refused (ErrFenced)", fmt.Sprintf("%d (%d self-fenced: own late copy + unexplained)", r.Refused, r.SelfFenced)},
+		{"fenced by", fmt.Sprintf("rival acquired %d, rival late copy %d, own late copy %d, fault-made %d, unexplained %d",
+			r.FenceCauses.RivalAcquired, r.FenceCauses.RivalLateCopy, r.FenceCauses.OwnLateCopy, r.FenceCauses.FaultMade, r.FenceCauses.Unexplained)},
 		{"writes of unknown outcome", fmt.Sprintf("%d (%d present, each once)", r.Unknown, r.UnknownPresent)},
 		{"writes reported not committed", fmt.Sprintf("%d (any present is a false report)", r.NotCommitted)},
 		{"present, never acknowledged", fmt.Sprint(r.Unacknowledged)},
@@ -188,6 +191,12 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			if c.MaxOverMillis > 0 {
 				fmt.Fprintf(w, "worst %s: %s\n", c.Call, c.Worst)
 			}
+		}
+	}
+	for _, f := range r.Fences {
+		if f.Cause == FenceOwnLateCopy || f.Cause == FenceUnexplained {
+			fmt.Fprintf(w, "SELF-FENCE %s: %s/%d %s under %s at %s, by %s (%s)\n", f.Cause, f.Member, f.Incarnation, f.Role, f.Token,
+				formatMillis(f.AtMillis), cmp.Or(f.By, "nothing seen"), cmp.Or(f.Evidence, "no pair, no instant"))
 		}
 	}
 	for _, ch := range r.Changes {
