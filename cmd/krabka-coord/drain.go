@@ -42,7 +42,8 @@ signal (exit 0): stop it then.
 
 drain then reads every role of the state topic until MEMBER holds no lease
 and is in no roster (or every role left is one whose process said it could
-not move it), up to --wait. It prints one line per process (and per
+not move it, or, when every --at address answered, one that none of them
+serves), up to --wait. It prints one line per process (and per
 role that MEMBER still holds or waits for with no --at address for it):
 where the role went, or what could not move and why.
 
@@ -70,8 +71,10 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 				answers := drainAll(waitCtx, at, member)
 				var problems []string
 				answered := make(map[string]bool)
+				allAnswered := true
 				for _, a := range answers {
 					if a.err != nil {
+						allAnswered = false
 						problems = append(problems, fmt.Sprintf("%s: %s", a.at, oneLine(errText(a.err))))
 						continue
 					}
@@ -83,12 +86,20 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 						return err
 					}
 				}
-				// The state topic: every role that still names the member.
+				// The state topic: every role that still names the member. The
+				// last read that succeeded decides: a read cut short by the end
+				// of --wait does not hide the roles it found before.
 				var left []string
+				read := false
 				for {
-					left, err = rolesOf(waitCtx, s, member)
-					if err == nil && settled(left, answered) {
-						break // every role left is one its process could not move
+					roles, err := rolesOf(waitCtx, s, member)
+					if err == nil {
+						left, read = roles, true
+						if settled(left, answered, allAnswered) {
+							break // every role left is one that no process of this drain will move
+						}
+					} else if !read && waitCtx.Err() != nil {
+						problems = append(problems, "the state topic could not be read: "+oneLine(errText(err)))
 					}
 					if waitCtx.Err() != nil {
 						break
@@ -97,9 +108,6 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 					case <-waitCtx.Done():
 					case <-time.After(200 * time.Millisecond):
 					}
-				}
-				if err != nil && len(left) == 0 {
-					problems = append(problems, "the state topic could not be read: "+oneLine(errText(err)))
 				}
 				for _, role := range left {
 					if _, ok := answered[role]; ok {
@@ -131,10 +139,13 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 
 // settled reports whether the drain has nothing more to wait for: every
 // role that still names the member is one whose process said it could not
-// move it.
-func settled(left []string, moved map[string]bool) bool {
+// move it, or, when every --at address answered, one that no process of
+// the drain serves (no_endpoint: nothing here will move it, so waiting
+// out --wait would only delay the answer).
+func settled(left []string, moved map[string]bool, allAnswered bool) bool {
 	for _, role := range left {
-		if ok, answered := moved[role]; !answered || ok {
+		ok, answered := moved[role]
+		if ok || !answered && !allAnswered {
 			return false
 		}
 	}

@@ -264,3 +264,50 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return strings.Fields(strings.ReplaceAll(string(data), " ", "_"))
 }
+
+// A drain of a member with a role that no --at address serves (a process
+// the operator forgot): drain says so, with a no_endpoint line and exit 1,
+// as soon as the processes it asked are drained, not after --wait, and the
+// line is not lost to the end of --wait.
+func TestDrainNoEndpointKfake(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	topic := "drain-no-endpoint"
+	schema := jsonSchema(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", topic}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := startCLI(ctx, nil, append(append([]string{"elect", "served", "node-y"}, conn...), fastLease...)...)
+	holder.waitFor(t, electedText, 20*time.Second)
+	standby := startCLI(ctx, nil, append(append([]string{"elect", "served", "node-x", "--listen", "127.0.0.1:0", "--step-down-endpoint"}, conn...), fastLease...)...)
+	addr := waitAddr(t, standby)
+	waitDescribe(t, conn, "served", func(r describeJSON) bool { return len(r.Roster) == 2 })
+	// node-x waits for a second role too, in a process with no --at address.
+	writeRegistration(t, cluster, topic, 2, "unserved", "node-x")
+	waitDescribe(t, conn, "unserved", func(r describeJSON) bool { return len(r.Roster) == 1 })
+
+	started := time.Now()
+	code, stdout, stderr := runCLI(t, nil, append([]string{"drain", "node-x", "--at", addr, "--wait", "20s", "--output", "json"}, conn...)...)
+	took := time.Since(started)
+	if code != exitFailure || !strings.Contains(stderr, "role unserved: no --at address serves this role") {
+		t.Fatalf("drain node-x: exit %d: %s%s; want 1 and the role that no address serves", code, stdout, stderr)
+	}
+	checkLines(t, schema, "drain", stdout)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("drain node-x: %q; want the served role's line and the unserved role's", lines)
+	}
+	var served, unserved drainJSON
+	if err := json.Unmarshal([]byte(lines[0]), &served); err != nil || served.Role != "served" || !served.Moved {
+		t.Fatalf("first line %s: want role served, moved (the standby withdrawn)", lines[0])
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &unserved); err != nil || unserved.Role != "unserved" || unserved.At != "" || unserved.Fault != "no_endpoint" || unserved.Moved {
+		t.Fatalf("second line %s: want role unserved, at \"\", fault no_endpoint, not moved", lines[1])
+	}
+	if took > 10*time.Second {
+		t.Fatalf("drain node-x took %v; want the answer once the addresses answered, well before --wait 20s", took)
+	}
+	cancel()
+	holder.wait()
+	standby.wait()
+}
