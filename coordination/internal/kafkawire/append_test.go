@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka-io/krabka-streams-go/internal/kafkatest"
@@ -165,5 +166,32 @@ func TestAnAlwaysFatalPlainMintEndsTheAppendAfterBoundedRebuilds(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Error("the Append ran until its context ended")
+	}
+}
+
+// TestCloseAfterARebuildClosesTheNewProducer: the producer that replaced
+// plain belongs to the wire, which closes it at Close; a later Append
+// returns the error of a closed wire.
+func TestCloseAfterARebuildClosesTheNewProducer(t *testing.T) {
+	c := kafkatest.Fake(t)
+	w := unansweredWire(t, c)
+	topic := c.CreateTopic(t, "coord-plain-close", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fatalPlainMints(c, 1, kerr.UnknownServerError.Code)
+	record := Record{Partition: Partition{Topic: topic}, Value: []byte("registration")}
+	if err := w.Append(ctx, record); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := w.producer()
+	if rebuilt == w.plain {
+		t.Fatal("the Append after a fatal answer to the plain producer's InitProducerId did not replace the producer")
+	}
+	w.Close()
+	if err := rebuilt.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("late")}).FirstErr(); !errors.Is(err, kgo.ErrClientClosed) {
+		t.Errorf("a produce of the new producer after Close: %v, want %v", err, kgo.ErrClientClosed)
+	}
+	if err := w.Append(ctx, record); ClassOf(err) != Closed {
+		t.Errorf("Append after Close: %v (class %v), want class closed", err, ClassOf(err))
 	}
 }
