@@ -115,4 +115,3 @@ func TestResignWithoutDeadlineIsBoundedByTheLease(t *testing.T) {
 		}
 	})
 }
-
