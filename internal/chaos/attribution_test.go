@@ -165,6 +165,9 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 		{"rival acquired the next pair", func(h *history) {
 			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 15000, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:3"})
 		}, FenceRivalAcquired, "m1", "pair 7:3"},
+		{"rival acquired the pair after next: the coordinator aborted the open transaction under the next", func(h *history) {
+			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 9600, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:4"})
+		}, FenceRivalAcquired, "m1", "pair 7:4, after the coordinator's abort of the open transaction under the epoch before"},
 		{"rival wrote a lease under the next pair, its acquired event lost", func(h *history) {
 			h.lease("m2", "7:3")
 		}, FenceRivalAcquired, "m2", "pair 7:3 (lease record)"},
@@ -237,7 +240,7 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 			}
 			wantFault := map[string]int{"rival's held InitProducerId minted the next pair late": 5,
 				"rival's reset-hold released between the acquisition and the fence, no pair": 6,
-				"own held InitProducerId minted the next pair late": 7, "own duplicate's second copy minted the next pair": 8,
+				"own held InitProducerId minted the next pair late":                          7, "own duplicate's second copy minted the next pair": 8,
 				"the mint log shows the second answer of the member's duplicated InitProducerId": 10}
 			want, ok := wantFault[tc.name]
 			if !ok {
