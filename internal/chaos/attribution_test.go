@@ -273,7 +273,7 @@ func TestSummaryPrintsEveryFenceCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1 self-fenced", "rival acquired 0, rival late copy 0, own late copy 1, fault-made 0, unexplained 0",
-		"SELF-FENCE own-late-copy: m3/1 controller under 7:2 at 00:00:09.500, by fault 7 (hold of InitProducerId, member m3) (pair 7:3)"} {
+		"SELF-FENCE own-late-copy: m3/1 controller under 7:2 at 00:00:09.500, by fault 7 (hold of InitProducerId, member m3) (pair 7:3, fault 7)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
