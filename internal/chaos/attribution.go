@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -185,6 +186,9 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 			next, _ := coordination.NewFencingToken(tok.ProducerID(), tok.ProducerEpoch()+int16(step)+1) //nolint:gosec // bounded above
 			if found, ok := attributeByPair(in, ev, copies, next, fromCopy, rival); ok {
 				found.Evidence += note
+				if step == 1 {
+					return abortedBy(in, ev, starts, found)
+				}
 				return found
 			}
 		}
@@ -200,7 +204,7 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		}
 	}
 	for _, m := range in.Mints {
-		if m.TxnID != ev.Role || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis || m.Member == ev.Member && m.ToClient {
+		if m.TxnID != ev.Role || m.Code != 0 || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis || m.Member == ev.Member && m.ToClient {
 			continue
 		}
 		if tok, err := coordination.ParseFencingToken(ev.Token); err == nil && tok.ProducerID() == m.Producer {
@@ -291,9 +295,44 @@ func attributeByPair(in CheckInput, ev Event, copies []mintCopy, next coordinati
 		}
 	}
 	for _, m := range in.Mints {
-		if m.TxnID == ev.Role && m.Token() == fencing {
+		if m.TxnID == ev.Role && m.Code == 0 && m.Token() == fencing {
 			return fromMint(a, ev, m, in.Faults, evidence+" (mint log)"), true
 		}
 	}
 	return a, false
+}
+
+// abortedBy refines found, a fence by the pair after next: the next epoch
+// went to the coordinator's abort of the holder's open transaction, which
+// the first InitProducerId of the role that the coordinator answered with
+// an error from the acquisition to the fence set off. When no client saw
+// that answer, a copy that its member had given up on made the abort: a
+// late copy of a rival, or of the member itself.
+func abortedBy(in CheckInput, ev Event, starts map[string]int64, found FenceAttribution) FenceAttribution {
+	since, ok := starts[ev.Token]
+	if !ok {
+		since = ev.WallMillis - in.Config.Lease.Milliseconds()
+	}
+	first := -1
+	for i, m := range in.Mints {
+		if m.TxnID != ev.Role || m.Code == 0 || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis {
+			continue
+		}
+		if first < 0 || m.AtMillis < in.Mints[first].AtMillis {
+			first = i
+		}
+	}
+	if first >= 0 {
+		m := in.Mints[first]
+		if m.ToClient {
+			return found // the rival's first attempt, answered: its mint
+		}
+		a := fromMint(found, ev, m, in.Faults, found.Evidence+"; the abort set off by a copy answered code "+strconv.Itoa(int(m.Code)))
+		a.By = fmt.Sprintf("%s's InitProducerId (answered code %d, to the client %t)", m.Member, m.Code, m.ToClient)
+		if m.Fault != "" {
+			a.By = fmt.Sprintf("%s's InitProducerId under a %s fault (answered code %d, to the client %t)", m.Member, m.Fault, m.Code, m.ToClient)
+		}
+		return a
+	}
+	return found
 }
