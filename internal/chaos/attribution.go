@@ -315,7 +315,8 @@ func abortedBy(in CheckInput, ev Event, starts map[string]int64, found FenceAttr
 	}
 	first := -1
 	for i, m := range in.Mints {
-		if m.TxnID != ev.Role || m.Code == 0 || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis {
+		if m.TxnID != ev.Role || m.Code == 0 || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis ||
+			m.Member == ev.Member && m.ToClient { // the member's own attempts, answered, came before its mint
 			continue
 		}
 		if first < 0 || m.AtMillis < in.Mints[first].AtMillis {
