@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -141,11 +142,12 @@ func mintCopies(faults []Fault, role string) []mintCopy {
 
 // attributeFence finds the cause of the refusal ev (an EventFenced):
 // first by the pair that fenced its token (the same producer id, the
-// epoch + 1), among the copies of faulted InitProducerId requests, the
-// rivals' acquisitions and the lease records; then, when no pair tells, by
-// time: the first faulted copy applied from mintLead before the
-// acquisition of the token to the fence, else an acquisition of a newer
-// term by a rival up to the copy life after the fence.
+// epoch + 1, else + 2), among the copies of faulted InitProducerId
+// requests, the rivals' acquisitions, the lease records and the mint log;
+// then, when no pair tells, by time: the first faulted copy, or mint of
+// another producer id, applied from mintLead before the acquisition of the
+// token to the fence, else an acquisition of a newer term by a rival up to
+// the copy life after the fence.
 func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttribution {
 	a := FenceAttribution{Member: ev.Member, Incarnation: ev.Incarnation, Role: ev.Role, Token: ev.Token, Seq: ev.Seq,
 		AtMillis: ev.WallMillis, Fault: -1}
@@ -172,30 +174,22 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		return member != ev.Member || incarnation != ev.Incarnation
 	}
 
-	if tok, err := coordination.ParseFencingToken(ev.Token); err == nil && tok.ProducerEpoch() < 1<<15-1 {
-		next, _ := coordination.NewFencingToken(tok.ProducerID(), tok.ProducerEpoch()+1)
-		fencing := next.String()
-		evidence := "pair " + fencing
-		for _, c := range copies {
-			if c.pair == fencing {
-				return fromCopy(c, evidence)
+	// The pair of the next epoch, else the one after it: a mint while the
+	// holder's transaction is open makes the coordinator abort it under
+	// the next epoch (that abort fences the holder, and nobody is answered
+	// its pair), and the mint's retry gets the epoch after.
+	if tok, err := coordination.ParseFencingToken(ev.Token); err == nil {
+		for step, note := range []string{"", ", after the coordinator's abort of the open transaction under the epoch before"} {
+			if int(tok.ProducerEpoch())+step+1 > 1<<15-1 {
+				break
 			}
-		}
-		for _, e := range in.Events {
-			if e.Kind == EventAcquired && e.Role == ev.Role && e.Token == fencing && rival(e.Member, e.Incarnation) {
-				a.Cause, a.By, a.Evidence = FenceRivalAcquired, e.Member, evidence
-				return a
-			}
-		}
-		for _, l := range in.Leases[ev.Role] {
-			if !l.Tombstone && l.Lease.Token == next && l.Lease.Member.String() != ev.Member {
-				a.Cause, a.By, a.Evidence = FenceRivalAcquired, l.Lease.Member.String(), evidence+" (lease record)"
-				return a
-			}
-		}
-		for _, m := range in.Mints {
-			if m.TxnID == ev.Role && m.Token() == fencing {
-				return fromMint(a, ev, m, in.Faults, evidence+" (mint log)")
+			next, _ := coordination.NewFencingToken(tok.ProducerID(), tok.ProducerEpoch()+int16(step)+1) //nolint:gosec // bounded above
+			if found, ok := attributeByPair(in, ev, copies, next, fromCopy, rival); ok {
+				found.Evidence += note
+				if step == 1 {
+					return abortedBy(in, ev, starts, found)
+				}
+				return found
 			}
 		}
 	}
@@ -210,7 +204,7 @@ func attributeFence(in CheckInput, ev Event, starts map[string]int64) FenceAttri
 		}
 	}
 	for _, m := range in.Mints {
-		if m.TxnID != ev.Role || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis || m.Member == ev.Member && m.ToClient {
+		if m.TxnID != ev.Role || m.Code != 0 || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis || m.Member == ev.Member && m.ToClient {
 			continue
 		}
 		if tok, err := coordination.ParseFencingToken(ev.Token); err == nil && tok.ProducerID() == m.Producer {
@@ -270,4 +264,76 @@ func fromMint(a FenceAttribution, ev Event, m Mint, faults []Fault, evidence str
 		a.Cause = FenceUnexplained
 	}
 	return a
+}
+
+// attributeByPair attributes the fence ev to the mint of the pair next:
+// a copy of a faulted InitProducerId, a rival's acquisition, a rival's
+// lease record or a line of the mint log; it reports false when none has
+// it.
+func attributeByPair(in CheckInput, ev Event, copies []mintCopy, next coordination.FencingToken,
+	fromCopy func(mintCopy, string) FenceAttribution, rival func(string, int) bool,
+) (FenceAttribution, bool) {
+	a := FenceAttribution{Member: ev.Member, Incarnation: ev.Incarnation, Role: ev.Role, Token: ev.Token, Seq: ev.Seq,
+		AtMillis: ev.WallMillis, Fault: -1}
+	fencing := next.String()
+	evidence := "pair " + fencing
+	for _, c := range copies {
+		if c.pair == fencing {
+			return fromCopy(c, evidence), true
+		}
+	}
+	for _, e := range in.Events {
+		if e.Kind == EventAcquired && e.Role == ev.Role && e.Token == fencing && rival(e.Member, e.Incarnation) {
+			a.Cause, a.By, a.Evidence = FenceRivalAcquired, e.Member, evidence
+			return a, true
+		}
+	}
+	for _, l := range in.Leases[ev.Role] {
+		if !l.Tombstone && l.Lease.Token == next && l.Lease.Member.String() != ev.Member {
+			a.Cause, a.By, a.Evidence = FenceRivalAcquired, l.Lease.Member.String(), evidence+" (lease record)"
+			return a, true
+		}
+	}
+	for _, m := range in.Mints {
+		if m.TxnID == ev.Role && m.Code == 0 && m.Token() == fencing {
+			return fromMint(a, ev, m, in.Faults, evidence+" (mint log)"), true
+		}
+	}
+	return a, false
+}
+
+// abortedBy refines found, a fence by the pair after next: the next epoch
+// went to the coordinator's abort of the holder's open transaction, which
+// the first InitProducerId of the role that the coordinator answered with
+// an error from the acquisition to the fence set off. When no client saw
+// that answer, a copy that its member had given up on made the abort: a
+// late copy of a rival, or of the member itself.
+func abortedBy(in CheckInput, ev Event, starts map[string]int64, found FenceAttribution) FenceAttribution {
+	since, ok := starts[ev.Token]
+	if !ok {
+		since = ev.WallMillis - in.Config.Lease.Milliseconds()
+	}
+	first := -1
+	for i, m := range in.Mints {
+		if m.TxnID != ev.Role || m.Code == 0 || m.AtMillis < since-mintLead.Milliseconds() || m.AtMillis > ev.WallMillis ||
+			m.Member == ev.Member && m.ToClient { // the member's own attempts, answered, came before its mint
+			continue
+		}
+		if first < 0 || m.AtMillis < in.Mints[first].AtMillis {
+			first = i
+		}
+	}
+	if first >= 0 {
+		m := in.Mints[first]
+		if m.ToClient {
+			return found // the rival's first attempt, answered: its mint
+		}
+		a := fromMint(found, ev, m, in.Faults, found.Evidence+"; the abort set off by a copy answered code "+strconv.Itoa(int(m.Code)))
+		a.By = fmt.Sprintf("%s's InitProducerId (answered code %d, to the client %t)", m.Member, m.Code, m.ToClient)
+		if m.Fault != "" {
+			a.By = fmt.Sprintf("%s's InitProducerId under a %s fault (answered code %d, to the client %t)", m.Member, m.Fault, m.Code, m.ToClient)
+		}
+		return a
+	}
+	return found
 }

@@ -165,6 +165,25 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 		{"rival acquired the next pair", func(h *history) {
 			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 15000, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:3"})
 		}, FenceRivalAcquired, "m1", "pair 7:3"},
+		{"rival acquired the pair after next: the coordinator aborted the open transaction under the next", func(h *history) {
+			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 9600, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:4"})
+		}, FenceRivalAcquired, "m1", "pair 7:4, after the coordinator's abort of the open transaction under the epoch before"},
+		{"the pair after next, the abort set off by a rival's copy that went nowhere", func(h *history) {
+			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 9600, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:4"})
+			h.in.Mints = append(h.in.Mints, Mint{Member: "m2", TxnID: h.role, Fault: RequestResetHold, Code: 51, MintedPair: MintedPair{Producer: -1, Epoch: -1, AtMillis: 9450}})
+		}, FenceRivalLateCopy, "m2's InitProducerId under a reset-hold fault (answered code 51, to the client false)",
+			"pair 7:4, after the coordinator's abort of the open transaction under the epoch before; the abort set off by a copy answered code 51"},
+		{"the pair after next, the abort set off by the member's own copy", func(h *history) {
+			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 9600, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:4"})
+			h.in.Mints = append(h.in.Mints,
+				Mint{Member: "m1", TxnID: h.role, Code: 51, MintedPair: MintedPair{Producer: -1, Epoch: -1, AtMillis: 9460, ToClient: true}},
+				Mint{Member: "m3", TxnID: h.role, Code: 51, MintedPair: MintedPair{Producer: -1, Epoch: -1, AtMillis: 9450}})
+		}, FenceOwnLateCopy, "m3's InitProducerId (answered code 51, to the client false)",
+			"pair 7:4, after the coordinator's abort of the open transaction under the epoch before; the abort set off by a copy answered code 51"},
+		{"the pair after next, the abort set off by the rival's own first attempt", func(h *history) {
+			h.in.Events = append(h.in.Events, Event{Kind: EventAcquired, WallMillis: 9600, Member: "m1", Incarnation: 2, Role: h.role, Token: "7:4"})
+			h.in.Mints = append(h.in.Mints, Mint{Member: "m1", TxnID: h.role, Code: 51, MintedPair: MintedPair{Producer: -1, Epoch: -1, AtMillis: 9450, ToClient: true}})
+		}, FenceRivalAcquired, "m1", "pair 7:4, after the coordinator's abort of the open transaction under the epoch before"},
 		{"rival wrote a lease under the next pair, its acquired event lost", func(h *history) {
 			h.lease("m2", "7:3")
 		}, FenceRivalAcquired, "m2", "pair 7:3 (lease record)"},
@@ -237,7 +256,7 @@ func TestCheckAttributesEveryFence(t *testing.T) {
 			}
 			wantFault := map[string]int{"rival's held InitProducerId minted the next pair late": 5,
 				"rival's reset-hold released between the acquisition and the fence, no pair": 6,
-				"own held InitProducerId minted the next pair late": 7, "own duplicate's second copy minted the next pair": 8,
+				"own held InitProducerId minted the next pair late":                          7, "own duplicate's second copy minted the next pair": 8,
 				"the mint log shows the second answer of the member's duplicated InitProducerId": 10}
 			want, ok := wantFault[tc.name]
 			if !ok {
@@ -270,9 +289,27 @@ func TestSummaryPrintsEveryFenceCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1 self-fenced", "rival acquired 0, rival late copy 0, own late copy 1, fault-made 0, unexplained 0",
-		"SELF-FENCE own-late-copy: m3/1 controller under 7:2 at 00:00:09.500, by fault 7 (hold of InitProducerId, member m3) (pair 7:3)"} {
+		"SELF-FENCE own-late-copy: m3/1 controller under 7:2 at 00:00:09.500, by fault 7 (hold of InitProducerId, member m3) (pair 7:3, fault 7)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestMintLogKeepsAnErrorAnswer: an InitProducerId answered with an error
+// minted no pair, and the mint log keeps it with its code (the
+// coordinator may have aborted a transaction on it).
+func TestMintLogKeepsAnErrorAnswer(t *testing.T) {
+	var got []Mint
+	w := &mintWatch{version: 4, txnID: "controller", onMint: func(m Mint) { got = append(got, m) }}
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.SetVersion(4)
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = 51, -1, -1
+	w.noteMint(kafkacodes.AppendResponse(nil, 9, resp), false)
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = 0, 7, 4
+	w.noteMint(kafkacodes.AppendResponse(nil, 10, resp), true)
+	if len(got) != 2 || got[0].Code != 51 || got[0].Token() != "-1:-1" || got[0].ToClient || got[0].TxnID != "controller" ||
+		got[1].Code != 0 || got[1].Token() != "7:4" || !got[1].ToClient {
+		t.Fatalf("mint log = %+v; want the error answer (code 51, no pair), then 7:4 to the client", got)
 	}
 }

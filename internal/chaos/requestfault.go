@@ -203,7 +203,7 @@ func (m MintedPair) Token() string {
 
 // Mint is one line of the mint log of a run (mints.log): the answer of
 // one InitProducerId that passed a member's proxy, faulted or not, with
-// the pair it minted. It is the member's view of each of its mints, as
+// the pair it minted or its error code. It is the member's view of each of its mints, as
 // the wire carried it: an answer with ToClient false minted a pair that
 // the member never saw (a copy applied after the client gave up).
 type Mint struct {
@@ -212,11 +212,14 @@ type Mint struct {
 	// Fault is the mode of the request fault that took the InitProducerId,
 	// empty for none.
 	Fault RequestMode `json:"fault,omitempty"`
+	// Code is the error code of an answer that minted nothing (its pair
+	// is then -1:-1), 0 for a minted pair.
+	Code int16 `json:"code,omitempty"`
 	MintedPair
 }
 
-// OnMint makes the proxy call f with every successful answer to an
-// InitProducerId that it carries, from the goroutine of the answer's
+// OnMint makes the proxy call f with every answer to an InitProducerId
+// that it carries (an error answer with its Code), from the goroutine of the answer's
 // connection; f must be safe for concurrent use and return soon. Member
 // is left empty for f to fill in.
 func (p *Proxy) OnMint(f func(Mint)) {
@@ -291,10 +294,24 @@ func (w *mintWatch) noteMint(frame []byte, toClient bool) {
 			b.Span(int(b.Uvarint()))
 		}
 	}
-	if b.Complete() != nil || resp.ReadFrom(b.Src) != nil || resp.ErrorCode != 0 {
+	if b.Complete() != nil || resp.ReadFrom(b.Src) != nil {
 		return
 	}
 	pair := MintedPair{Producer: resp.ProducerID, Epoch: resp.ProducerEpoch, AtMillis: time.Now().UnixMilli(), ToClient: toClient}
+	if resp.ErrorCode != 0 {
+		// No pair, but the coordinator may have acted on it: an
+		// InitProducerId while a transaction is open aborts it under the
+		// next epoch and answers CONCURRENT_TRANSACTIONS. The mint log
+		// keeps it.
+		if w.onMint != nil {
+			m := Mint{TxnID: w.txnID, Code: resp.ErrorCode, MintedPair: MintedPair{Producer: -1, Epoch: -1, AtMillis: pair.AtMillis, ToClient: toClient}}
+			if w.armed != nil {
+				m.Fault = w.armed.fault.Mode
+			}
+			w.onMint(m)
+		}
+		return
+	}
 	if w.armed != nil {
 		w.armed.update(func(h *RequestHit) { h.Mints = append(h.Mints, pair) })
 	}

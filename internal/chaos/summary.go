@@ -195,8 +195,12 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	for _, f := range r.Fences {
 		if f.Cause == FenceOwnLateCopy || f.Cause == FenceUnexplained {
-			fmt.Fprintf(w, "SELF-FENCE %s: %s/%d %s under %s at %s, by %s (%s)\n", f.Cause, f.Member, f.Incarnation, f.Role, f.Token,
-				formatMillis(f.AtMillis), cmp.Or(f.By, "nothing seen"), cmp.Or(f.Evidence, "no pair, no instant"))
+			fault := ""
+			if f.Fault >= 0 {
+				fault = fmt.Sprintf(", fault %d", f.Fault)
+			}
+			fmt.Fprintf(w, "SELF-FENCE %s: %s/%d %s under %s at %s, by %s (%s%s)\n", f.Cause, f.Member, f.Incarnation, f.Role, f.Token,
+				formatMillis(f.AtMillis), cmp.Or(f.By, "nothing seen"), cmp.Or(f.Evidence, "no pair, no instant"), fault)
 		}
 	}
 	for _, ch := range r.Changes {
