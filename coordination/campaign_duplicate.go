@@ -88,3 +88,13 @@ func (h *heartbeatOffset) apply(role Role, member MemberID, record StateRecord) 
 		h.offset, h.known = record.Offset, true
 	}
 }
+
+// offsetOf returns the offset of the newest lease record when it is
+// lease, and reports whether it is (the duplicate-member watch:
+// writtenSince).
+func (h *leaseHistory) offsetOf(lease Lease) (int64, bool) {
+	if h.newest == nil || *h.newest != lease {
+		return 0, false
+	}
+	return h.newestOffset, true
+}

@@ -863,3 +863,39 @@ func TestBeforeRegisterRules(t *testing.T) {
 		t.Fatalf("memory after a watch with a hidden renewal = %+v; want the renewal, bar 12", got.memory)
 	}
 }
+
+// TestDuplicateWatchOffsets: the offsets that the duplicate-member watch
+// compares with its bar (writtenSince): the newest lease record's, and the
+// member's own newest heartbeat record's, as the campaign's fold keeps them.
+func TestDuplicateWatchOffsets(t *testing.T) {
+	f := newRulesFixture(t)
+	mine, renewed := leaseOf(f.me, f.older, 1_000), leaseOf(f.me, f.older, 2_000)
+	beat := func(member MemberID, offset int64) StateRecord {
+		return StateRecord{Offset: offset, Key: EncodeKey(HeartbeatKey(f.role, member)), Value: EncodeHeartbeat(Heartbeat{Member: member, SeenAt: offset})}
+	}
+	var leases leaseHistory
+	var beats heartbeatOffset
+	records := []StateRecord{
+		{Offset: 3, Key: EncodeKey(LeaseKey(f.role)), Value: EncodeLease(*mine)},
+		beat(f.me, 4),
+		beat(f.n1, 5), // another member's
+		{Offset: 6, Key: EncodeKey(LeaseKey(f.role)), Value: EncodeLease(*renewed)},
+		beat(f.me, 4), // seen already
+	}
+	for _, r := range records {
+		leases.apply(f.role, r)
+		beats.apply(f.role, f.me, r)
+	}
+	if offset, ok := leases.offsetOf(*renewed); !ok || offset != 6 {
+		t.Fatalf("offsetOf(the newest lease) = %d, %t; want 6, true", offset, ok)
+	}
+	if _, ok := leases.offsetOf(*mine); ok {
+		t.Fatal("offsetOf(a lease that is not the newest) is known")
+	}
+	if !beats.known || beats.offset != 4 {
+		t.Fatalf("the member's heartbeat at %d (known %t); want 4", beats.offset, beats.known)
+	}
+	if writtenSince(5, true, 6) || !writtenSince(6, true, 6) || !writtenSince(5, false, 6) || !writtenSince(5, true, 0) {
+		t.Fatal("writtenSince: a record counts at the bar or past it, or when either offset is unknown")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +84,7 @@ func runKafkaLeadershipSuite(t *testing.T, parallel bool, cluster func(*testing.
 		{"StalledHolderOnPartition12CausesNoFailover", klStalledHolder},
 		{"StalledHolderControlWithoutStableOffsets", klStalledHolderControl},
 		{"DeposedLeadersCommandsNeverFollowTheNewLeaders", klGuardedWrite},
+		{"RestartedHolderAfterAStallIsNoDuplicate", klRestartAfterStall},
 	}
 	// On a shared cluster the subtests run one after the other, so that the
 	// timings they log stay undisturbed. Two of them take the transactional
@@ -590,4 +592,69 @@ func klGuardedWrite(t *testing.T, c *kafkatest.Cluster) {
 	}
 	t.Logf("the command topic holds the %d acknowledged commands once each, term by term, and %d of %d commands of unknown outcome; %d refused commands are absent",
 		acked, len(got)-acked, len(ledger.unknown), refused)
+}
+
+// klRestartAfterStall: WithDuplicateMemberCheck after a stalled
+// transaction. archiver and controller share partition 12. A holder of
+// controller stalls inside its lease transaction; archiver-1, the holder of
+// archiver, renews behind the stall and crashes (its lease writes cut)
+// before the stall ends, so its last renewal is hidden from every
+// read_committed reader. archiver-1 restarts under the same member id with
+// the watch on: it sees the lease from before the stall, and the hidden
+// renewal comes to light when the coordinator aborts the stalled
+// transaction. That renewal was in the log before the restarted call began
+// (below the high watermark that it first saw), so it is no sign of a
+// live duplicate: the call takes the role back under a newer epoch, where
+// it used to end with ErrDuplicateMember.
+func klRestartAfterStall(t *testing.T, c *kafkatest.Cluster) {
+	e := klNewEnv(t, c, klConfig(t, 3*time.Second, time.Second, time.Second))
+	e.c.LockTransactionalIDs(t, "archiver", "controller")
+	controller, archiver := fxRole(t, "controller"), fxRole(t, "archiver")
+	tp := ktPartition(t, archiver, e.options)
+	if controllerTP := ktPartition(t, controller, e.options); controllerTP != tp {
+		t.Fatalf("archiver on %s and controller on %s; want one partition", tp, controllerTP)
+	}
+	crashed := e.member(t, "archiver-1")
+	lh := e.campaign(t, crashed, archiver, "archiver-1").await(t, 30*time.Second)
+	t.Logf("archiver-1 holds archiver with %s", lh.Token())
+	e.waitRosterHeld(t, archiver, "archiver-1", "archiver-1") // the observer follows the partition
+
+	stall := klStallController(t, e, tp, 4*time.Second)
+	klEventually(t, 10*time.Second, "the observer sees the open transaction", func() (bool, string) {
+		klForeignMint(t, e, controller, e.describe(t, controller), stall.token)
+		return klStallOpen(t, e, tp), ""
+	})
+	klEventually(t, 10*time.Second, "archiver-1 renews behind the stall", func() (bool, string) {
+		return lh.Lease().GrantedAt > stall.began.UnixMilli(), ""
+	})
+	crashed.cut.Store(true) // archiver-1 crashes: no lease of it lands any more
+	hidden := lh.Lease()
+	visible := e.state(t, archiver).Lease
+	if !klStallOpen(t, e, tp) {
+		t.Fatalf("the stall ended before archiver-1 crashed: the scenario proves nothing")
+	}
+	if visible == nil || visible.Token != hidden.Token || visible.GrantedAt >= hidden.GrantedAt {
+		t.Fatalf("the archiver lease that readers see = %+v; want archiver-1's from before its renewal %+v, which the stall hides", visible, hidden)
+	}
+
+	// archiver-1 restarts: a new process, the same member id, the watch on.
+	restart := *e
+	restart.options = append(slices.Clone(e.options), coordination.WithDuplicateMemberCheck())
+	again := restart.campaign(t, e.member(t, "archiver-1"), archiver, "archiver-1")
+	l := again.await(t, 40*time.Second) // an ErrDuplicateMember fails here
+	t.Logf("the restarted archiver-1 took the role back with %s %v after the stall began (transaction timeout %v)",
+		l.Token(), again.returnedAt.Sub(stall.began).Round(time.Millisecond), stall.timeout)
+	klNewer(t, e.c, "the restarted member's token", l.Token(), hidden.Token)
+	// Its registration lies behind the stall too, so the call read it, and
+	// the hidden renewal before it, only once the coordinator aborted the
+	// stalled transaction: at its timeout at the earliest.
+	if won := again.returnedAt.Sub(stall.began); won < stall.timeout {
+		t.Fatalf("the restarted archiver-1 won %v after the stall began, before its timeout %v: the hidden renewal never came to light during the call", won, stall.timeout)
+	}
+	// Its first lease lands a little after AcquireLeadership returned, when
+	// the commit markers do.
+	klEventually(t, 10*time.Second, "the archiver lease names the restarted member's token", func() (bool, string) {
+		state := e.state(t, archiver)
+		return state.Lease != nil && state.Lease.Token == l.Token(), fmt.Sprintf("lease %+v", state.Lease)
+	})
 }

@@ -458,15 +458,6 @@ func (h *leaseHistory) priorOf(lease Lease) *Lease {
 	return &prior
 }
 
-// offsetOf returns the offset of the newest lease record when it is
-// lease, and reports whether it is.
-func (h *leaseHistory) offsetOf(lease Lease) (int64, bool) {
-	if h.newest == nil || *h.newest != lease {
-		return 0, false
-	}
-	return h.newestOffset, true
-}
-
 // handOver transfers the leadership of a Run whose context ended to the
 // member that WithSuccessor's func chooses from the roster, and reports
 // whether it did; false (no chooser, "" chosen, the roster unreadable, a
