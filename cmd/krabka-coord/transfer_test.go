@@ -325,10 +325,13 @@ func TestTransferBusyKfake(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	role := "busy"
-	holder := startCLI(ctx, nil, append(append([]string{"elect", role, "node-1", "--listen", "127.0.0.1:0", "--step-down-endpoint", "--transfer-timeout", "2s"}, conn...), fastLease...)...)
+	// The lease of 6 s leaves room for a bound of 4 s, in which the test
+	// sends its second transfer and its step-down.
+	lease := []string{"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
+	holder := startCLI(ctx, nil, append(append([]string{"elect", role, "node-1", "--listen", "127.0.0.1:0", "--step-down-endpoint", "--transfer-timeout", "4s"}, conn...), lease...)...)
 	addr := waitAddr(t, holder)
 	holder.waitFor(t, electedText, 20*time.Second)
-	standby := startCLI(ctx, nil, append(append([]string{"elect", role, "node-2"}, conn...), fastLease...)...)
+	standby := startCLI(ctx, nil, append(append([]string{"elect", role, "node-2"}, conn...), lease...)...)
 	writeRegistration(t, cluster, topic, 2, role, "node-0") // down: it never takes an offer
 	before := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 3 })
 
@@ -343,6 +346,12 @@ func TestTransferBusyKfake(t *testing.T) {
 	if code != exitFailure || !strings.Contains(stderr, "busy") || time.Since(started) > time.Second {
 		t.Fatalf("a second transfer during the first: exit %d after %v: %s%s; want 1 and busy, at once", code, time.Since(started), stdout, stderr)
 	}
+	// A step-down then is refused too, rather than accepted and dropped.
+	code, stdout, stderr = runCLI(t, nil, append([]string{"step-down", role, "--at", addr, "--wait", "3s"}, conn...)...)
+	if code != exitFailure || !strings.Contains(stderr, "handing role busy over") {
+		t.Fatalf("a step-down during the transfer: exit %d: %s%s; want 1 and the handover named", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"transfer", role, "--to", "node-2", "--at", addr, "--output", "json"}, conn...)...)
 	checkLines(t, schema, "transfer", stdout)
 	var busy handoverJSON
 	if err := json.Unmarshal([]byte(stdout), &busy); err != nil || busy.Fault != "busy" || busy.Moved || busy.To != "node-2" {
