@@ -352,6 +352,9 @@ func TestTransferBusyKfake(t *testing.T) {
 		t.Fatalf("a step-down during the transfer: exit %d: %s%s; want 1 and the handover named", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, nil, append([]string{"transfer", role, "--to", "node-2", "--at", addr, "--output", "json"}, conn...)...)
+	if code != exitFailure {
+		t.Fatalf("the second transfer again: exit %d: %s%s; want 1 (busy)", code, stdout, stderr)
+	}
 	checkLines(t, schema, "transfer", stdout)
 	var busy handoverJSON
 	if err := json.Unmarshal([]byte(stdout), &busy); err != nil || busy.Fault != "busy" || busy.Moved || busy.To != "node-2" {
