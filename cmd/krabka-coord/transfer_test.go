@@ -372,3 +372,24 @@ func TestTransferBusyKfake(t *testing.T) {
 	holder.wait()
 	standby.wait()
 }
+
+// Every --at address of a drain has its line, one that gave no answer too
+// (fault no_answer), in text and in JSON.
+func TestDrainNoAnswerLineKfake(t *testing.T) {
+	schema := jsonSchema(t)
+	conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "drain-no-answer"}
+	createStateTopic(t, conn)
+	code, stdout, stderr := runCLI(t, nil, append([]string{"drain", "node-z", "--at", "127.0.0.1:1", "--wait", "5s", "--output", "json"}, conn...)...)
+	if code != exitFailure {
+		t.Fatalf("drain with an address that does not answer: exit %d: %s%s; want 1", code, stdout, stderr)
+	}
+	checkLines(t, schema, "drain", stdout)
+	var line drainJSON
+	if err := json.Unmarshal([]byte(stdout), &line); err != nil || line.At != "127.0.0.1:1" || line.Fault != "no_answer" || line.Reason == "" || line.Moved {
+		t.Fatalf("drain line %s; want at 127.0.0.1:1, fault no_answer with the error", stdout)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"drain", "node-z", "--at", "127.0.0.1:1", "--wait", "5s"}, conn...)...)
+	if code != exitFailure || !strings.HasPrefix(stdout, "127.0.0.1:1: no drain answer: ") {
+		t.Fatalf("drain, text: exit %d: %s%s; want 1 and the address's line", code, stdout, stderr)
+	}
+}
