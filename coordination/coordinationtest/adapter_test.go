@@ -193,3 +193,16 @@ func TestAdapterOfFourInterfacesGetsTheSpecification(t *testing.T) {
 	}
 	_ = r1.leadership.Resign(ctx)
 }
+
+// The in-memory transport passes the suite with a state topic of another
+// name, as ConformanceTarget.Options allows: WriteGuarded refuses a record
+// for the topic it learnt by use, as KafkaTransport does.
+func TestTransportConformanceOwnStateTopic(t *testing.T) {
+	cluster := coordinationtest.NewCluster()
+	cluster.SetTopicPartitions("own-state", 4)
+	coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
+		NewTransport: func(t *testing.T) coordination.Transport { return cluster.Transport(t.Name()) },
+		Options:      []coordination.Option{coordination.WithTopic("own-state"), coordination.WithPartitions(4)},
+		GuardedTopic: "commands",
+	})
+}
