@@ -76,6 +76,11 @@ did not answer), with the reasons; 2 usage; 4 cluster unreachable.`,
 					if a.err != nil {
 						allAnswered = false
 						problems = append(problems, fmt.Sprintf("%s: %s", a.at, oneLine(errText(a.err))))
+						// Its line too: one per --at address (json.md).
+						result := handoverJSON{Member: member.String(), Fault: "no_answer", Reason: oneLine(errText(a.err))}
+						if err := printDrainLine(g, a.at, result); err != nil {
+							return err
+						}
 						continue
 					}
 					answered[a.result.Role] = a.result.Moved
@@ -206,6 +211,8 @@ func printDrainLine(g *globals, at string, r handoverJSON) error {
 		return writeJSON(g.stdout, drainJSON{At: at, handoverJSON: r})
 	}
 	switch {
+	case r.Fault == "no_answer":
+		fmt.Fprintf(g.stdout, "%s: no drain answer: %s\n", at, r.Reason)
 	case r.Moved && r.Held:
 		fmt.Fprintf(g.stdout, "role %s: %s handed it to %s in %d ms\n", showName(r.Role), showName(r.Member), showName(r.To), r.TookMillis)
 	case r.Moved:

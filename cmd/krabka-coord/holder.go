@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -69,6 +70,11 @@ type holder struct {
 	// (holder_transfer.go); successorID is --successor.
 	operatorRequests chan operatorRequest
 	successorID      coordination.MemberID
+
+	// handingOver is set while a POST /transfer or /drain is under way
+	// (from ask's hand-off to its answer): a second one is refused as
+	// busy at once instead of queueing behind it.
+	handingOver atomic.Bool
 
 	// stop ends the metrics server and the read probe; done closes when
 	// the probe returned.

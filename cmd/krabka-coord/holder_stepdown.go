@@ -17,6 +17,12 @@ func (h *holder) requestStepDown() error {
 	if !h.metrics.isLeading() {
 		return fmt.Errorf("member %s does not hold role %s: nothing to step down from", h.member, h.role)
 	}
+	if h.handingOver.Load() {
+		// Accepted, it would wait behind the handover and be dropped
+		// when the role moved, while 'krabka-coord step-down' reported
+		// the transfer's new holder as its own.
+		return fmt.Errorf("member %s is handing role %s over (a transfer or a drain): step down after it, if it still holds the role", h.member, h.role)
+	}
 	select {
 	case h.stepDownRequests <- struct{}{}:
 	default: // one is pending already

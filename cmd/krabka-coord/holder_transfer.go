@@ -106,6 +106,14 @@ func (h *holder) ask(ctx context.Context, req operatorRequest) operatorReply {
 	if req.drain && req.member != h.member.String() {
 		return operatorReply{status: http.StatusConflict, body: fmt.Sprintf("this process is member %q, not %q: drain nothing here", h.member, req.member)}
 	}
+	if !h.handingOver.CompareAndSwap(false, true) {
+		// One at a time, refused at once as TransferTo refuses a second
+		// transfer (TransferBusy): a request queued behind a transfer would
+		// run later against a roster the operator no longer sees.
+		return operatorReply{status: http.StatusConflict, body: handoverJSON{Role: h.role.String(), Member: h.member.String(), Held: h.metrics.isLeading(),
+			To: req.to.String(), Fault: faultName(coordination.TransferBusy), Reason: "another transfer or drain of this member is under way"}}
+	}
+	defer h.handingOver.Store(false)
 	bound := time.NewTimer(h.operatorBound())
 	defer bound.Stop()
 	select {

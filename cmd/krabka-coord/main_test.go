@@ -811,3 +811,35 @@ func TestListColumnsAlign(t *testing.T) {
 		}
 	}
 }
+
+// watch on a planned transfer: the offer (the holder's token, the target
+// named) is not shown as the target taking over, and the target's own
+// lease under a new token says it may be a transfer taken.
+func TestWatchEventsOfATransfer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		role, _ := coordination.NewRole("controller")
+		t1, t2 := mustToken(t, 7, 1), mustToken(t, 7, 2)
+		feed := startFeed(t, role, coordination.DefaultLeaseConfig(), 900)
+		defer feed.stop()
+		feed.log.add(
+			registration(role, "a", 0, 1000),
+			registration(role, "b", 1, 1000),
+			leaseRecord(role, "a", t1, 2, 1000, 4000),
+		)
+		if got := kinds(feed.at(1000)); got != "registered:a registered:b granted:a" {
+			t.Fatalf("events = %s", got)
+		}
+		feed.log.add(leaseRecord(role, "b", t1, 3, 2000, 5000)) // the offer
+		events := feed.at(2000)
+		if len(events) != 1 || events[0].Kind != "takeover" || strings.Contains(events[0].Message, "took over") ||
+			!strings.Contains(events[0].Message, "the lease under token 7:1 names b now, not a, with no new epoch: the offer of a planned transfer") {
+			t.Fatalf("the offer: %+v; want a takeover line that says no epoch was minted", events)
+		}
+		feed.log.add(leaseRecord(role, "b", t2, 4, 2010, 5010)) // b's own mint
+		events = feed.at(2010)
+		if len(events) != 1 || events[0].Kind != "reacquired" || !strings.Contains(events[0].Message, "b took the role again with a new token 7:2") ||
+			!strings.Contains(events[0].Message, "a planned transfer's offer taken") {
+			t.Fatalf("the transfer taken: %+v", events)
+		}
+	})
+}

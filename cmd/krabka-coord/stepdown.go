@@ -39,7 +39,8 @@ command run until its next renewal, a step-down never lets two copies of
 run's command act at once.
 
 Exit codes: 0 the holder stepped down; 1 it did not within --wait, or it
-refused (not the holder, another role); 2 usage; 4 cluster unreachable.`,
+refused (not the holder, another role, a transfer or drain of the holder
+under way); 2 usage; 4 cluster unreachable.`,
 		Example: `  krabka-coord step-down controller --at node-1.internal:9464
   kill -USR1 <pid of 'krabka-coord elect controller node-1'>`,
 		Args: exactArgs("ROLE"),

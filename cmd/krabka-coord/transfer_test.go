@@ -311,3 +311,85 @@ func TestDrainNoEndpointKfake(t *testing.T) {
 	holder.wait()
 	standby.wait()
 }
+
+// A second transfer while one is under way is refused at once as busy
+// (exit 1), as TransferTo refuses it, and does not run later: the first,
+// to a registered member with no process behind it, is not taken, and the
+// holder keeps the role under the same token.
+func TestTransferBusyKfake(t *testing.T) {
+	cluster := kafkatest.Fake(t)
+	topic := "transfer-busy"
+	schema := jsonSchema(t)
+	conn := []string{"--brokers", strings.Join(cluster.Brokers, ","), "--partitions", "2", "--topic", topic}
+	createStateTopic(t, conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	role := "busy"
+	// The lease of 6 s leaves room for a bound of 4 s, in which the test
+	// sends its second transfer and its step-down.
+	lease := []string{"--lease-duration", "6s", "--renew-interval", "1s", "--challenge-stagger", "1s", "--poll-interval", "200ms"}
+	holder := startCLI(ctx, nil, append(append([]string{"elect", role, "node-1", "--listen", "127.0.0.1:0", "--step-down-endpoint", "--transfer-timeout", "4s"}, conn...), lease...)...)
+	addr := waitAddr(t, holder)
+	holder.waitFor(t, electedText, 20*time.Second)
+	standby := startCLI(ctx, nil, append(append([]string{"elect", role, "node-2"}, conn...), lease...)...)
+	writeRegistration(t, cluster, topic, 2, role, "node-0") // down: it never takes an offer
+	before := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && len(r.Roster) == 3 })
+
+	first := make(chan int, 1)
+	go func() {
+		code, _, _ := runCLI(t, nil, append([]string{"transfer", role, "--to", "node-0", "--at", addr}, conn...)...)
+		first <- code
+	}()
+	waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil && r.Lease.Holder == "node-0" }) // the offer is out
+	started := time.Now()
+	code, stdout, stderr := runCLI(t, nil, append([]string{"transfer", role, "--to", "node-2", "--at", addr, "--output", "json"}, conn...)...)
+	if code != exitFailure || !strings.Contains(stderr, "busy") || time.Since(started) > time.Second {
+		t.Fatalf("a second transfer during the first: exit %d after %v: %s%s; want 1 and busy, at once", code, time.Since(started), stdout, stderr)
+	}
+	// A step-down then is refused too, rather than accepted and dropped.
+	code, stdout, stderr = runCLI(t, nil, append([]string{"step-down", role, "--at", addr, "--wait", "3s"}, conn...)...)
+	if code != exitFailure || !strings.Contains(stderr, "handing role busy over") {
+		t.Fatalf("a step-down during the transfer: exit %d: %s%s; want 1 and the handover named", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"transfer", role, "--to", "node-2", "--at", addr, "--output", "json"}, conn...)...)
+	if code != exitFailure {
+		t.Fatalf("the second transfer again: exit %d: %s%s; want 1 (busy)", code, stdout, stderr)
+	}
+	checkLines(t, schema, "transfer", stdout)
+	var busy handoverJSON
+	if err := json.Unmarshal([]byte(stdout), &busy); err != nil || busy.Fault != "busy" || busy.Moved || busy.To != "node-2" {
+		t.Fatalf("second transfer: %s; want fault busy, not moved, to node-2", stdout)
+	}
+	if code := <-first; code != exitFailure {
+		t.Fatalf("the transfer to node-0, which is down: exit %d; want 1 (not taken)", code)
+	}
+	time.Sleep(time.Second) // a queued second transfer would run now
+	after := waitDescribe(t, conn, role, func(r describeJSON) bool { return r.Lease != nil })
+	if after.Lease.Holder != "node-1" || after.Lease.Token.Token != before.Lease.Token.Token {
+		t.Fatalf("after the refused transfers: %+v; want node-1 under %s", after.Lease, before.Lease.Token.Token)
+	}
+	cancel()
+	holder.wait()
+	standby.wait()
+}
+
+// Every --at address of a drain has its line, one that gave no answer too
+// (fault no_answer), in text and in JSON.
+func TestDrainNoAnswerLineKfake(t *testing.T) {
+	schema := jsonSchema(t)
+	conn := []string{"--brokers", kfakeBrokers(t), "--partitions", "2", "--topic", "drain-no-answer"}
+	createStateTopic(t, conn)
+	code, stdout, stderr := runCLI(t, nil, append([]string{"drain", "node-z", "--at", "127.0.0.1:1", "--wait", "5s", "--output", "json"}, conn...)...)
+	if code != exitFailure {
+		t.Fatalf("drain with an address that does not answer: exit %d: %s%s; want 1", code, stdout, stderr)
+	}
+	checkLines(t, schema, "drain", stdout)
+	var line drainJSON
+	if err := json.Unmarshal([]byte(stdout), &line); err != nil || line.At != "127.0.0.1:1" || line.Fault != "no_answer" || line.Reason == "" || line.Moved {
+		t.Fatalf("drain line %s; want at 127.0.0.1:1, fault no_answer with the error", stdout)
+	}
+	code, stdout, stderr = runCLI(t, nil, append([]string{"drain", "node-z", "--at", "127.0.0.1:1", "--wait", "5s"}, conn...)...)
+	if code != exitFailure || !strings.HasPrefix(stdout, "127.0.0.1:1: no drain answer: ") {
+		t.Fatalf("drain, text: exit %d: %s%s; want 1 and the address's line", code, stdout, stderr)
+	}
+}

@@ -181,6 +181,7 @@ func (t *Transport) WriteTombstones(ctx context.Context, partition coordination.
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
+	t.stateTopics[partition.Topic] = true // WriteGuarded refuses it
 	if err := t.authorizeLocked(OpWriteLease, token); err != nil {
 		return err
 	}

@@ -40,6 +40,11 @@ type Transport struct {
 	staleAt map[coordination.TopicPartition]int64           // set by StaleReads: reads stop before these offsets
 	late    map[coordination.Role]coordination.FencingToken // mints whose reply was lost (LateMint)
 	follows map[coordination.TopicPartition]uint64          // partitions read or watched, with the topic's incarnation then
+	// stateTopics are the topics of this transport's reads, appends and
+	// lease writes: WriteGuarded refuses a record for one, as
+	// KafkaTransport does, since a guarded record there could forge a
+	// registration or a lease.
+	stateTopics map[string]bool
 }
 
 var (
@@ -63,6 +68,8 @@ func (c *Cluster) Transport(member string) *Transport {
 		changed: make(chan struct{}),
 		late:    make(map[coordination.Role]coordination.FencingToken),
 		follows: make(map[coordination.TopicPartition]uint64),
+
+		stateTopics: make(map[string]bool),
 	}
 }
 
@@ -152,6 +159,7 @@ func (t *Transport) ReadPartition(ctx context.Context, partition coordination.To
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
+	t.stateTopics[partition.Topic] = true // WriteGuarded refuses it
 	return t.cluster.readLocked(partition, 0, t.readEndLocked(partition)), nil
 }
 
@@ -174,6 +182,7 @@ func (t *Transport) ReadPartitionFrom(ctx context.Context, partition coordinatio
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
+	t.stateTopics[partition.Topic] = true // WriteGuarded refuses it
 	if last := t.cluster.endLocked(partition); from < 0 || from > last {
 		return nil, from, t.errorf(OpReadPartition, "offset %d out of range [0, %d] of %s", from, last, partition)
 	}
@@ -230,6 +239,7 @@ func (t *Transport) Append(ctx context.Context, partition coordination.TopicPart
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
+	t.stateTopics[partition.Topic] = true // WriteGuarded refuses it
 	t.cluster.appendLocked(partition, key, value, coordination.NoEpoch, t.member, nil)
 	return lost
 }
@@ -251,6 +261,7 @@ func (t *Transport) WriteLease(ctx context.Context, partition coordination.Topic
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
+	t.stateTopics[partition.Topic] = true // WriteGuarded refuses it
 	if err := t.authorizeLocked(OpWriteLease, token); err != nil {
 		return err
 	}
@@ -269,8 +280,10 @@ func (t *Transport) WriteLease(ctx context.Context, partition coordination.Topic
 // nothing, when the token is not the newest token of its role or not the
 // token this transport minted last for that role. It returns an error, and
 // appends nothing, for a record with an
-// empty topic name, with [coordination.StateTopic] as its topic, or with a
-// negative partition. An empty batch checks the token and writes nothing.
+// empty topic name, with [coordination.StateTopic] or another topic that
+// this transport read, appended to or wrote a lease to as its topic (a
+// state topic), or with a negative partition. An empty batch checks the
+// token and writes nothing.
 func (t *Transport) WriteGuarded(ctx context.Context, token coordination.FencingToken, records []coordination.GuardedRecord) error {
 	lost, err := t.enter(ctx, OpWriteGuarded)
 	if err != nil {
@@ -287,6 +300,11 @@ func (t *Transport) WriteGuarded(ctx context.Context, token coordination.Fencing
 	}
 	t.cluster.mu.Lock()
 	defer t.cluster.mu.Unlock()
+	for i, record := range records {
+		if t.stateTopics[record.Topic] {
+			return t.errorf(OpWriteGuarded, "record %d: a guarded record never goes to the state topic %s", i, record.Topic)
+		}
+	}
 	if err := t.authorizeLocked(OpWriteGuarded, token); err != nil {
 		return err
 	}

@@ -138,8 +138,15 @@ func EventOf(change coordination.RoleChange, view coordination.LeaseConfig) (Rol
 		event.Message = fmt.Sprintf("%s renewed token %s, deadline %s", name, lease.Token, FormatAgo(lease.Deadline, now))
 	case change.Kind == coordination.ChangeReacquired:
 		event.PreviousMember, event.PreviousToken, event.PreviousDeadline = previous.Member.String(), NewTokenJSON(previous.Token), TimePtr(previous.Deadline)
-		event.Message = fmt.Sprintf("%s took the role again with a new token %s (its lease under %s %s): a restart, or a producer lost and replaced",
+		event.Message = fmt.Sprintf("%s took the role again with a new token %s (its lease under %s %s): a restart, a producer lost and replaced, or a planned transfer's offer taken",
 			name, lease.Token, previous.Token, leaseGap(previous.Deadline, lease.GrantedAt))
+	case lease.Token == previous.Token:
+		// One token, another member: no mint happened. It is the offer of a
+		// planned transfer (the holder names the target under its own
+		// token), or the holder's lease again after an offer not taken.
+		event.PreviousMember, event.PreviousToken, event.PreviousDeadline = previous.Member.String(), NewTokenJSON(previous.Token), TimePtr(previous.Deadline)
+		event.Message = fmt.Sprintf("the lease under token %s names %s now, not %s, with no new epoch: the offer of a planned transfer, or the holder's take-back of an offer not taken",
+			lease.Token, name, ShowName(previous.Member.String()))
 	default:
 		event.PreviousMember, event.PreviousToken, event.PreviousDeadline = previous.Member.String(), NewTokenJSON(previous.Token), TimePtr(previous.Deadline)
 		event.Message = fmt.Sprintf("%s took over with token %s from %s (token %s, %s)",
