@@ -68,9 +68,10 @@ func TestSimulation(t *testing.T) { runSimulation(t, false) }
 // faults: a transaction of another role held open on the roles' partition
 // (Cluster.OpenTransaction), which the stable-offset hold answers, and the
 // state topic deleted and created again (Cluster.RecreateTopic), which the
-// campaigns' fold starts over on. The
-// in-memory transport implements the whole ExtendedTransport, so every
-// branch that the probe selects runs (issue 30).
+// campaigns' fold starts over on. Every
+// member runs over the in-memory transport's whole ExtendedTransport; the
+// other answer of the probe (nil: a spec-only transport) runs in
+// TestSimulation, so both branches that the probe selects run (issue 30).
 func TestSimulationExtended(t *testing.T) { runSimulation(t, true) }
 
 // runSimulation runs the seeds of one mode: -sim.seed alone, or
