@@ -45,21 +45,27 @@ var (
 
 const commandTopic = "commands"
 
-// TestSimulation is the simulation with the extension options off. Every
-// other member of each seed (node-2, node-4) runs over
+// TestSimulation is the simulation with the extension options off. In one
+// seed of plainSeedEvery, every other member (node-2, node-4) runs over
 // coordinationtest.Plain, which hides ExtendedTransport: the probe of its
 // campaigns answers nil, so they take the specification's paths (whole
 // partition reads, no stable-offset hold, no tombstone writer, no guarded
 // Write of the library), beside members whose probe answers the whole
-// ExtendedTransport, on the same roles and under the same checks. Every
-// seed has both kinds (2 to 5 members), so they compete with each other
-// for every role. Leadership.Write is not theirs to call: as the
+// ExtendedTransport, on the same roles and under the same checks: such a
+// seed has both kinds (2 to 5 members), which compete for every role. Not
+// every seed: a spec-only member reads and folds its whole state partition
+// at each poll, and in every seed that doubled the time of the run.
+// Leadership.Write is not theirs to call: as the
 // specification has it, the caller passes the token to its own guarded
 // write, here the WriteGuarded of the member's in-memory transport under
 // Leadership.Token; its acknowledged commands count in the same safety
 // check. The run counts the leaderships over Plain, and fails when a run of
 // many seeds took none or acknowledged no command of theirs (issue 30).
 func TestSimulation(t *testing.T) { runSimulation(t, false) }
+
+// plainSeedEvery: the seeds of TestSimulation divisible by it run every
+// other member over coordinationtest.Plain.
+const plainSeedEvery = 8
 
 // TestSimulationExtended is the simulation with every extension option on
 // (WithHeartbeatInterval, WithResignationAnchor, WithDuplicateMemberCheck,
@@ -275,7 +281,7 @@ func newWorld(seed uint64, extended bool, logf func(string, ...any)) *simWorld {
 	}
 	for i := range 2 + rng.IntN(4) {
 		name := fmt.Sprintf("node-%d", i+1)
-		plain := !extended && i%2 == 1 // TestSimulation: node-2 and node-4 over Plain
+		plain := !extended && seed%plainSeedEvery == 0 && i%2 == 1 // node-2 and node-4 over Plain
 		w.members = append(w.members, &simMember{name: name, id: must(coordination.NewMemberID(name)), clock: &skewedClock{}, plain: plain})
 	}
 	if extended {
