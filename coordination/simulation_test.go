@@ -369,7 +369,7 @@ func (w *simWorld) startMember(m *simMember) {
 		m.wg.Add(1)
 		go w.campaign(ctx, m, m.transport, role)
 	}
-	w.trace("%s starts", m.name)
+	w.trace("%s starts (over Plain: %t)", m.name, m.plain)
 }
 
 // stopMember ends an incarnation. A crash leaves its leaderships to the
