@@ -45,7 +45,27 @@ var (
 
 const commandTopic = "commands"
 
+// TestSimulation is the simulation with the extension options off. In one
+// seed of plainSeedEvery, every other member (node-2, node-4) runs over
+// coordinationtest.Plain, which hides ExtendedTransport: the probe of its
+// campaigns answers nil, so they take the specification's paths (whole
+// partition reads, no stable-offset hold, no tombstone writer, no guarded
+// Write of the library), beside members whose probe answers the whole
+// ExtendedTransport, on the same roles and under the same checks: such a
+// seed has both kinds (2 to 5 members), which compete for every role. Not
+// every seed: a spec-only member reads and folds its whole state partition
+// at each poll, and in every seed that doubled the time of the run.
+// Leadership.Write is not theirs to call: as the
+// specification has it, the caller passes the token to its own guarded
+// write, here the WriteGuarded of the member's in-memory transport under
+// Leadership.Token; its acknowledged commands count in the same safety
+// check. The run counts the leaderships over Plain, and fails when a run of
+// many seeds took none or acknowledged no command of theirs (issue 30).
 func TestSimulation(t *testing.T) { runSimulation(t, false) }
+
+// plainSeedEvery: the seeds of TestSimulation divisible by it run every
+// other member over coordinationtest.Plain.
+const plainSeedEvery = 8
 
 // TestSimulationExtended is the simulation with every extension option on
 // (WithHeartbeatInterval, WithResignationAnchor, WithDuplicateMemberCheck,
@@ -54,9 +74,10 @@ func TestSimulation(t *testing.T) { runSimulation(t, false) }
 // faults: a transaction of another role held open on the roles' partition
 // (Cluster.OpenTransaction), which the stable-offset hold answers, and the
 // state topic deleted and created again (Cluster.RecreateTopic), which the
-// campaigns' fold starts over on. The
-// in-memory transport implements the whole ExtendedTransport, so every
-// branch that the probe selects runs (issue 30).
+// campaigns' fold starts over on. Every
+// member runs over the in-memory transport's whole ExtendedTransport; the
+// other answer of the probe (nil: a spec-only transport) runs in
+// TestSimulation, so both branches that the probe selects run (issue 30).
 func TestSimulationExtended(t *testing.T) { runSimulation(t, true) }
 
 // runSimulation runs the seeds of one mode: -sim.seed alone, or
@@ -103,6 +124,9 @@ func runSimulation(t *testing.T, extended bool) {
 	if totals.leaderships < seeds || totals.fences == 0 || totals.faults == 0 {
 		t.Fatalf("the simulation exercised too little: %s", totals)
 	}
+	if !extended && (totals.plainLeaderships == 0 || totals.plainAcks == 0) {
+		t.Fatalf("the spec-only members (coordinationtest.Plain) exercised too little: %s", totals)
+	}
 }
 
 // simResult counts what one run did, and what it found wrong.
@@ -114,6 +138,9 @@ type simResult struct {
 	refused     int // guarded writes refused with ErrFenced
 	faults      int
 	violations  []string
+
+	plainLeaderships int // leaderships over coordinationtest.Plain (the probe answered nil)
+	plainAcks        int // commands acknowledged to those holders' own guarded writes
 }
 
 func (r *simResult) add(other simResult) {
@@ -123,12 +150,14 @@ func (r *simResult) add(other simResult) {
 	r.acks += other.acks
 	r.refused += other.refused
 	r.faults += other.faults
+	r.plainLeaderships += other.plainLeaderships
+	r.plainAcks += other.plainAcks
 	r.violations = append(r.violations, other.violations...)
 }
 
 func (r simResult) String() string {
-	return fmt.Sprintf("%d leaderships, %d fenced, %d resigned, %d commands acknowledged, %d refused, %d faults",
-		r.leaderships, r.fences, r.resigns, r.acks, r.refused, r.faults)
+	return fmt.Sprintf("%d leaderships (%d spec-only), %d fenced, %d resigned, %d commands acknowledged (%d spec-only), %d refused, %d faults",
+		r.leaderships, r.plainLeaderships, r.fences, r.resigns, r.acks, r.plainAcks, r.refused, r.faults)
 }
 
 // skewedClock is the host clock of the bubble, offset by a skew that the
@@ -196,6 +225,7 @@ type simMember struct {
 	name      string
 	id        coordination.MemberID
 	clock     *skewedClock
+	plain     bool // its campaigns run over coordinationtest.Plain(transport): the spec-only branch
 	transport *coordinationtest.Transport
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -251,7 +281,8 @@ func newWorld(seed uint64, extended bool, logf func(string, ...any)) *simWorld {
 	}
 	for i := range 2 + rng.IntN(4) {
 		name := fmt.Sprintf("node-%d", i+1)
-		w.members = append(w.members, &simMember{name: name, id: must(coordination.NewMemberID(name)), clock: &skewedClock{}})
+		plain := !extended && seed%plainSeedEvery == 0 && i%2 == 1 // node-2 and node-4 over Plain
+		w.members = append(w.members, &simMember{name: name, id: must(coordination.NewMemberID(name)), clock: &skewedClock{}, plain: plain})
 	}
 	if extended {
 		// The transport's policy is the lease (no lease option), and every
@@ -338,7 +369,7 @@ func (w *simWorld) startMember(m *simMember) {
 		m.wg.Add(1)
 		go w.campaign(ctx, m, m.transport, role)
 	}
-	w.trace("%s starts", m.name)
+	w.trace("%s starts (over Plain: %t)", m.name, m.plain)
 }
 
 // stopMember ends an incarnation. A crash leaves its leaderships to the
@@ -376,8 +407,12 @@ func (w *simWorld) campaign(ctx context.Context, m *simMember, transport *coordi
 	defer m.wg.Done()
 	options := append(slices.Clone(w.options), coordination.WithClock(m.clock))
 	partition := slices.Index(w.roles, role)
+	var probed coordination.Transport = transport // the whole ExtendedTransport
+	if m.plain {
+		probed = coordinationtest.Plain(transport) // the specification's four interfaces only
+	}
 	for ctx.Err() == nil {
-		l, err := coordination.AcquireLeadership(ctx, transport, role, m.id, options...)
+		l, err := coordination.AcquireLeadership(ctx, probed, role, m.id, options...)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.violation("%s: AcquireLeadership on %s returned %v before its context ended", m.name, role, err)
@@ -387,16 +422,27 @@ func (w *simWorld) campaign(ctx context.Context, m *simMember, transport *coordi
 		w.mu.Lock()
 		w.held = append(w.held, l)
 		w.result.leaderships++
+		if m.plain {
+			w.result.plainLeaderships++
+		}
 		w.acquired[role] = append(w.acquired[role], l.Token())
 		w.mu.Unlock()
 		w.trace("%s leads %s with %s", m.name, role, l.Token())
-		w.lead(ctx, m, l, partition)
+		w.lead(ctx, m, transport, l, partition)
 	}
 }
 
 // lead writes commands until the leadership ends or the member stops; it
-// resigns now and then.
-func (w *simWorld) lead(ctx context.Context, m *simMember, l *coordination.Leadership, partition int) {
+// resigns now and then. A member over Plain writes them itself under the
+// leadership's token, through the WriteGuarded of its transport, since its
+// leadership has no guarded writer (its Write must say so).
+func (w *simWorld) lead(ctx context.Context, m *simMember, transport *coordinationtest.Transport, l *coordination.Leadership, partition int) {
+	if m.plain {
+		err := l.Write(ctx, coordination.GuardedRecord{Topic: commandTopic, Partition: partition, Value: []byte("probe")})
+		if err == nil || !strings.Contains(err.Error(), "does not implement ExtendedTransport") {
+			w.violation("%s: Write of %s over Plain returned %v, want the error that the transport has no guarded writer", m.name, l.Token(), err)
+		}
+	}
 	// The resignations of one leadership draw from a source of its own, so
 	// the nemesis's sequence does not depend on goroutine order.
 	rng := rand.New(rand.NewPCG(w.seed, uint64(l.Token().ProducerID())<<16|uint64(l.Token().ProducerEpoch())))
@@ -421,7 +467,13 @@ func (w *simWorld) lead(ctx context.Context, m *simMember, l *coordination.Leade
 		}
 		seq++
 		c := command{member: m.name, token: l.Token(), seq: seq}
-		err := l.Write(ctx, coordination.GuardedRecord{Topic: commandTopic, Partition: partition, Value: encodeCommand(c)})
+		record := coordination.GuardedRecord{Topic: commandTopic, Partition: partition, Value: encodeCommand(c)}
+		var err error
+		if m.plain {
+			err = transport.WriteGuarded(ctx, l.Token(), []coordination.GuardedRecord{record})
+		} else {
+			err = l.Write(ctx, record)
+		}
 		w.mu.Lock()
 		switch {
 		case err == nil:
@@ -430,6 +482,9 @@ func (w *simWorld) lead(ctx context.Context, m *simMember, l *coordination.Leade
 			}
 			w.acks = append(w.acks, c)
 			w.result.acks++
+			if m.plain {
+				w.result.plainAcks++
+			}
 		case errors.Is(err, coordination.ErrFenced):
 			w.result.refused++
 		}
@@ -458,7 +513,9 @@ func (w *simWorld) ended(m *simMember, l *coordination.Leadership) {
 	if again := l.Err(); again != err {
 		w.violation("%s: Err of %s changed from %v to %v", m.name, l.Token(), err, again)
 	}
-	if werr := l.Write(context.Background(), coordination.GuardedRecord{Topic: commandTopic, Value: []byte("late")}); !errors.Is(werr, coordination.ErrNotHeld) {
+	if werr := l.Write(context.Background(), coordination.GuardedRecord{Topic: commandTopic, Value: []byte("late")}); m.plain && werr == nil {
+		w.violation("%s: a write over Plain after Done returned nil", m.name)
+	} else if !m.plain && !errors.Is(werr, coordination.ErrNotHeld) {
 		w.violation("%s: a write after Done returned %v, want ErrNotHeld", m.name, werr)
 	}
 }

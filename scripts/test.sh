@@ -115,7 +115,8 @@ step golangci-lint run_lint
 step "the specification's suite (TestSpec)" go test -count=1 -run '^TestSpec' ./coordination
 step "go test -race, every package" go test -race -count=1 -timeout 20m "$packages"
 # The deterministic simulation at full size: 10 000 seeds, without the race
-# detector (the -race run above plays 300 of them).
+# detector (the -race run above plays 300 of them); every other member runs
+# over coordinationtest.Plain, the spec-only transport.
 step "the simulation at 10 000 seeds" go test -count=1 -timeout 10m -run '^TestSimulation$' ./coordination -sim.seeds=10000
 # Its second mode: every extension option on, over the in-memory cluster's
 # whole ExtendedTransport, with stalled transactions and a state topic
