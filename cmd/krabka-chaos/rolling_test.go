@@ -36,12 +36,13 @@ func TestRollingRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var progress strings.Builder
-	const interval = 100 * time.Millisecond
+	// A pace well under a transfer's time: the gap is the handover's.
+	const interval = rollingCommandInterval
 	run, err := chaos.OrchestrateRolling(ctx, chaos.RollingConfig{
 		Brokers: cluster.Brokers, Executable: member, Members: 3,
 		Lease: mixedLease, Renew: mixedRenew, Stagger: mixedStagger, Poll: 250 * time.Millisecond,
 		CommandInterval: interval, WriteTimeout: 5 * time.Second,
-		Hold: 2 * time.Second, Dir: dir, Progress: &progress,
+		Hold: 2 * time.Second, Dir: dir, Progress: &progress, RefusedTransfers: true,
 	})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
@@ -65,6 +66,22 @@ func TestRollingRestart(t *testing.T) {
 	}
 	if l := r.Linearizability; l.Result != chaos.LinearOK {
 		t.Errorf("linearizability check: %s over %d operations: %v", l.Result, l.Ops, l.Detail)
+	}
+	// The refused transfers (issue 31's third target): a standby killed
+	// and a name not in the roster, each refused with its typed error
+	// within the bound, no epoch used, the holder writing on; the checkers
+	// above ran over the whole history, these calls included.
+	cases := map[string]bool{}
+	for _, r := range run.Refused {
+		t.Logf("refused transfer from %s to %s (%s): fault %q in %d ms (bound %d ms), %d acquisitions, %d holder acks after: %s",
+			r.Holder, r.Target, r.Case, r.Fault, r.TookMillis, r.BoundMillis, r.Acquisitions, r.HolderAcks, r.Error)
+		cases[r.Case] = true
+		for _, p := range r.Problems {
+			t.Errorf("refused transfer to %s (%s): %s", r.Target, r.Case, p)
+		}
+	}
+	if !cases[chaos.RefusedDead] || !cases[chaos.RefusedNotMember] {
+		t.Errorf("refused transfers %+v; want one to a dead standby and one to a name not in the roster", run.Refused)
 	}
 	phases, err := chaos.MeasureRolling(ctx, run)
 	if err != nil {
@@ -94,6 +111,12 @@ func TestRollingRestart(t *testing.T) {
 		t.Errorf("transfer procedure: gap without an acknowledged command across the holder's stop %v; want at most %v (the transfer's %d ms, two command intervals and 500 ms for a write)",
 			gap, bound, transfer.TransferMillis[0])
 	}
+	// Issue 31's gap target: the gap across the holder's stop against the
+	// transfer's p99 in the same run. Logged, not asserted: with one
+	// transfer per run the p99 is that transfer's time, and the gap adds
+	// the new holder's first write to it (see docs/operations.md).
+	t.Logf("gap target: gap across the holder's stop %d ms, transfer p99 %d ms (%d transfers): gap <= p99 %v",
+		transfer.HandoverGapMillis, transfer.TransferP99Millis, len(transfer.TransferMillis), transfer.GapWithinP99)
 	if resign.Changes < 2 {
 		t.Errorf("resign procedure: %d leadership changes; the holder first in roster order hands the role to the member restarted next, so want at least 2", resign.Changes)
 	}
