@@ -142,6 +142,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	failSlow := fs.Bool("fail-slow", false, "exit 1 also when a failover took longer than its bound or never came")
 	rolling := fs.Bool("rolling", false, "no nemesis: a rolling restart of --members members on one role, once by each procedure: transfer (standbys first, the holder last, handing the role to a member already restarted) and resign (roster order, the holder first, each resigning); checks the run, and reports the leadership changes, epochs and the longest gap without an acknowledged command of each (docs/operations.md)")
 	rollingHold := fs.Duration("rolling-hold", 2*time.Second, "with --rolling: how long each step runs after the restarted member registered again")
+	transferBurst := fs.Int("transfer-burst", 20, "with --rolling: transfers back and forth between the holder and a standby before the transfer procedure, to measure the transfer's p99 in the same run (the gap target); 0 makes none")
 	transferFaults := fs.Bool("transfer-faults", true, "with --rolling: before the holder's restart in the transfer procedure, ask the holder to transfer to a standby killed with SIGKILL and to a name not in the roster; each must be refused (typed error within the bound, no epoch, the holder writing on)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -167,7 +168,7 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Brokers: splitList(*brokers), Members: *members,
 			Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll,
 			CommandInterval: pace, WriteTimeout: *writeTimeout, Hold: *rollingHold,
-			RefusedTransfers: *transferFaults,
+			RefusedTransfers: *transferFaults, TransferBurst: *transferBurst,
 		}, *out, *settle, *jsonOut, stdout, stderr)
 	}
 	kinds := splitList(*faults)
