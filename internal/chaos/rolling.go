@@ -668,8 +668,8 @@ type RollingPhaseReport struct {
 	Epochs             int `json:"epochs"`
 
 	// LongestGapMillis is the longest time between two acknowledged
-	// commands of the role in the span, and CommandInterval the gap that
-	// the leader's pace alone makes.
+	// commands of the role that closes in the span (the gap that the
+	// leader's pace alone makes included).
 	// LongestGapAtMillis is the host time of the ack that opens it.
 	LongestGapMillis   int64 `json:"longest_gap_ms"`
 	LongestGapAtMillis int64 `json:"longest_gap_at_ms"`
@@ -769,8 +769,14 @@ func MeasureRolling(ctx context.Context, run *RollingRun) ([]RollingPhaseReport,
 				r.TransferMillis = append(r.TransferMillis, c.TookMillis)
 			}
 		}
+		// A gap counts when its closing ack is in the span: the first
+		// restart of a phase may stop the holder at once.
 		prev := int64(-1)
 		for _, a := range acks {
+			if a.ms < phase.StartMillis {
+				prev = a.ms
+				continue
+			}
 			if !in(a.ms) {
 				continue
 			}
