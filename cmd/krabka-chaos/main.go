@@ -142,6 +142,8 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	failSlow := fs.Bool("fail-slow", false, "exit 1 also when a failover took longer than its bound or never came")
 	rolling := fs.Bool("rolling", false, "no nemesis: a rolling restart of --members members on one role, once by each procedure: transfer (standbys first, the holder last, handing the role to a member already restarted) and resign (roster order, the holder first, each resigning); checks the run, and reports the leadership changes, epochs and the longest gap without an acknowledged command of each (docs/operations.md)")
 	rollingHold := fs.Duration("rolling-hold", 2*time.Second, "with --rolling: how long each step runs after the restarted member registered again")
+	transferBurst := fs.Int("transfer-burst", 20, "with --rolling: transfers back and forth between the holder and a standby before the transfer procedure, to measure the transfer's p99 in the same run (the gap target); 0 makes none")
+	transferFaults := fs.Bool("transfer-faults", true, "with --rolling: before the holder's restart in the transfer procedure, ask the holder to transfer to a standby killed with SIGKILL and to a name not in the roster; each must be refused (typed error within the bound, no epoch, the holder writing on)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -154,10 +156,19 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "krabka-chaos run --rolling: --members %d: want at least 2\n", *members)
 			return exitUsage
 		}
+		pace := *interval
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "command-interval" })
+		if !explicit {
+			// The gap target compares the handover's gap with the
+			// transfer's time: the pace must be well under it.
+			pace = rollingCommandInterval
+		}
 		return rollingMode(ctx, chaos.RollingConfig{
 			Brokers: splitList(*brokers), Members: *members,
 			Lease: *lease, Renew: *renew, Stagger: *stagger, Poll: *poll,
-			CommandInterval: *interval, WriteTimeout: *writeTimeout, Hold: *rollingHold,
+			CommandInterval: pace, WriteTimeout: *writeTimeout, Hold: *rollingHold,
+			RefusedTransfers: *transferFaults, TransferBurst: *transferBurst,
 		}, *out, *settle, *jsonOut, stdout, stderr)
 	}
 	kinds := splitList(*faults)
@@ -229,9 +240,15 @@ func runMode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return report(context.WithoutCancel(ctx), info.Dir, nil, *settle, *jsonOut, *failSlow, stdout, stderr)
 }
 
+// rollingCommandInterval is the command pace of --rolling when
+// --command-interval is not given: well under a transfer's time, so that
+// the longest gap without an acknowledged command is the handover's.
+const rollingCommandInterval = 2 * time.Millisecond
+
 // rollingMode runs a rolling restart (--rolling), checks it, and reports
-// each procedure. It exits 1 on a violation, a history that does not
-// linearize, or a transfer procedure that took more than one leadership
+// the refused transfers and each procedure. It exits 1 on a violation, a
+// history that does not linearize, a transfer that was not refused as
+// documented, or a transfer procedure that took more than one leadership
 // change or one epoch.
 func rollingMode(ctx context.Context, config chaos.RollingConfig, out string, settle time.Duration, jsonOut bool, stdout, stderr io.Writer) int {
 	dir := out
@@ -259,6 +276,18 @@ func rollingMode(ctx context.Context, config chaos.RollingConfig, out string, se
 	if err != nil {
 		fmt.Fprintf(stderr, "krabka-chaos run --rolling: %v\n", err)
 		return exitHarness
+	}
+	for _, r := range run.Refused {
+		if jsonOut {
+			_ = json.NewEncoder(stdout).Encode(r)
+		} else {
+			fmt.Fprintf(stdout, "refused transfer from %s to %s (%s): fault %q in %d ms (bound %d ms), %d acquisitions, holder acks after %d, problems %v\n",
+				r.Holder, r.Target, r.Case, r.Fault, r.TookMillis, r.BoundMillis, r.Acquisitions, r.HolderAcks, r.Problems)
+		}
+		if len(r.Problems) > 0 {
+			fmt.Fprintf(stderr, "krabka-chaos: the transfer to %s (%s) was not refused as documented: %s\n", r.Target, r.Case, strings.Join(r.Problems, "; "))
+			code = max(code, exitFailed)
+		}
 	}
 	for _, p := range phases {
 		if jsonOut {

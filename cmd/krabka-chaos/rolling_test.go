@@ -36,12 +36,13 @@ func TestRollingRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var progress strings.Builder
-	const interval = 100 * time.Millisecond
+	// A pace well under a transfer's time: the gap is the handover's.
+	const interval = rollingCommandInterval
 	run, err := chaos.OrchestrateRolling(ctx, chaos.RollingConfig{
 		Brokers: cluster.Brokers, Executable: member, Members: 3,
 		Lease: mixedLease, Renew: mixedRenew, Stagger: mixedStagger, Poll: 250 * time.Millisecond,
 		CommandInterval: interval, WriteTimeout: 5 * time.Second,
-		Hold: 2 * time.Second, Dir: dir, Progress: &progress,
+		Hold: 2 * time.Second, Dir: dir, Progress: &progress, RefusedTransfers: true, TransferBurst: 10,
 	})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
@@ -66,25 +67,44 @@ func TestRollingRestart(t *testing.T) {
 	if l := r.Linearizability; l.Result != chaos.LinearOK {
 		t.Errorf("linearizability check: %s over %d operations: %v", l.Result, l.Ops, l.Detail)
 	}
+	// The refused transfers (issue 31's third target): a standby killed
+	// and a name not in the roster, each refused with its typed error
+	// within the bound, no epoch used, the holder writing on; the checkers
+	// above ran over the whole history, these calls included.
+	cases := map[string]bool{}
+	for _, r := range run.Refused {
+		t.Logf("refused transfer from %s to %s (%s): fault %q in %d ms (bound %d ms), %d acquisitions, %d holder acks after: %s",
+			r.Holder, r.Target, r.Case, r.Fault, r.TookMillis, r.BoundMillis, r.Acquisitions, r.HolderAcks, r.Error)
+		cases[r.Case] = true
+		for _, p := range r.Problems {
+			t.Errorf("refused transfer to %s (%s): %s", r.Target, r.Case, p)
+		}
+	}
+	if !cases[chaos.RefusedDead] || !cases[chaos.RefusedNotMember] {
+		t.Errorf("refused transfers %+v; want one to a dead standby and one to a name not in the roster", run.Refused)
+	}
 	phases, err := chaos.MeasureRolling(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 2 {
-		t.Fatalf("%d procedures measured, want 2: %+v", len(phases), phases)
+	if len(phases) != 3 {
+		t.Fatalf("%d phases measured, want 3 (burst, transfer, resign): %+v", len(phases), phases)
 	}
 	for _, p := range phases {
 		t.Logf("%s", p)
 	}
-	transfer, resign := phases[0], phases[1]
+	burst, transfer, resign := phases[0], phases[1], phases[2]
+	if burst.Procedure != chaos.ProcedureBurst || len(run.BurstMillis) != 10 || burst.Changes != 10 || burst.Epochs != 10 {
+		t.Errorf("burst: %s, %d transfers %v; want 10 transfers, each one leadership change and one epoch", burst, len(run.BurstMillis), run.BurstMillis)
+	}
 	if transfer.Procedure != chaos.ProcedureTransfer || resign.Procedure != chaos.ProcedureResign {
 		t.Fatalf("procedures %s, %s; want transfer, resign", transfer.Procedure, resign.Procedure)
 	}
 	if transfer.Changes != 1 || transfer.Epochs != 1 {
 		t.Errorf("transfer procedure: %d leadership changes, %d epochs; want 1 and 1", transfer.Changes, transfer.Epochs)
 	}
-	if len(transfer.TransferMillis) != 1 {
-		t.Fatalf("transfer procedure: %d TransferTo calls, want 1 (the holder's stop): %v", len(transfer.TransferMillis), transfer.TransferMillis)
+	if len(transfer.TransferMillis) != 1+len(run.BurstMillis) {
+		t.Fatalf("transfer procedure: %d transfers, want 1 (the holder's stop) and the burst's %d: %v", len(transfer.TransferMillis), len(run.BurstMillis), transfer.TransferMillis)
 	}
 	// The gap: the holder's last command (at most one interval before its
 	// stop), the transfer, the new holder's first command (one interval
@@ -94,6 +114,11 @@ func TestRollingRestart(t *testing.T) {
 		t.Errorf("transfer procedure: gap without an acknowledged command across the holder's stop %v; want at most %v (the transfer's %d ms, two command intervals and 500 ms for a write)",
 			gap, bound, transfer.TransferMillis[0])
 	}
+	// Issue 31's gap target: the gaps against the transfer's p99 in the
+	// same run (the holder's transfer and the burst's). Logged, not
+	// asserted (docs/operations.md, "Rolling restart": the figures).
+	t.Logf("gap target: gap across the holder's stop %d ms, longest gap of the procedure %d ms, transfer p99 %d ms over %d transfers: stop gap <= p99 %v, longest gap <= p99 %v",
+		transfer.HandoverGapMillis, transfer.LongestGapMillis, transfer.TransferP99Millis, len(transfer.TransferMillis), transfer.GapWithinP99, transfer.LongestGapWithinP99)
 	if resign.Changes < 2 {
 		t.Errorf("resign procedure: %d leadership changes; the holder first in roster order hands the role to the member restarted next, so want at least 2", resign.Changes)
 	}

@@ -58,6 +58,13 @@ type MemberConfig struct {
 	// ([OrchestrateRolling], [OrchestrateMixed]).
 	Successor func() string
 
+	// TransferRequest, if not nil, is polled while the member leads (at
+	// most every 50 ms): a name it returns is handed to
+	// Leadership.TransferTo at once, while the member goes on writing, and
+	// the call log has the outcome ([CallTransfer]). The rolling run asks
+	// so for the refused transfers (members/<id>.transfer).
+	TransferRequest func() string
+
 	// Acks receives one line per acknowledged command, and Events one line
 	// per event. Both are required. Calls, if not nil, receives one [Call]
 	// line per exported call of package coordination, and History, if not
@@ -174,9 +181,15 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 	role, token := leadership.Role().String(), leadership.Token().String()
 	ticker := time.NewTicker(m.config.CommandInterval)
 	defer ticker.Stop()
+	// Requested transfers run beside the writes; lead waits for them.
+	var transfers sync.WaitGroup
+	defer transfers.Wait()
+	var busy atomic.Bool
+	var polled time.Time
 	for {
 		select {
 		case <-ctx.Done():
+			transfers.Wait()
 			if m.handOver(ctx, leadership) {
 				return
 			}
@@ -189,6 +202,16 @@ func (m *Member) lead(ctx context.Context, leadership *coordination.Leadership, 
 			m.event(Event{Kind: EventEnded, Role: role, Token: token, Error: errText(leadership.Err())})
 			return
 		case <-ticker.C:
+		}
+		if m.config.TransferRequest != nil && time.Since(polled) >= 50*time.Millisecond && !busy.Load() {
+			polled = time.Now()
+			if name := m.config.TransferRequest(); name != "" {
+				busy.Store(true)
+				transfers.Go(func() {
+					defer busy.Store(false)
+					m.transferNow(ctx, leadership, name)
+				})
+			}
 		}
 		cmd := Command{
 			Role:        role,

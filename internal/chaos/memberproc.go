@@ -105,6 +105,7 @@ func MemberProcess(ctx context.Context, dir, id string, incarnation int, proxy s
 		Calls:           calls,
 		History:         history,
 		Successor:       func() string { return successorOf(info.MemberPath(id, "successor")) },
+		TransferRequest: func() string { return takeRequest(info.MemberPath(id, "transfer")) },
 	})
 	if err != nil {
 		return err
