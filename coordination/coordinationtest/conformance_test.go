@@ -75,6 +75,8 @@ func innerOf(t *testing.T, transport coordination.Transport) *coordinationtest.T
 		return transport.Transport
 	case unlessIgnored:
 		return transport.Transport
+	case leakyWatches:
+		return transport.Transport
 	}
 	t.Fatalf("stallNextMint: a transport of type %T", transport)
 	return nil
@@ -89,6 +91,21 @@ func (deafWatches) WatchPartition(coordination.TopicPartition) (<-chan struct{},
 
 func (deafWatches) WatchRoles(coordination.TopicPartition, ...coordination.Role) (<-chan struct{}, func()) {
 	return make(chan struct{}), func() {}
+}
+
+// leakyWatches is a broken adapter: each subscription starts a goroutine
+// that its stop does not end (the child process exits under it).
+type leakyWatches struct{ *coordinationtest.Transport }
+
+func (a leakyWatches) WatchPartition(partition coordination.TopicPartition) (<-chan struct{}, func()) {
+	changed, stop := a.Transport.WatchPartition(partition)
+	never := make(chan struct{})
+	go func() { <-never }()
+	return changed, stop
+}
+
+func (a leakyWatches) WatchRoles(partition coordination.TopicPartition, roles ...coordination.Role) (<-chan struct{}, func()) {
+	return a.WatchPartition(partition)
 }
 
 // unlessIgnored is a broken adapter: its AcquireEpochUnless is a plain
@@ -116,8 +133,11 @@ func TestBrokenAdapterUnderConformance(t *testing.T) {
 	coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
 		NewTransport: func(t *testing.T) coordination.Transport {
 			inner := cluster.Transport(t.Name())
-			if broken == "deaf" {
+			switch broken {
+			case "deaf":
 				return deafWatches{inner}
+			case "leaky":
+				return leakyWatches{inner}
 			}
 			return unlessIgnored{inner}
 		},
@@ -128,7 +148,8 @@ func TestBrokenAdapterUnderConformance(t *testing.T) {
 }
 
 // TestConformanceFailsBrokenAdapters: the suite fails an adapter whose
-// watches never fire (WatchPartition, WatchRoles), and one whose
+// watches never fire (WatchPartition, WatchRoles), one whose stop leaves a
+// goroutine of each subscription running (WatchStops), and one whose
 // AcquireEpochUnless mints over a rival after a retry, naming the check
 // and the call; the other checks pass. It runs the suite in a child
 // process (the test binary again), as a failing *testing.T cannot be
@@ -139,6 +160,7 @@ func TestConformanceFailsBrokenAdapters(t *testing.T) {
 	}{
 		{"deaf", "WatchPartition", "the channel did not receive"},
 		{"deaf", "WatchRoles", "the channel did not receive"},
+		{"leaky", "WatchStops", "the goroutines of stopped subscriptions end"},
 		{"unless", "AcquireEpochUnlessAfterARivalsMint", "want an error that wraps ErrFenced and no mint"},
 	}
 	outputs := map[string]string{}
@@ -168,8 +190,11 @@ func TestConformanceFailsBrokenAdapters(t *testing.T) {
 // expectedFailure reports whether a FAIL line names a check that the
 // broken adapter should fail.
 func expectedFailure(line, broken string) bool {
-	if broken == "deaf" {
+	switch broken {
+	case "deaf":
 		return strings.Contains(line, "/WatchPartition ") || strings.Contains(line, "/WatchRoles ")
+	case "leaky":
+		return strings.Contains(line, "/WatchStops ")
 	}
 	return strings.Contains(line, "/AcquireEpochUnlessAfterARivalsMint ")
 }
