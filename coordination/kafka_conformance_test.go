@@ -29,6 +29,7 @@ func kcConformance(t *testing.T, c *kafkatest.Cluster) {
 	}
 	if c.Fake != nil {
 		target.StallNextMint = func(_ *testing.T, _ coordination.Transport, role coordination.Role) { kcBusyOnce(c, role) }
+		target.LoseNextMintReply = func(_ *testing.T, _ coordination.Transport, role coordination.Role) { kcLateOnce(c, role) }
 	}
 	coordinationtest.TestTransport(t, target)
 }
@@ -48,5 +49,21 @@ func kcBusyOnce(c *kafkatest.Cluster, role coordination.Role) {
 		resp := init.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.ConcurrentTransactions.Code
 		return resp, nil, true
+	})
+}
+
+// kcLateOnce makes kfake hold the next InitProducerId of the role's
+// transactional id for 2 s, then serve it: the suite's caller gave up
+// after a second, and the answer reaches the transport late.
+func kcLateOnce(c *kafkatest.Cluster, role coordination.Role) {
+	c.Fake.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		init, ok := req.(*kmsg.InitProducerIDRequest)
+		if !ok || init.TransactionalID == nil || *init.TransactionalID != role.String() {
+			c.Fake.KeepControl()
+			return nil, nil, false
+		}
+		c.Fake.DropControl()
+		c.Fake.SleepControl(func() { time.Sleep(2 * time.Second) })
+		return nil, nil, false
 	})
 }

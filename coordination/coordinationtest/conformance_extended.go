@@ -1,7 +1,9 @@
 package coordinationtest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ func (s *suite) runExtended(t *testing.T) {
 	t.Run("StableOffsetsAndTopicIncarnation", s.stableOffsets)
 	t.Run("MintedAndFenced", s.mintedAndFenced)
 	t.Run("LateMintAndAcquireEpochUnless", s.lateMint)
+	t.Run("LateMintAfterALostReply", s.lateMintAfterALostReply)
 	t.Run("AcquireEpochUnlessAfterARivalsMint", s.acquireEpochUnlessMoved)
 	t.Run("WatchPartition", s.watchPartition) // conformance_watch.go
 	t.Run("WatchRoles", s.watchRoles)
@@ -180,6 +183,47 @@ func (s *suite) lateMint(t *testing.T) {
 	}
 	if !b.Minted(newer) {
 		t.Fatalf("Minted(%s) = false on the transport whose AcquireEpochUnless minted it", newer)
+	}
+}
+
+// lateMintWait bounds the mint whose reply LoseNextMintReply loses.
+const lateMintWait = time.Second
+
+// lateMintAfterALostReply, with LoseNextMintReply: an AcquireEpoch whose
+// reply is lost fails, the coordinator holds the token it minted all the
+// same, and LateMint of the minter reports it minted (pending meanwhile),
+// and another transport's nothing.
+func (s *suite) lateMintAfterALostReply(t *testing.T) {
+	if s.target.LoseNextMintReply == nil {
+		t.Log("ConformanceTarget.LoseNextMintReply is nil: no late mint to check")
+		return
+	}
+	transport, other := s.target.NewTransport(t), s.target.NewTransport(t)
+	minter, bystander := s.extended(t, transport), s.extended(t, other)
+	role, _ := s.role(t)
+	before := s.mint(t, other, role)
+	s.target.LoseNextMintReply(t, transport, role)
+	ctx, cancel := context.WithTimeout(context.Background(), lateMintWait)
+	token, err := transport.AcquireEpoch(ctx, role)
+	cancel()
+	if err == nil {
+		t.Fatalf("AcquireEpoch(%s) whose reply was lost = %s, nil; want an error", role, token)
+	}
+	var late coordination.FencingToken
+	s.eventually(t, "the lost mint lands at the coordinator and LateMint reports it minted", func() (bool, string) {
+		current, held, err := other.DescribeEpoch(s.ctx(t), role)
+		if err != nil || !held || current == before {
+			return false, fmt.Sprintf("DescribeEpoch = %s, %t, %v (the token before the lost mint: %s)", current, held, err, before)
+		}
+		minted, pending := minter.LateMint(role, current)
+		if !minted {
+			return false, fmt.Sprintf("LateMint(%s, %s) = false, %t", role, current, pending)
+		}
+		late = current
+		return true, ""
+	})
+	if minted, pending := bystander.LateMint(role, late); minted || pending {
+		t.Fatalf("LateMint(%s, %s) on a transport that did not mint it = %t, %t; want false, false", role, late, minted, pending)
 	}
 }
 

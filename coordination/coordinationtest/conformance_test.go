@@ -2,6 +2,7 @@ package coordinationtest_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,9 +19,10 @@ import (
 func TestTransportConformance(t *testing.T) {
 	cluster := conformanceCluster(t)
 	coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
-		NewTransport:  func(t *testing.T) coordination.Transport { return cluster.Transport(t.Name()) },
-		GuardedTopic:  "commands",
-		StallNextMint: stallNextMint,
+		NewTransport:      func(t *testing.T) coordination.Transport { return cluster.Transport(t.Name()) },
+		GuardedTopic:      "commands",
+		StallNextMint:     stallNextMint,
+		LoseNextMintReply: loseNextMintReply,
 	})
 	t.Run("Plain", func(t *testing.T) {
 		coordinationtest.TestTransport(t, coordinationtest.ConformanceTarget{
@@ -65,6 +67,12 @@ func stallNextMint(t *testing.T, transport coordination.Transport, _ coordinatio
 	})
 }
 
+// loseNextMintReply loses the reply of the next mint of the in-memory
+// transport: the mint takes effect, and the caller gets an error.
+func loseNextMintReply(t *testing.T, transport coordination.Transport, _ coordination.Role) {
+	innerOf(t, transport).LoseNextReply(coordinationtest.OpAcquireEpoch, errors.New("the reply of the mint was lost"))
+}
+
 // innerOf returns the in-memory transport under a broken adapter.
 func innerOf(t *testing.T, transport coordination.Transport) *coordinationtest.Transport {
 	t.Helper()
@@ -76,6 +84,8 @@ func innerOf(t *testing.T, transport coordination.Transport) *coordinationtest.T
 	case unlessIgnored:
 		return transport.Transport
 	case leakyWatches:
+		return transport.Transport
+	case lateForgotten:
 		return transport.Transport
 	}
 	t.Fatalf("stallNextMint: a transport of type %T", transport)
@@ -108,6 +118,13 @@ func (a leakyWatches) WatchRoles(partition coordination.TopicPartition, roles ..
 	return a.WatchPartition(partition)
 }
 
+// lateForgotten is a broken adapter: its LateMint never reports a mint.
+type lateForgotten struct{ *coordinationtest.Transport }
+
+func (lateForgotten) LateMint(coordination.Role, coordination.FencingToken) (minted, pending bool) {
+	return false, false
+}
+
 // unlessIgnored is a broken adapter: its AcquireEpochUnless is a plain
 // AcquireEpoch, which mints over a rival after a retry.
 type unlessIgnored struct{ *coordinationtest.Transport }
@@ -138,18 +155,22 @@ func TestBrokenAdapterUnderConformance(t *testing.T) {
 				return deafWatches{inner}
 			case "leaky":
 				return leakyWatches{inner}
+			case "late":
+				return lateForgotten{inner}
 			}
 			return unlessIgnored{inner}
 		},
-		GuardedTopic:  "commands",
-		StallNextMint: stallNextMint,
-		Timeout:       time.Second,
+		GuardedTopic:      "commands",
+		StallNextMint:     stallNextMint,
+		LoseNextMintReply: loseNextMintReply,
+		Timeout:           time.Second,
 	})
 }
 
 // TestConformanceFailsBrokenAdapters: the suite fails an adapter whose
 // watches never fire (WatchPartition, WatchRoles), one whose stop leaves a
-// goroutine of each subscription running (WatchStops), and one whose
+// goroutine of each subscription running (WatchStops), one whose LateMint
+// never reports the mint of a lost reply, and one whose
 // AcquireEpochUnless mints over a rival after a retry, naming the check
 // and the call; the other checks pass. It runs the suite in a child
 // process (the test binary again), as a failing *testing.T cannot be
@@ -162,6 +183,7 @@ func TestConformanceFailsBrokenAdapters(t *testing.T) {
 		{"deaf", "WatchRoles", "the channel did not receive"},
 		{"leaky", "WatchStops", "the goroutines of stopped subscriptions end"},
 		{"unless", "AcquireEpochUnlessAfterARivalsMint", "want an error that wraps ErrFenced and no mint"},
+		{"late", "LateMintAfterALostReply", "LateMint reports it minted"},
 	}
 	outputs := map[string]string{}
 	for _, c := range cases {
@@ -195,6 +217,8 @@ func expectedFailure(line, broken string) bool {
 		return strings.Contains(line, "/WatchPartition ") || strings.Contains(line, "/WatchRoles ")
 	case "leaky":
 		return strings.Contains(line, "/WatchStops ")
+	case "late":
+		return strings.Contains(line, "/LateMintAfterALostReply ")
 	}
 	return strings.Contains(line, "/AcquireEpochUnlessAfterARivalsMint ")
 }

@@ -99,13 +99,16 @@
 //     [ConformanceTarget.StallNextMint] (a mint that must retry) it must
 //     fail with ErrFenced, the rival's token stays the coordinator's, and
 //     from the rival's token it mints;
+//   - with [ConformanceTarget.LoseNextMintReply], an AcquireEpoch whose
+//     reply is lost fails, and LateMint of its transport reports the token
+//     that the coordinator then holds as minted, another transport's not;
 //   - WatchPartition wakes after another transport's Append and WriteLease
 //     to the partition, WatchRoles after a registration and a lease of its
 //     role, and stopped subscriptions leave no goroutine behind.
 //
-// The package's own tests run the suite over two broken adapters (watches
-// that never fire; an AcquireEpochUnless that is AcquireEpoch) and expect
-// it to fail them.
+// The package's own tests run the suite over broken adapters (watches that
+// never fire or leak a goroutine; a LateMint that reports nothing; an
+// AcquireEpochUnless that is AcquireEpoch) and expect it to fail them.
 //
 // # What the model leaves out
 //
