@@ -235,10 +235,13 @@ type ExtendedTransport interface {
 	// answer (pending): such a token is no rival's.
 	LateMint(role Role, token FencingToken) (minted, pending bool)
 
-	// AcquireEpochUnless is AcquireEpoch, except that a mint request that
-	// waits for the coordinator (a retry, over Kafka) is not sent once
-	// another producer minted over from (the coordinator's token when the
-	// caller looked): it returns an error that wraps [ErrFenced] instead.
+	// AcquireEpochUnless is AcquireEpoch, except that a mint request sent
+	// again after the coordinator made the first wait (a retry, over Kafka
+	// CONCURRENT_TRANSACTIONS) is not sent once another producer minted over
+	// from (the coordinator's token when the caller looked): it returns an
+	// error that wraps [ErrFenced] and mints nothing. The first request is
+	// always sent, so an adapter that mints with one request and never
+	// retries implements it as AcquireEpoch.
 	AcquireEpochUnless(ctx context.Context, role Role, from FencingToken) (FencingToken, error)
 }
 

@@ -32,6 +32,21 @@ type ConformanceTarget struct {
 	// [coordination.ExtendedTransport].
 	GuardedTopic string
 
+	// StallNextMint, when set, makes the next mint request of role that
+	// transport sends wait for the coordinator once (over Kafka: answered
+	// CONCURRENT_TRANSACTIONS), so that the mint sends it again: the case
+	// in which AcquireEpochUnless must refuse to mint over a rival. Nil for
+	// a target that cannot stall a mint: the suite then checks only that
+	// AcquireEpochUnless mints or refuses without minting.
+	StallNextMint func(t *testing.T, transport coordination.Transport, role coordination.Role)
+
+	// LoseNextMintReply, when set, makes the next mint request of role that
+	// transport sends take effect at the coordinator while its caller gets
+	// no answer within a second (a lost reply, or one that arrives later):
+	// the late mint that LateMint reports. Nil: the suite does not check a
+	// late mint.
+	LoseNextMintReply func(t *testing.T, transport coordination.Transport, role coordination.Role)
+
 	// Timeout bounds each call of the suite; 30 s when zero.
 	Timeout time.Duration
 }

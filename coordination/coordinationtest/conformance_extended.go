@@ -1,7 +1,9 @@
 package coordinationtest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,6 +23,11 @@ func (s *suite) runExtended(t *testing.T) {
 	t.Run("StableOffsetsAndTopicIncarnation", s.stableOffsets)
 	t.Run("MintedAndFenced", s.mintedAndFenced)
 	t.Run("LateMintAndAcquireEpochUnless", s.lateMint)
+	t.Run("LateMintAfterALostReply", s.lateMintAfterALostReply)
+	t.Run("AcquireEpochUnlessAfterARivalsMint", s.acquireEpochUnlessMoved)
+	t.Run("WatchPartition", s.watchPartition) // conformance_watch.go
+	t.Run("WatchRoles", s.watchRoles)
+	t.Run("WatchStops", s.watchStops)
 }
 
 // leaseConfig: the policy is none (zero) or one that NewLeaseConfig
@@ -148,16 +155,20 @@ func (s *suite) mintedAndFenced(t *testing.T) {
 	}
 }
 
-// lateMint: a transport reports no late mint of a token it never minted;
+// lateMint: a transport reports no late mint of a token it never minted,
+// nor of one whose mint it had the answer of (its own AcquireEpoch's);
 // AcquireEpochUnless from the coordinator's token mints a token that
 // supersedes it, which DescribeEpoch then reports.
 func (s *suite) lateMint(t *testing.T) {
 	first, second := s.target.NewTransport(t), s.target.NewTransport(t)
-	b := s.extended(t, second)
+	a, b := s.extended(t, first), s.extended(t, second)
 	role, _ := s.role(t)
 	token := s.mint(t, first, role)
 	if minted, pending := b.LateMint(role, token); minted || pending {
 		t.Fatalf("LateMint(%s, %s) on a transport that never minted the role = %t, %t; want false, false", role, token, minted, pending)
+	}
+	if minted, pending := a.LateMint(role, token); minted || pending {
+		t.Fatalf("LateMint(%s, %s) on the transport whose AcquireEpoch returned the token = %t, %t; want false, false: a mint that had its answer is no late one", role, token, minted, pending)
 	}
 	newer, err := b.AcquireEpochUnless(s.ctx(t), role, token)
 	if err != nil {
@@ -172,5 +183,99 @@ func (s *suite) lateMint(t *testing.T) {
 	}
 	if !b.Minted(newer) {
 		t.Fatalf("Minted(%s) = false on the transport whose AcquireEpochUnless minted it", newer)
+	}
+}
+
+// lateMintWait bounds the mint whose reply LoseNextMintReply loses.
+const lateMintWait = time.Second
+
+// lateMintAfterALostReply, with LoseNextMintReply: an AcquireEpoch whose
+// reply is lost fails, the coordinator holds the token it minted all the
+// same, and LateMint of the minter reports it minted (pending meanwhile),
+// and another transport's nothing.
+func (s *suite) lateMintAfterALostReply(t *testing.T) {
+	if s.target.LoseNextMintReply == nil {
+		t.Log("ConformanceTarget.LoseNextMintReply is nil: no late mint to check")
+		return
+	}
+	transport, other := s.target.NewTransport(t), s.target.NewTransport(t)
+	minter, bystander := s.extended(t, transport), s.extended(t, other)
+	role, _ := s.role(t)
+	before := s.mint(t, other, role)
+	s.target.LoseNextMintReply(t, transport, role)
+	ctx, cancel := context.WithTimeout(context.Background(), lateMintWait)
+	token, err := transport.AcquireEpoch(ctx, role)
+	cancel()
+	if err == nil {
+		t.Fatalf("AcquireEpoch(%s) whose reply was lost = %s, nil; want an error", role, token)
+	}
+	var late coordination.FencingToken
+	s.eventually(t, "the lost mint lands at the coordinator and LateMint reports it minted", func() (bool, string) {
+		current, held, err := other.DescribeEpoch(s.ctx(t), role)
+		if err != nil || !held || current == before {
+			return false, fmt.Sprintf("DescribeEpoch = %s, %t, %v (the token before the lost mint: %s)", current, held, err, before)
+		}
+		minted, pending := minter.LateMint(role, current)
+		if !minted {
+			return false, fmt.Sprintf("LateMint(%s, %s) = false, %t", role, current, pending)
+		}
+		late = current
+		return true, ""
+	})
+	if minted, pending := bystander.LateMint(role, late); minted || pending {
+		t.Fatalf("LateMint(%s, %s) on a transport that did not mint it = %t, %t; want false, false", role, late, minted, pending)
+	}
+}
+
+// acquireEpochUnlessMoved: a rival minted over from. Whatever the target,
+// AcquireEpochUnless from the stale token either mints (a token that
+// supersedes the rival's, which DescribeEpoch reports: a mint without a
+// retry is AcquireEpoch) or returns an error that wraps ErrFenced and mints
+// nothing. With StallNextMint, whose mint must retry, it must refuse, and
+// from the rival's token (the coordinator's) it must mint.
+func (s *suite) acquireEpochUnlessMoved(t *testing.T) {
+	holder, rival := s.target.NewTransport(t), s.target.NewTransport(t)
+	role, _ := s.role(t)
+	from := s.mint(t, holder, role)
+	won := s.mint(t, rival, role)
+	challenger := s.target.NewTransport(t)
+	extended := s.extended(t, challenger)
+	if s.target.StallNextMint == nil {
+		token, err := extended.AcquireEpochUnless(s.ctx(t), role, from)
+		switch {
+		case errors.Is(err, coordination.ErrFenced):
+			s.holds(t, challenger, role, won, "a refused AcquireEpochUnless")
+		case err != nil:
+			t.Fatalf("AcquireEpochUnless(%s, %s) after the rival minted %s = %v; want a token or an error that wraps ErrFenced", role, from, won, err)
+		case !token.Supersedes(won):
+			t.Fatalf("AcquireEpochUnless(%s, %s) after the rival minted %s = %s; want a token that supersedes the rival's", role, from, won, token)
+		default:
+			s.holds(t, challenger, role, token, "AcquireEpochUnless")
+		}
+		return
+	}
+	s.target.StallNextMint(t, challenger, role)
+	token, err := extended.AcquireEpochUnless(s.ctx(t), role, from)
+	if !errors.Is(err, coordination.ErrFenced) {
+		t.Fatalf("AcquireEpochUnless(%s, %s), whose mint waited for the coordinator while the rival's %s was the coordinator's = %s, %v; want an error that wraps ErrFenced and no mint", role, from, won, token, err)
+	}
+	s.holds(t, challenger, role, won, "a refused AcquireEpochUnless")
+	if extended.Minted(won) {
+		t.Fatalf("Minted(%s) = true on the challenger; the rival minted it", won)
+	}
+	s.target.StallNextMint(t, challenger, role)
+	token, err = extended.AcquireEpochUnless(s.ctx(t), role, won)
+	if err != nil || !token.Supersedes(won) {
+		t.Fatalf("AcquireEpochUnless(%s, %s), the coordinator's token, whose mint waited for the coordinator = %s, %v; want a token that supersedes it", role, won, token, err)
+	}
+	s.holds(t, challenger, role, token, "AcquireEpochUnless from the coordinator's token")
+}
+
+// holds fails t unless DescribeEpoch reports token for role after what.
+func (s *suite) holds(t *testing.T, transport coordination.Transport, role coordination.Role, token coordination.FencingToken, what string) {
+	t.Helper()
+	described, held, err := transport.DescribeEpoch(s.ctx(t), role)
+	if err != nil || !held || described != token {
+		t.Fatalf("DescribeEpoch(%s) after %s = %s, %t, %v; want %s, true, nil", role, what, described, held, err, token)
 	}
 }

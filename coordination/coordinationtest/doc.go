@@ -91,8 +91,24 @@
 //     watermark; TopicIncarnation is 0 for a topic not created again;
 //   - Minted knows the transport's own mint and not another's, Fenced a
 //     token whose write was refused after a rival's mint;
-//   - LateMint reports nothing of a token the transport never minted, and
-//     AcquireEpochUnless from the coordinator's token mints a newer one.
+//   - LateMint reports nothing of a token the transport never minted, nor
+//     of one its AcquireEpoch returned, and AcquireEpochUnless from the
+//     coordinator's token mints a newer one;
+//   - AcquireEpochUnless from a token that a rival minted over either
+//     mints over the rival or fails with ErrFenced and mints nothing; with
+//     [ConformanceTarget.StallNextMint] (a mint that must retry) it must
+//     fail with ErrFenced, the rival's token stays the coordinator's, and
+//     from the rival's token it mints;
+//   - with [ConformanceTarget.LoseNextMintReply], an AcquireEpoch whose
+//     reply is lost fails, and LateMint of its transport reports the token
+//     that the coordinator then holds as minted, another transport's not;
+//   - WatchPartition wakes after another transport's Append and WriteLease
+//     to the partition, WatchRoles after a registration and a lease of its
+//     role, and stopped subscriptions leave no goroutine behind.
+//
+// The package's own tests run the suite over broken adapters (watches that
+// never fire or leak a goroutine; a LateMint that reports nothing; an
+// AcquireEpochUnless that is AcquireEpoch) and expect it to fail them.
 //
 // # What the model leaves out
 //
