@@ -585,16 +585,14 @@
 // write in flight, the append's 600 ms and its 250 ms.
 //
 // A background renewal attempt ends by its bound: the deadline of the lease
-// it renews, and at least one renew interval (the lease then expired, or
-// the renewal is already late). An attempt that reaches its bound with its
-// transaction in flight (a request without an answer: [ErrOutcomeUnknown])
-// ends the leadership with an error that wraps [ErrOutcomeUnknown] and
-// [ErrProducerLost] before it gives the write slot back: nothing can be
-// known of its lease before a standby may challenge, and the epoch's
-// transaction ends in the background. A failure that returned before the
-// bound is retried one poll interval later. [Leadership.Renew], whose
-// context is the caller's, leaves the leadership as it is on
-// ErrOutcomeUnknown alone.
+// it renews, and at least one renew interval. An attempt that reaches it
+// with its transaction in flight returns [ErrOutcomeUnknown], and the
+// renewal is retried one poll interval later: the next transaction under
+// the epoch waits for the one in flight, and goes only once another node
+// answers as the coordinator (section "Fences over Kafka"); otherwise the epoch
+// ends. Ending the leadership at the bound instead cost a second leadership
+// change when a coordinator was killed under a short lease (the renewal
+// lands once the new coordinator answers; TestKafkaClusterBrokerCrash).
 //
 // # Planned transfer
 //

@@ -60,9 +60,7 @@ var ErrProducerLost = errors.New("the producer of the epoch is lost")
 // broker may still apply it to a later transaction (see the package doc,
 // "Extensions and errata"). Alone, with the context's error, it reports a
 // write that returned at the end of its context (plus 250 ms) with its
-// transaction in flight; the producer and the leadership go on, except
-// after a background renewal, whose context ends at the lease's deadline:
-// that ends the leadership (with ErrProducerLost). Over
+// transaction in flight; the producer and the leadership go on. Over
 // [KafkaTransport] that transaction ends in the background within the
 // transaction timeout (aborted, unless its commit was on its way), and the
 // next write under the token waits for it.

@@ -2,7 +2,6 @@ package coordination_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,50 +48,6 @@ func ksWaitHeld(t *testing.T, held *atomic.Int32, first *atomic.Int64) time.Time
 		return held.Load() > 0, "no Produce of the role yet"
 	})
 	return time.Unix(0, first.Load())
-}
-
-// TestKafkaUnansweredRenewalEndsByItsBound: the next renewal's Produce
-// never gets an answer. The renewal attempt ends at its bound (the
-// deadline of the lease it renews) with the outcome unknown, and the
-// leadership ends with an error that wraps ErrOutcomeUnknown within that
-// bound plus a second. Before, the attempt's ErrOutcomeUnknown was retried
-// as a transient failure, and the leadership held past the deadline of its
-// lease until kfake's coordinator aborted the transaction at its timeout
-// (the lease duration after the renewal began) and fenced the pair;
-// the write slot is free then: a Resign with context.Background()
-// returns at once, and a Renew writes nothing.
-func TestKafkaUnansweredRenewalEndsByItsBound(t *testing.T) {
-	c := kafkatest.Fake(t)
-	e := kaNewEnv(t, c)
-	ctx := ktContext(t)
-	holder, err := coordination.AcquireLeadership(ctx, ktTransport(t, c), e.role, fxMember(t, "node-1"), e.options...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, first := ksHoldRoleProduce(t, c, e.role)
-	heldAt := ksWaitHeld(t, held, first)
-	// The renewal failed: the newest lease is the one it renews, and its
-	// deadline is the attempt's bound.
-	deadline := time.UnixMilli(holder.Lease().Deadline)
-	select {
-	case <-holder.Done():
-	case <-time.After(time.Until(deadline.Add(time.Second))):
-		t.Fatalf("the leadership still holds %v after its renewal's Produce went unanswered, %v after the deadline of the lease it renews (bound: that deadline plus 1 s; err %v)",
-			time.Since(heldAt).Round(time.Millisecond), time.Since(deadline).Round(time.Millisecond), holder.Err())
-	}
-	t.Logf("the leadership ended %v after the Produce, %v after the deadline of the lease: %v",
-		time.Since(heldAt).Round(time.Millisecond), time.Since(deadline).Round(time.Millisecond), holder.Err())
-	if !errors.Is(holder.Err(), coordination.ErrOutcomeUnknown) || !errors.Is(context.Cause(holder.Context()), coordination.ErrOutcomeUnknown) {
-		t.Errorf("Err = %v, cause %v; want an error that wraps ErrOutcomeUnknown", holder.Err(), context.Cause(holder.Context()))
-	}
-	start := time.Now()
-	err = holder.Resign(context.Background())
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("Resign(context.Background()) took %v after the leadership ended, want at most 1 s (the write slot is free)", took)
-	}
-	if !errors.Is(err, coordination.ErrNotHeld) || !errors.Is(err, coordination.ErrOutcomeUnknown) {
-		t.Errorf("Resign = %v, want an error that wraps ErrNotHeld and ErrOutcomeUnknown", err)
-	}
 }
 
 // TestKafkaResignDuringUnansweredRenewalIsBounded: Resign with

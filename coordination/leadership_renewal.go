@@ -25,9 +25,7 @@ import (
 // renewal that gets [ErrProducerLost] or [ErrNotAuthorized]. A renewal that
 // fails for another, transient reason leaves the leadership as it is and
 // returns the transport's error, as does one whose ctx ended with its write
-// in flight ([ErrOutcomeUnknown] alone; the background renewal ends the
-// leadership then: the package doc's "Renewals and the write slot"). Renew
-// on an ended leadership writes nothing and returns an error that wraps
+// in flight ([ErrOutcomeUnknown] alone). Renew on an ended leadership writes nothing and returns an error that wraps
 // [ErrNotHeld], and the fence too if a fence ended it. During a
 // [Leadership.TransferTo] it waits for the transfer's end (its lease would
 // withdraw the offer).
@@ -224,11 +222,10 @@ func (r *renewer) wait() {
 // due runs one due renewal, on the scheduler's pool, and schedules the
 // next: at the RenewAt of the new lease, or one poll interval later after
 // a renewal that failed for a reason other than a fence; an attempt may
-// take until the deadline of the lease it renews (attemptBound). An attempt
-// that reaches that bound with its transaction in flight (ErrOutcomeUnknown:
-// a request without an answer) ends the leadership before it gives the
-// write slot back. No renewal is scheduled again once the leadership ended
-// or Resign stopped the renewals, nor while they are paused.
+// take until the deadline of the lease it renews (attemptBound); a failed
+// attempt is retried one poll interval later. No renewal is scheduled again
+// once the leadership ended or Resign stopped the renewals, nor while they
+// are paused.
 //
 // A due renewal does not wait behind a guarded write for long: it waits
 // for the write slot at most preemptAfter, then cancels the guarded write
@@ -257,14 +254,6 @@ func (r *renewer) due() {
 	if err == nil {
 		if skipped = r.isPaused(); !skipped { // a pause while the attempt waited for the slot: no write
 			err = r.renew(attempt)
-			if errors.Is(err, ErrOutcomeUnknown) && parent.Err() == nil {
-				// The attempt's bound ended with its transaction in flight
-				// (a Produce or EndTxn without an answer): the lease it
-				// renews has expired, or will before anything can be known,
-				// and the epoch's transaction ends in the background.
-				// Before the slot goes back, so that no write starts.
-				l.end(wrapf(err, []error{ErrProducerLost}, "the renewal's transaction was still in flight at the end of its bound (%v, until the deadline of the lease it renews), so the leadership ends", bound))
-			}
 		}
 		l.unlock()
 	}

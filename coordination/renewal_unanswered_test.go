@@ -48,35 +48,6 @@ func ruMember(t *testing.T, e *scEnv) (*scMember, *ruUnanswered) {
 	return &scMember{id: fxMember(t, "node-1"), raw: raw, transport: stuck}, stuck
 }
 
-// TestRenewalUnansweredEndsTheLeadershipAtItsBound: the renewal due at
-// 10 s never gets an answer. Its attempt is bounded by the deadline of the
-// lease it renews (30 s): the leadership holds until then, and ends at 30 s
-// with an error that wraps ErrOutcomeUnknown and ErrProducerLost. Before,
-// the attempt's ErrOutcomeUnknown was retried as a transient failure, and
-// the leadership held past its lease. The write slot is free then: Resign
-// returns at once, with the end.
-func TestRenewalUnansweredEndsTheLeadershipAtItsBound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := scNewEnv(t, false)
-		defer e.teardown()
-		node1, stuck := ruMember(t, e)
-		holder := e.acquireNow(node1)
-		stuck.stuck.Store(true)
-		e.runTo(29_999)
-		scHolds(t, holder)
-		e.runTo(30_000)
-		scEnded(t, holder, coordination.ErrOutcomeUnknown)
-		scEnded(t, holder, coordination.ErrProducerLost)
-		if got := holder.Lease().GrantedAt; got != scAt(0) {
-			t.Fatalf("the lease was renewed at %d ms, want the first lease only", got-scStart)
-		}
-		err := holder.Resign(context.Background()) // the clock stands still: a wait would deadlock the bubble
-		if !errors.Is(err, coordination.ErrNotHeld) || !errors.Is(err, coordination.ErrOutcomeUnknown) {
-			t.Fatalf("Resign = %v, want an error that wraps ErrNotHeld and ErrOutcomeUnknown", err)
-		}
-	})
-}
-
 // TestResignWithoutDeadlineIsBoundedByTheLease: Resign with
 // context.Background() at 15 s, while the renewal due at 10 s and the
 // tombstones get no answer. Resign stops the renewal, and waits for its
