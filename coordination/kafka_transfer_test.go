@@ -3,6 +3,7 @@ package coordination_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -261,6 +262,14 @@ func kxRefused(t *testing.T, c *kafkatest.Cluster) {
 			t.Fatalf("TransferTo(%s) = %v after %v, want %s at once", want.to, err, time.Since(start), want.fault)
 		}
 	}
+	// node-b's first heartbeat lands before it dies: the roster shows its
+	// registration before node-b reads it back and writes that heartbeat,
+	// and an entry that never heartbeated never lapses (RosterEntry.LapsedAt),
+	// so a node-b closed in that window (a loaded machine) keeps its rank.
+	klEventually(t, 20*time.Second, "node-b's first heartbeat", func() (bool, string) {
+		entry, ok := e.state(t, role).Entry(fxMember(t, "node-b"))
+		return ok && entry.LastSeen != 0, fmt.Sprintf("%+v (present %v)", entry, ok)
+	})
 	// node-b dies: its campaign ends without a deregistration (its
 	// transport closes first), and its heartbeats stop.
 	b.Close()
@@ -272,7 +281,8 @@ func kxRefused(t *testing.T, c *kafkatest.Cluster) {
 	}
 	klEventually(t, 20*time.Second, "node-b's rank lapses", func() (bool, string) {
 		entry, ok := e.state(t, role).Entry(fxMember(t, "node-b"))
-		return ok && entry.LapsedAt(time.Now().UnixMilli(), withBeats), "node-b's newest heartbeat"
+		now := time.Now().UnixMilli()
+		return ok && entry.LapsedAt(now, withBeats), fmt.Sprintf("%+v (present %v) at %d, roster lapse %v", entry, ok, now, withBeats.RosterLapse())
 	})
 	err = holder.TransferTo(ctx, fxMember(t, "node-b"))
 	var te *coordination.TransferError
