@@ -140,91 +140,16 @@ func OrchestrateMixed(ctx context.Context, config MixedConfig) (*MixedRun, error
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := os.MkdirAll(config.Dir+"/members", 0o755); err != nil {
-		return nil, err
-	}
-	runID := fmt.Sprintf("mixed-%d", time.Now().UnixNano())
-	roles, err := RoleNames(runID, 1, coordination.DefaultPartitions)
-	if err != nil {
-		return nil, err
-	}
-	discover, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	nodes, err := DiscoverBrokers(discover, config.Brokers, len(config.Brokers))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("chaos: %w", err)
-	}
-	info := &RunInfo{
-		RunID: runID, Brokers: config.Brokers, Nodes: nodes,
-		StateTopic: runID + ".state", StatePartitions: coordination.DefaultPartitions,
-		CommandTopic: runID + ".commands", Roles: roles,
+	m, stop, err := singleRoleRun{Kind: "mixed", Brokers: config.Brokers, Members: config.Members,
 		Lease: config.Lease, Renew: config.Renew, Stagger: config.Stagger, Poll: config.Poll,
 		CommandInterval: config.CommandInterval, WriteTimeout: config.WriteTimeout,
-		Faults: []string{}, Slack: 2 * time.Second, Dir: config.Dir,
-		ResignationAnchor: config.ResignationAnchor,
-	}
-	for i := range config.Members {
-		info.Members = append(info.Members, fmt.Sprintf("m%d", i+1))
-	}
-	if err := WriteRunInfo(info); err != nil {
-		return nil, err
-	}
-	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	info.ReplicationFactor, err = CreateTopics(setup, info, 0)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("chaos: create the topics: %w", err)
-	}
-	nemesisLog, err := OpenLineLog(info.Path("nemesis.log"), nil)
+		Dir: config.Dir, Executable: config.Old, ResignationAnchor: config.ResignationAnchor}.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	_ = nemesisLog.Close()
-
-	lease, err := coordination.NewLeaseConfig(config.Lease, config.Renew, config.Stagger)
-	if err != nil {
-		return nil, err
-	}
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr
-	}
-	reader, err := coordination.NewKafkaTransport(lease, addrs...)
-	if err != nil {
-		return nil, err
-	}
-	defer reader.Close()
-	role, err := coordination.NewRole(roles[0])
-	if err != nil {
-		return nil, err
-	}
-
-	o := &Orchestrator{
-		info: info,
-		config: RunConfig{
-			Brokers: config.Brokers, Members: config.Members, Roles: 1,
-			Lease: config.Lease, Renew: config.Renew, Stagger: config.Stagger, Poll: config.Poll,
-			CommandInterval: config.CommandInterval, WriteTimeout: config.WriteTimeout,
-			Dir: config.Dir, Executable: config.Old,
-		},
-		proxies:     make(map[string]*MemberNetwork),
-		procs:       make(map[string]*proc),
-		incarnation: make(map[string]int),
-		leaders:     make(map[string]leaderView),
-	}
-	defer o.shutdown()
-	for _, member := range info.Members {
-		network, err := NewMemberNetwork(addrs)
-		if err != nil {
-			return nil, err
-		}
-		o.proxies[member] = network
-		if err := WriteClockFile(info.MemberPath(member, "clock"), 0); err != nil {
-			return nil, err
-		}
-	}
-	m := &mixed{o: o, reader: reader, role: role, options: []coordination.Option{
-		coordination.WithTopic(info.StateTopic), coordination.WithPartitions(info.StatePartitions)}, release: map[string]string{}}
+	defer stop()
+	o, info := m.o, m.o.info
+	runID, roles := info.RunID, info.Roles
 	for _, member := range info.Members {
 		if err := m.startOn(member, ReleaseOld, config.Old); err != nil {
 			return nil, err
@@ -456,4 +381,111 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// singleRoleRun is what a run of members on one role without a nemesis
+// (the mixed-release run, the rolling restart) sets up alike: its topics,
+// run info and member networks, the reader of the role's state, and the
+// orchestrator that starts the members.
+type singleRoleRun struct {
+	Kind                          string // the run id's prefix: "mixed", "rolling"
+	Brokers                       []string
+	Members                       int
+	Lease, Renew, Stagger, Poll   time.Duration
+	CommandInterval, WriteTimeout time.Duration
+	Dir, Executable               string
+	ResignationAnchor             bool
+}
+
+// start sets the run up; the returned func closes the reader and shuts the
+// orchestrator down, and the caller defers it.
+func (s singleRoleRun) start(ctx context.Context) (*mixed, func(), error) {
+	if err := os.MkdirAll(s.Dir+"/members", 0o755); err != nil {
+		return nil, nil, err
+	}
+	runID := fmt.Sprintf("%s-%d", s.Kind, time.Now().UnixNano())
+	roles, err := RoleNames(runID, 1, coordination.DefaultPartitions)
+	if err != nil {
+		return nil, nil, err
+	}
+	discover, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	nodes, err := DiscoverBrokers(discover, s.Brokers, len(s.Brokers))
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: %w", err)
+	}
+	info := &RunInfo{
+		RunID: runID, Brokers: s.Brokers, Nodes: nodes,
+		StateTopic: runID + ".state", StatePartitions: coordination.DefaultPartitions,
+		CommandTopic: runID + ".commands", Roles: roles,
+		Lease: s.Lease, Renew: s.Renew, Stagger: s.Stagger, Poll: s.Poll,
+		CommandInterval: s.CommandInterval, WriteTimeout: s.WriteTimeout,
+		Faults: []string{}, Slack: 2 * time.Second, Dir: s.Dir,
+		ResignationAnchor: s.ResignationAnchor,
+	}
+	for i := range s.Members {
+		info.Members = append(info.Members, fmt.Sprintf("m%d", i+1))
+	}
+	if err := WriteRunInfo(info); err != nil {
+		return nil, nil, err
+	}
+	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	info.ReplicationFactor, err = CreateTopics(setup, info, 0)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("chaos: create the topics: %w", err)
+	}
+	nemesisLog, err := OpenLineLog(info.Path("nemesis.log"), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = nemesisLog.Close()
+	lease, err := coordination.NewLeaseConfig(s.Lease, s.Renew, s.Stagger)
+	if err != nil {
+		return nil, nil, err
+	}
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	role, err := coordination.NewRole(roles[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	reader, err := coordination.NewKafkaTransport(lease, addrs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := &Orchestrator{
+		info: info,
+		config: RunConfig{
+			Brokers: s.Brokers, Members: s.Members, Roles: 1,
+			Lease: s.Lease, Renew: s.Renew, Stagger: s.Stagger, Poll: s.Poll,
+			CommandInterval: s.CommandInterval, WriteTimeout: s.WriteTimeout,
+			Dir: s.Dir, Executable: s.Executable,
+		},
+		proxies:     make(map[string]*MemberNetwork),
+		procs:       make(map[string]*proc),
+		incarnation: make(map[string]int),
+		leaders:     make(map[string]leaderView),
+	}
+	stop := func() {
+		o.shutdown()
+		reader.Close()
+	}
+	for _, member := range info.Members {
+		network, err := NewMemberNetwork(addrs)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		o.proxies[member] = network
+		if err := WriteClockFile(info.MemberPath(member, "clock"), 0); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	m := &mixed{o: o, reader: reader, role: role, options: []coordination.Option{
+		coordination.WithTopic(info.StateTopic), coordination.WithPartitions(info.StatePartitions)}, release: map[string]string{}}
+	return m, stop, nil
 }

@@ -200,91 +200,18 @@ func OrchestrateRolling(ctx context.Context, config RollingConfig) (*RollingRun,
 	if progress == nil {
 		progress = io.Discard
 	}
-	if err := os.MkdirAll(config.Dir+"/members", 0o755); err != nil {
-		return nil, err
-	}
-	runID := fmt.Sprintf("rolling-%d", time.Now().UnixNano())
-	roles, err := RoleNames(runID, 1, coordination.DefaultPartitions)
-	if err != nil {
-		return nil, err
-	}
-	discover, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	nodes, err := DiscoverBrokers(discover, config.Brokers, len(config.Brokers))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("chaos: %w", err)
-	}
-	info := &RunInfo{
-		RunID: runID, Brokers: config.Brokers, Nodes: nodes,
-		StateTopic: runID + ".state", StatePartitions: coordination.DefaultPartitions,
-		CommandTopic: runID + ".commands", Roles: roles,
+	// The resign procedure runs as krabka-coord elect and run do: the first
+	// standby takes the role after a resignation (ResignationAnchor).
+	m, stop, err := singleRoleRun{Kind: "rolling", Brokers: config.Brokers, Members: config.Members,
 		Lease: config.Lease, Renew: config.Renew, Stagger: config.Stagger, Poll: config.Poll,
 		CommandInterval: config.CommandInterval, WriteTimeout: config.WriteTimeout,
-		Faults: []string{}, Slack: 2 * time.Second, Dir: config.Dir,
-		// The resign procedure runs as krabka-coord elect and run do: the
-		// first standby takes the role after a resignation.
-		ResignationAnchor: true,
-	}
-	for i := range config.Members {
-		info.Members = append(info.Members, fmt.Sprintf("m%d", i+1))
-	}
-	if err := WriteRunInfo(info); err != nil {
-		return nil, err
-	}
-	setup, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	info.ReplicationFactor, err = CreateTopics(setup, info, 0)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("chaos: create the topics: %w", err)
-	}
-	nemesisLog, err := OpenLineLog(info.Path("nemesis.log"), nil)
+		Dir: config.Dir, Executable: config.Executable, ResignationAnchor: true}.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	_ = nemesisLog.Close()
-	lease, err := coordination.NewLeaseConfig(config.Lease, config.Renew, config.Stagger)
-	if err != nil {
-		return nil, err
-	}
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr
-	}
-	reader, err := coordination.NewKafkaTransport(lease, addrs...)
-	if err != nil {
-		return nil, err
-	}
-	defer reader.Close()
-	role, err := coordination.NewRole(roles[0])
-	if err != nil {
-		return nil, err
-	}
-	o := &Orchestrator{
-		info: info,
-		config: RunConfig{
-			Brokers: config.Brokers, Members: config.Members, Roles: 1,
-			Lease: config.Lease, Renew: config.Renew, Stagger: config.Stagger, Poll: config.Poll,
-			CommandInterval: config.CommandInterval, WriteTimeout: config.WriteTimeout,
-			Dir: config.Dir, Executable: config.Executable,
-		},
-		proxies:     make(map[string]*MemberNetwork),
-		procs:       make(map[string]*proc),
-		incarnation: make(map[string]int),
-		leaders:     make(map[string]leaderView),
-	}
-	defer o.shutdown()
-	for _, member := range info.Members {
-		network, err := NewMemberNetwork(addrs)
-		if err != nil {
-			return nil, err
-		}
-		o.proxies[member] = network
-		if err := WriteClockFile(info.MemberPath(member, "clock"), 0); err != nil {
-			return nil, err
-		}
-	}
-	m := &mixed{o: o, reader: reader, role: role, options: []coordination.Option{
-		coordination.WithTopic(info.StateTopic), coordination.WithPartitions(info.StatePartitions)}, release: map[string]string{}}
+	defer stop()
+	o, info := m.o, m.o.info
+	runID, roles := info.RunID, info.Roles
 	for _, member := range info.Members {
 		if err := m.startOn(member, ReleaseNew, config.Executable); err != nil {
 			return nil, err
